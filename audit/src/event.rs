@@ -1,0 +1,104 @@
+//! The audit event schema, version 1.
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// Schema identifier carried by every record.
+pub const SCHEMA: &str = "browser-shell.audit/1";
+
+/// Which stage of a call a record describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Phase {
+    /// Written and synced before the action runs.
+    Intent,
+    /// Written after the action finished (or failed to start).
+    Outcome,
+    /// A call refused before anything ran: the only record of that call.
+    Denied,
+}
+
+/// One audit record. Fields left `None` are omitted from the JSON line.
+///
+/// `seq`, `time`, `prev_hash` and `hash` are filled in by the sink under its
+/// lock, so the order they prove is the order of the file.
+#[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
+pub struct Event {
+    /// Always [`SCHEMA`].
+    pub schema: &'static str,
+    /// The stage this record describes.
+    pub phase: Phase,
+    /// Identifies the call; the intent and outcome of one call share it.
+    pub call_id: String,
+    /// The agent's session id, when it was well-formed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// The tool name the client asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// The JSON-RPC request id, as a string.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    /// MCP client name and version, when the client said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
+    /// The argv with free-text arguments redacted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub argv: Option<Vec<Value>>,
+    /// `allowed` or `denied`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<&'static str>,
+    /// The rule that decided a denial.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// Human-readable reason of a denial or failure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// `ok`, `error`, `timeout`, `cancelled`, `spawn_failed`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<&'static str>,
+    /// The reply's exit code.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Wall time of the call so far, in milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<f64>,
+    /// Bytes the child wrote to stdout (contents are never logged).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stdout_bytes: Option<u64>,
+    /// Bytes the child wrote to stderr.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stderr_bytes: Option<u64>,
+    /// Producer, e.g. `browser-shell/0.1.0`.
+    pub producer: String,
+    /// Process id of the server that wrote the record.
+    pub pid: u32,
+}
+
+impl Event {
+    /// A record of `phase` for the call `call_id`, everything else unset.
+    pub fn new(phase: Phase, call_id: impl Into<String>) -> Self {
+        Self {
+            schema: SCHEMA,
+            phase,
+            call_id: call_id.into(),
+            session_id: None,
+            tool: None,
+            request_id: None,
+            client: None,
+            argv: None,
+            verdict: None,
+            rule: None,
+            reason: None,
+            outcome: None,
+            exit_code: None,
+            duration_ms: None,
+            stdout_bytes: None,
+            stderr_bytes: None,
+            producer: format!("browser-shell/{}", env!("CARGO_PKG_VERSION")),
+            pid: std::process::id(),
+        }
+    }
+}

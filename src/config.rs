@@ -1,0 +1,200 @@
+//! Operator configuration: flags with environment equivalents, checked at
+//! start so that bad config fails before any JSON-RPC is read.
+
+use std::{
+    fs,
+    os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt},
+    path::{Path, PathBuf},
+};
+
+use anyhow::{Context, bail};
+use clap::Args;
+
+use crate::{exec::Runner, session::MAX_DAEMON_NAME_LEN};
+
+/// Longest unix socket path agent-browser can bind.
+const MAX_SOCKET_PATH: usize = 103;
+
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// The agent-browser native binary to run (the platform build from the
+    /// pinned npm package, not the Node shim).
+    #[arg(
+        long,
+        env = "BROWSER_SHELL_AGENT_BROWSER",
+        value_name = "PATH",
+        default_value = "/usr/local/lib/browser-shell/agent-browser"
+    )]
+    pub agent_browser: PathBuf,
+
+    /// Chromium's remote-debugging port on 127.0.0.1; forced as `--cdp` on
+    /// every call.
+    #[arg(long, env = "BROWSER_SHELL_CDP_PORT", value_name = "PORT", default_value_t = 9222,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub cdp_port: u16,
+
+    /// Private state of agent-browser: its HOME, its socket dir and its `{}`
+    /// config file. Keep it short: socket paths are limited to 103 bytes.
+    #[arg(
+        long,
+        env = "BROWSER_SHELL_STATE_DIR",
+        value_name = "DIR",
+        default_value = "/tmp/browser-shell-state"
+    )]
+    pub state_dir: PathBuf,
+
+    /// Where screenshots are written, one subdirectory per session.
+    #[arg(
+        long,
+        env = "BROWSER_SHELL_OUTPUT_DIR",
+        value_name = "DIR",
+        default_value = "/tmp/browser-shell"
+    )]
+    pub output_dir: PathBuf,
+
+    /// URL policy file. This version enforces the built-in policy (http,
+    /// https and about:blank); it refuses to start if this file exists rather
+    /// than ignore it.
+    #[arg(
+        long,
+        env = "BROWSER_SHELL_POLICY",
+        value_name = "FILE",
+        default_value = "/etc/agent-browser/browser-shell.policy.json"
+    )]
+    pub policy: PathBuf,
+
+    /// Append-only JSONL audit log. Every call is recorded here before it
+    /// runs; if it cannot be written, calls are refused.
+    #[arg(
+        long,
+        env = "BROWSER_SHELL_AUDIT_LOG",
+        value_name = "FILE",
+        default_value = "/var/log/browser-shell/audit.jsonl"
+    )]
+    pub audit_log: PathBuf,
+
+    /// Seconds an idle agent-browser daemon lives before it exits by itself.
+    #[arg(long, env = "BROWSER_SHELL_IDLE_TIMEOUT_SEC", value_name = "SECONDS",
+          default_value_t = 900, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub idle_timeout_sec: u64,
+
+    /// Most bytes of stdout and of stderr returned per call (the rest is cut
+    /// with a marker).
+    #[arg(long, env = "BROWSER_SHELL_MAX_OUTPUT_BYTES", value_name = "BYTES",
+          default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1024..=10_000_000))]
+    pub max_output_bytes: u64,
+}
+
+/// Everything the server needs, after checking and preparing the directories.
+#[derive(Debug)]
+pub struct Prepared {
+    pub runner: Runner,
+    pub audit: audit::Sink,
+    pub output_dir: PathBuf,
+    pub max_output_bytes: usize,
+}
+
+impl ServeArgs {
+    /// Check the configuration and prepare the state directory.
+    pub fn prepare(&self) -> anyhow::Result<Prepared> {
+        check_executable(&self.agent_browser)?;
+        if self.policy.exists() {
+            bail!(
+                "policy file {} exists, but this version only enforces its built-in URL policy \
+                 (http, https, about:blank); refusing to start rather than ignore it \
+                 (remove the file or point --policy elsewhere)",
+                self.policy.display()
+            );
+        }
+        let state_dir = absolute(&self.state_dir, "--state-dir")?;
+        let output_dir = absolute(&self.output_dir, "--output-dir")?;
+        let home_dir = state_dir.join("home");
+        let socket_dir = state_dir.join("sock");
+        let longest_socket = socket_dir.as_os_str().len() + 1 + MAX_DAEMON_NAME_LEN + ".sock".len();
+        if longest_socket > MAX_SOCKET_PATH {
+            bail!(
+                "--state-dir {} is too long: agent-browser's socket paths would reach {longest_socket} \
+                 bytes (limit {MAX_SOCKET_PATH}); use a state dir of at most {} bytes",
+                state_dir.display(),
+                MAX_SOCKET_PATH - (1 + MAX_DAEMON_NAME_LEN + ".sock".len() + "/sock".len())
+            );
+        }
+        for dir in [&state_dir, &home_dir, &socket_dir, &output_dir] {
+            private_dir(dir)?;
+        }
+        let config_file = state_dir.join("agent-browser.config.json");
+        write_empty_config(&config_file)?;
+        if let Some(parent) = self
+            .audit_log
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+        {
+            private_dir(parent)?;
+        }
+        let audit = audit::Sink::open(&self.audit_log)
+            .with_context(|| "the audit log must be writable before any call can run")?;
+        Ok(Prepared {
+            runner: Runner {
+                agent_browser: self.agent_browser.clone(),
+                cdp_port: self.cdp_port,
+                home_dir,
+                socket_dir,
+                config_file,
+                output_dir: output_dir.clone(),
+                idle_timeout_ms: self.idle_timeout_sec * 1000,
+            },
+            audit,
+            output_dir,
+            max_output_bytes: usize::try_from(self.max_output_bytes).unwrap_or(usize::MAX),
+        })
+    }
+}
+
+fn check_executable(path: &Path) -> anyhow::Result<()> {
+    let meta = fs::metadata(path).with_context(|| {
+        format!(
+            "agent-browser binary not found at {} (set --agent-browser or BROWSER_SHELL_AGENT_BROWSER)",
+            path.display()
+        )
+    })?;
+    if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
+        bail!("{} is not an executable file", path.display());
+    }
+    Ok(())
+}
+
+fn absolute(path: &Path, flag: &str) -> anyhow::Result<PathBuf> {
+    if !path.is_absolute() {
+        bail!("{flag} must be an absolute path (got {})", path.display());
+    }
+    Ok(path.to_owned())
+}
+
+fn private_dir(dir: &Path) -> anyhow::Result<()> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("cannot create directory {}", dir.display()))?;
+    let meta =
+        fs::symlink_metadata(dir).with_context(|| format!("cannot stat {}", dir.display()))?;
+    if !meta.is_dir() {
+        bail!("{} is not a directory", dir.display());
+    }
+    Ok(())
+}
+
+/// agent-browser reads this instead of discovering `~/.agent-browser/config.json`
+/// and `./agent-browser.json`, either of which could enable plugins or debug mode.
+fn write_empty_config(path: &Path) -> anyhow::Result<()> {
+    let _ = fs::remove_file(path);
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o400)
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    std::io::Write::write_all(&mut file, b"{}\n")
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}

@@ -1,0 +1,228 @@
+//! Spawning agent-browser: the only place that builds a `Command`.
+//!
+//! The argv is constant — `<bin> --cdp <port> --json --session <name> batch
+//! --bail` — and the agent's tokens travel as JSON on stdin, where
+//! agent-browser never reads them as global flags. The environment is cleared
+//! and rebuilt from a short allow-list, stdin/stdout/stderr are pipes (the
+//! server's own stdio, which carries JSON-RPC, is never inherited), and the
+//! child leads its own process group so a timeout or a cancellation can kill
+//! everything it started in that group.
+
+use std::{path::PathBuf, process::Stdio, time::Duration};
+
+use tokio::{
+    io::{AsyncRead, AsyncReadExt, AsyncWriteExt},
+    process::Command,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::session::SessionId;
+
+/// Bytes of each stream kept for normalisation; the rest is counted only.
+pub const CAPTURE_LIMIT: usize = 8 * 1024 * 1024;
+
+/// How long to wait for pipes to close after the child was killed.
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
+/// Everything needed to run agent-browser; built once from the operator config.
+#[derive(Debug, Clone)]
+pub struct Runner {
+    pub agent_browser: PathBuf,
+    pub cdp_port: u16,
+    /// HOME and cwd of agent-browser: a private directory.
+    pub home_dir: PathBuf,
+    /// `AGENT_BROWSER_SOCKET_DIR`: short, private (0700).
+    pub socket_dir: PathBuf,
+    /// `AGENT_BROWSER_CONFIG`: a wrapper-owned file holding `{}`, so neither
+    /// `~/.agent-browser/config.json` nor `./agent-browser.json` is read.
+    pub config_file: PathBuf,
+    /// `AGENT_BROWSER_SCREENSHOT_DIR`.
+    pub output_dir: PathBuf,
+    /// `AGENT_BROWSER_IDLE_TIMEOUT_MS`: without it a CDP daemon never exits.
+    pub idle_timeout_ms: u64,
+}
+
+/// How the child ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Termination {
+    Exited(i32),
+    Signaled(i32),
+    TimedOut,
+    Cancelled,
+    SpawnFailed(String),
+}
+
+/// What the child produced, before normalisation.
+#[derive(Debug, Clone)]
+pub struct RawOutcome {
+    pub termination: Termination,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    /// Total bytes seen on each stream, including what was not kept.
+    pub stdout_total: u64,
+    pub stderr_total: u64,
+    pub elapsed: Duration,
+}
+
+impl Runner {
+    /// The fixed argv after the binary; no agent token is ever part of it.
+    pub fn fixed_args(&self, session: &SessionId) -> Vec<String> {
+        vec![
+            "--cdp".into(),
+            self.cdp_port.to_string(),
+            "--json".into(),
+            "--session".into(),
+            session.daemon_name().into(),
+            "batch".into(),
+            "--bail".into(),
+        ]
+    }
+
+    /// The complete child environment (after `env_clear`).
+    pub fn environment(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("HOME", self.home_dir.display().to_string()),
+            ("PATH", "/usr/bin:/bin".into()),
+            (
+                "AGENT_BROWSER_CONFIG",
+                self.config_file.display().to_string(),
+            ),
+            (
+                "AGENT_BROWSER_SOCKET_DIR",
+                self.socket_dir.display().to_string(),
+            ),
+            ("AGENT_BROWSER_NO_VERSION_CHECK", "1".into()),
+            (
+                "AGENT_BROWSER_IDLE_TIMEOUT_MS",
+                self.idle_timeout_ms.to_string(),
+            ),
+            (
+                "AGENT_BROWSER_SCREENSHOT_DIR",
+                self.output_dir.display().to_string(),
+            ),
+        ]
+    }
+
+    /// Run one command (`tokens`) in `session`, bounded by `timeout` and `cancel`.
+    pub async fn run(
+        &self,
+        session: &SessionId,
+        tokens: &[String],
+        timeout: Duration,
+        cancel: &CancellationToken,
+    ) -> RawOutcome {
+        let started = tokio::time::Instant::now();
+        let finish = |termination, out: Captured, err: Captured| RawOutcome {
+            termination,
+            stdout: out.kept,
+            stderr: err.kept,
+            stdout_total: out.total,
+            stderr_total: err.total,
+            elapsed: started.elapsed(),
+        };
+        let batch = match serde_json::to_vec(&[tokens]) {
+            Ok(b) => b,
+            Err(e) => {
+                return finish(
+                    Termination::SpawnFailed(format!("cannot encode the batch: {e}")),
+                    Captured::default(),
+                    Captured::default(),
+                );
+            }
+        };
+        let mut command = Command::new(&self.agent_browser);
+        command
+            .args(self.fixed_args(session))
+            .env_clear()
+            .envs(self.environment())
+            .current_dir(&self.home_dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        let mut child = match command.spawn() {
+            Ok(child) => child,
+            Err(e) => {
+                return finish(
+                    Termination::SpawnFailed(format!(
+                        "cannot start {}: {e}",
+                        self.agent_browser.display()
+                    )),
+                    Captured::default(),
+                    Captured::default(),
+                );
+            }
+        };
+        let pid = child.id();
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take();
+        let stderr = child.stderr.take();
+        let feed = async move {
+            if let Some(mut stdin) = stdin {
+                // A child that exits early closes its stdin; that is its answer,
+                // not an error of ours.
+                let _ = stdin.write_all(&batch).await;
+                let _ = stdin.shutdown().await;
+            }
+        };
+        let out_task = tokio::spawn(capture(stdout));
+        let err_task = tokio::spawn(capture(stderr));
+
+        let termination = tokio::select! {
+            status = async { feed.await; child.wait().await } => match status {
+                Ok(status) => match (status.code(), std::os::unix::process::ExitStatusExt::signal(&status)) {
+                    (Some(code), _) => Termination::Exited(code),
+                    (None, Some(sig)) => Termination::Signaled(sig),
+                    (None, None) => Termination::Exited(1),
+                },
+                Err(e) => Termination::SpawnFailed(format!("lost the child: {e}")),
+            },
+            () = tokio::time::sleep(timeout) => Termination::TimedOut,
+            () = cancel.cancelled() => Termination::Cancelled,
+        };
+        if matches!(termination, Termination::TimedOut | Termination::Cancelled) {
+            if let Some(pid) = pid {
+                hardening::kill_process_group(pid);
+            }
+            let _ = child.kill().await;
+        }
+        let out = join_capture(out_task).await;
+        let err = join_capture(err_task).await;
+        finish(termination, out, err)
+    }
+}
+
+#[derive(Debug, Default)]
+struct Captured {
+    kept: Vec<u8>,
+    total: u64,
+}
+
+async fn capture<R: AsyncRead + Unpin>(stream: Option<R>) -> Captured {
+    let mut captured = Captured::default();
+    let Some(mut stream) = stream else {
+        return captured;
+    };
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                captured.total += n as u64;
+                let room = CAPTURE_LIMIT.saturating_sub(captured.kept.len());
+                captured.kept.extend_from_slice(&buf[..n.min(room)]);
+            }
+        }
+    }
+    captured
+}
+
+async fn join_capture(task: tokio::task::JoinHandle<Captured>) -> Captured {
+    match tokio::time::timeout(DRAIN_GRACE, task).await {
+        Ok(Ok(captured)) => captured,
+        // A pipe still held open by a straggler, or a panicked reader: report
+        // what we have rather than hang the call.
+        _ => Captured::default(),
+    }
+}

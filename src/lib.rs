@@ -1,0 +1,24 @@
+//! browser-shell: an audit-first MCP stdio server with exactly one tool that
+//! drives a real Chromium through allow-listed agent-browser subcommands.
+//!
+//! A call flows one way through the modules:
+//!
+//! [`mcp`] (JSON-RPC) → [`request`] (validate) → [`command`] (grammar) →
+//! [`policy`] / [`outputs`] (decide the URL or file) → audit intent →
+//! [`exec`] (spawn) → [`outcome`] (normalise) → audit outcome → reply.
+//! [`pipeline`] is that sequence written out once.
+
+#![forbid(unsafe_code)]
+
+pub mod command;
+pub mod config;
+pub mod exec;
+pub mod mcp;
+pub mod outcome;
+pub mod outputs;
+pub mod pipeline;
+pub mod policy;
+pub mod refusal;
+pub mod request;
+pub mod session;
+pub mod tool;

@@ -1,0 +1,84 @@
+//! The `browser-shell` binary: parse the operator's configuration, prepare,
+//! and serve MCP on stdio. stdout carries JSON-RPC and nothing else;
+//! diagnostics go to stderr.
+
+#![forbid(unsafe_code)]
+
+use std::{process::ExitCode, sync::Arc};
+
+use browser_shell::{config, mcp, pipeline};
+use clap::{Parser, Subcommand};
+use rmcp::ServiceExt;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "browser-shell",
+    version,
+    about = "Audit-first MCP stdio server: one tool, `browser-shell`, that drives Chromium through allow-listed agent-browser subcommands",
+    long_about = None,
+    args_conflicts_with_subcommands = true,
+    after_help = "With no subcommand, `serve` runs. Every flag also reads the environment variable shown.\n\
+                  Exit codes of tool replies: 0 ok, 1 agent-browser failure, 124 timed out, 125 browser-shell error, 126 refused."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Cmd>,
+    #[command(flatten)]
+    serve: config::ServeArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Run the MCP server on stdin/stdout (the default).
+    Serve(config::ServeArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let args = match cli.command {
+        Some(Cmd::Serve(args)) => args,
+        None => cli.serve,
+    };
+    match serve(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("browser-shell: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn serve(args: &config::ServeArgs) -> anyhow::Result<()> {
+    let prepared = args.prepare()?;
+    tracing::info!(
+        agent_browser = %prepared.runner.agent_browser.display(),
+        cdp_port = prepared.runner.cdp_port,
+        audit_log = %prepared.audit.path().display(),
+        "browser-shell ready on stdio"
+    );
+    let pipeline = Arc::new(pipeline::Pipeline::new(
+        prepared.runner,
+        prepared.audit,
+        prepared.output_dir,
+        prepared.max_output_bytes,
+    ));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let service = mcp::BrowserShellServer::new(pipeline)
+            .serve(rmcp::transport::stdio())
+            .await?;
+        service.waiting().await?;
+        tracing::info!("stdin closed; browser-shell exiting");
+        anyhow::Ok(())
+    })
+}

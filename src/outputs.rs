@@ -1,0 +1,189 @@
+//! Where files written for an agent (screenshots) go.
+//!
+//! agent-browser writes wherever it is told, relative paths resolve against the
+//! daemon's cwd, and `../` is not checked. So browser-shell always passes an
+//! absolute path it chose or vetted: under `<output-dir>/<daemon-name>/`, with
+//! no `..`, no symlink on the way, and an image extension.
+
+use std::{
+    fs,
+    os::unix::fs::DirBuilderExt,
+    path::{Component, Path, PathBuf},
+    sync::atomic::{AtomicU64, Ordering},
+    time::{SystemTime, UNIX_EPOCH},
+};
+
+use crate::{refusal::Refusal, session::SessionId};
+
+/// Resolve the screenshot target for `session`, creating its directory.
+///
+/// `requested` is a name relative to the session's directory (`shot.png`,
+/// `run1/shot.png`) or an absolute path inside it; `None` generates a name.
+pub fn resolve(
+    root: &Path,
+    session: &SessionId,
+    requested: Option<&str>,
+) -> Result<PathBuf, Refusal> {
+    let dir = root.join(session.daemon_name());
+    let relative = match requested {
+        None => PathBuf::from(generated_name()),
+        Some(name) => relative_inside(&dir, name)?,
+    };
+    let target = dir.join(&relative);
+    let parent = target.parent().unwrap_or(&dir);
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(parent)
+        .map_err(|e| {
+            Refusal::new(
+                "output.path",
+                format!("cannot create the output directory: {e}"),
+            )
+        })?;
+    // Every component from the root down must be a real directory: a symlink
+    // planted in the output tree must not redirect the write elsewhere.
+    let canonical_root = root
+        .canonicalize()
+        .map_err(|e| Refusal::new("output.path", format!("output dir unusable: {e}")))?;
+    let canonical_parent = parent
+        .canonicalize()
+        .map_err(|e| Refusal::new("output.path", format!("output dir unusable: {e}")))?;
+    if !canonical_parent.starts_with(canonical_root.join(session.daemon_name())) {
+        return Err(Refusal::new(
+            "output.path",
+            "the output path leaves the session's output directory (symlink?)",
+        ));
+    }
+    match fs::symlink_metadata(&target) {
+        Ok(meta) if !meta.file_type().is_file() => {
+            return Err(Refusal::new(
+                "output.path",
+                "the output path exists and is not a regular file",
+            ));
+        }
+        _ => {}
+    }
+    Ok(canonical_parent.join(target.file_name().unwrap_or_default()))
+}
+
+fn relative_inside(dir: &Path, name: &str) -> Result<PathBuf, Refusal> {
+    let path = Path::new(name);
+    let relative = if path.is_absolute() {
+        path.strip_prefix(dir).map_err(|_| {
+            Refusal::new(
+                "output.path",
+                format!(
+                    "screenshots are saved under {}; give a file name or a path inside it",
+                    dir.display()
+                ),
+            )
+        })?
+    } else {
+        path
+    };
+    let mut clean = PathBuf::new();
+    for component in relative.components() {
+        match component {
+            Component::Normal(part) => clean.push(part),
+            Component::CurDir => {}
+            Component::ParentDir | Component::RootDir | Component::Prefix(_) => {
+                return Err(Refusal::new(
+                    "output.path",
+                    "`..` is not allowed in output paths",
+                ));
+            }
+        }
+    }
+    let lower = clean.to_string_lossy().to_ascii_lowercase();
+    if !lower.ends_with(".png") {
+        return Err(Refusal::new(
+            "output.path",
+            "screenshot files must end in .png (agent-browser always writes PNG)",
+        ));
+    }
+    Ok(clean)
+}
+
+fn generated_name() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("screenshot-{ms}-{}-{n}.png", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session(id: &str) -> SessionId {
+        SessionId::parse(id).unwrap()
+    }
+
+    #[test]
+    fn generated_and_named_files_land_in_the_session_dir() {
+        let root = tempfile::tempdir().unwrap();
+        let s = session("u1");
+        let dir = root.path().canonicalize().unwrap().join("u1");
+        let generated = resolve(root.path(), &s, None).unwrap();
+        assert_eq!(generated.parent().unwrap(), dir);
+        assert!(generated.to_string_lossy().ends_with(".png"));
+        assert_eq!(
+            resolve(root.path(), &s, Some("a/b.png")).unwrap(),
+            dir.join("a/b.png")
+        );
+        let abs = root.path().join("u1/c.png");
+        assert_eq!(
+            resolve(root.path(), &s, abs.to_str()).unwrap(),
+            dir.join("c.png")
+        );
+    }
+
+    #[test]
+    fn escapes_are_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let s = session("u1");
+        for bad in [
+            "../x.png",
+            "a/../../x.png",
+            "/etc/x.png",
+            "x.txt",
+            "/tmp/x.png",
+        ] {
+            assert_eq!(
+                resolve(root.path(), &s, Some(bad)).unwrap_err().rule,
+                "output.path",
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_planted_symlink_cannot_redirect_the_write() {
+        let root = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let s = session("u1");
+        fs::create_dir_all(root.path().join("u1")).unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), root.path().join("u1/link")).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", root.path().join("u1/p.png")).unwrap();
+        assert_eq!(
+            resolve(root.path(), &s, Some("link/x.png"))
+                .unwrap_err()
+                .rule,
+            "output.path"
+        );
+        assert_eq!(
+            resolve(root.path(), &s, Some("p.png")).unwrap_err().rule,
+            "output.path"
+        );
+    }
+
+    #[test]
+    fn a_dotted_session_id_cannot_climb_out() {
+        let root = tempfile::tempdir().unwrap();
+        let path = resolve(root.path(), &session(".."), None).unwrap();
+        assert!(path.starts_with(root.path().canonicalize().unwrap()));
+    }
+}

@@ -1,0 +1,292 @@
+//! One tool call, start to finish, as a one-way pipeline:
+//!
+//! request → validate → grammar → policy → audit intent → confined spawn →
+//! normalize → audit outcome → reply.
+//!
+//! Every branch ends in a [`Reply`] and at least one audit record. A refusal is
+//! recorded as a single `denied` record; an allowed call gets an `intent`
+//! record, synced to disk *before* the child is spawned, and an `outcome`
+//! record after. If the intent cannot be written, nothing runs.
+
+use std::{
+    collections::HashMap,
+    path::PathBuf,
+    sync::{Arc, Mutex},
+    time::Instant,
+};
+
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    command::{self, Slot},
+    exec::{Runner, Termination},
+    outcome::{self, Reply},
+    outputs, policy,
+    refusal::Refusal,
+    request::{self, ValidRequest},
+    session::SessionId,
+};
+
+/// Who is calling, as far as the protocol tells us.
+#[derive(Debug, Clone, Default)]
+pub struct CallContext {
+    pub request_id: Option<String>,
+    pub client: Option<String>,
+    pub cancel: CancellationToken,
+}
+
+/// Shared state of the server: built once, used by every call.
+#[derive(Debug)]
+pub struct Pipeline {
+    pub runner: Runner,
+    pub audit: audit::Sink,
+    pub output_dir: PathBuf,
+    pub max_output_bytes: usize,
+    sessions: SessionLocks,
+}
+
+impl Pipeline {
+    pub fn new(
+        runner: Runner,
+        audit: audit::Sink,
+        output_dir: PathBuf,
+        max_output_bytes: usize,
+    ) -> Self {
+        Self {
+            runner,
+            audit,
+            output_dir,
+            max_output_bytes,
+            sessions: SessionLocks::default(),
+        }
+    }
+
+    /// Handle a `tools/call` of `browser-shell` with these raw arguments.
+    pub async fn handle(&self, arguments: Option<&Map<String, Value>>, ctx: &CallContext) -> Reply {
+        let started = Instant::now();
+        let call = CallRecord::new(ctx);
+        let request = match request::validate(arguments) {
+            Ok(request) => request,
+            Err(refusal) => {
+                let session = request::session_hint(arguments);
+                let session_id = session.as_ref().map_or("", SessionId::as_str);
+                return self.deny(&call, session.as_ref(), None, &refusal, started, session_id);
+            }
+        };
+        let session_id = request.session.as_str();
+        let tokens = match self.plan(&request) {
+            Ok(tokens) => tokens,
+            Err(refusal) => {
+                return self.deny(
+                    &call,
+                    Some(&request.session),
+                    Some(&request.argv),
+                    &refusal,
+                    started,
+                    session_id,
+                );
+            }
+        };
+
+        // One call at a time per session: agent-browser serialises in its
+        // daemon anyway, and the wrapper's own bookkeeping must not interleave.
+        let lock = self.sessions.lock_for(request.session.daemon_name());
+        let _guard = tokio::select! {
+            guard = lock.lock() => guard,
+            () = ctx.cancel.cancelled() => {
+                let refusal = Refusal::new("call.cancelled", "cancelled while waiting for the session's previous call");
+                return self.deny(&call, Some(&request.session), Some(&request.argv), &refusal, started, session_id);
+            }
+        };
+
+        let mut intent = call.event(audit::Phase::Intent, Some(&request.session));
+        intent.argv = Some(redact_argv(&request.argv));
+        intent.verdict = Some("allowed");
+        if let Err(e) = self.audit.append(intent) {
+            tracing::error!(error = %e, "audit intent not written; refusing the call");
+            return Reply::internal(
+                session_id,
+                &format!("audit unavailable, nothing was run: {e}"),
+            );
+        }
+
+        let raw = self
+            .runner
+            .run(&request.session, &tokens, request.timeout, &ctx.cancel)
+            .await;
+        let reply = outcome::normalize(session_id, &raw, self.max_output_bytes);
+
+        let mut done = call.event(audit::Phase::Outcome, Some(&request.session));
+        done.verdict = Some("allowed");
+        done.outcome = Some(match &raw.termination {
+            Termination::Exited(0) if reply.exit_code == 0 => "ok",
+            Termination::Exited(_) | Termination::Signaled(_) => "error",
+            Termination::TimedOut => "timeout",
+            Termination::Cancelled => "cancelled",
+            Termination::SpawnFailed(_) => "spawn_failed",
+        });
+        if let Termination::SpawnFailed(why) = &raw.termination {
+            done.reason = Some(why.clone());
+        }
+        done.exit_code = Some(reply.exit_code);
+        done.duration_ms = Some(millis(started));
+        done.stdout_bytes = Some(raw.stdout_total);
+        done.stderr_bytes = Some(raw.stderr_total);
+        if let Err(e) = self.audit.append(done) {
+            // The command already ran; the intent record proves it was
+            // allowed. Surface the failure loudly rather than hide it.
+            tracing::error!(error = %e, "audit outcome not written");
+        }
+        reply
+    }
+
+    /// Grammar, then the slot: the URL policy for `open`, the output dir for
+    /// `screenshot`. Returns the exact tokens agent-browser will receive.
+    fn plan(&self, request: &ValidRequest) -> Result<Vec<String>, Refusal> {
+        let command = command::parse(&request.argv)?;
+        let mut tokens = command.tokens;
+        match command.slot {
+            Slot::None => {}
+            Slot::Url(raw) => tokens.push(policy::check_open(&raw)?),
+            Slot::OutputFile(name) => {
+                let path = outputs::resolve(&self.output_dir, &request.session, name.as_deref())?;
+                tokens.push(path.display().to_string());
+            }
+        }
+        Ok(tokens)
+    }
+
+    /// Record a refusal (the call's only record) and build its reply.
+    pub fn deny(
+        &self,
+        call: &CallRecord,
+        session: Option<&SessionId>,
+        argv: Option<&[String]>,
+        refusal: &Refusal,
+        started: Instant,
+        session_id: &str,
+    ) -> Reply {
+        let mut event = call.event(audit::Phase::Denied, session);
+        event.argv = argv.map(redact_argv);
+        event.verdict = Some("denied");
+        event.rule = Some(refusal.rule.to_owned());
+        event.reason = Some(refusal.message.clone());
+        event.exit_code = Some(outcome::exit_code::REFUSED);
+        event.duration_ms = Some(millis(started));
+        match self.audit.append(event) {
+            Ok(_) => Reply::refused(session_id, refusal),
+            Err(e) => {
+                tracing::error!(error = %e, "audit record of a refusal not written");
+                Reply::internal(
+                    session_id,
+                    &format!("audit unavailable ({e}); the call was refused: {refusal}"),
+                )
+            }
+        }
+    }
+}
+
+/// Identity of one call across its audit records.
+#[derive(Debug, Clone)]
+pub struct CallRecord {
+    call_id: String,
+    request_id: Option<String>,
+    client: Option<String>,
+}
+
+impl CallRecord {
+    pub fn new(ctx: &CallContext) -> Self {
+        Self {
+            call_id: new_call_id(),
+            request_id: ctx.request_id.clone(),
+            client: ctx.client.clone(),
+        }
+    }
+
+    pub fn event(&self, phase: audit::Phase, session: Option<&SessionId>) -> audit::Event {
+        let mut event = audit::Event::new(phase, self.call_id.clone());
+        event.tool = Some(crate::tool::TOOL_NAME.to_owned());
+        event.session_id = session.map(|s| s.as_str().to_owned());
+        event.request_id.clone_from(&self.request_id);
+        event.client.clone_from(&self.client);
+        event
+    }
+}
+
+/// The argv as the audit log stores it: free text (the value of `fill`,
+/// `type`, `select`) replaced by its length, so passwords typed into a page
+/// never reach the log.
+pub fn redact_argv(argv: &[String]) -> Vec<Value> {
+    let secret_from = match argv.first().map(String::as_str) {
+        Some("fill" | "type" | "select") => 2,
+        _ => usize::MAX,
+    };
+    argv.iter()
+        .enumerate()
+        .map(|(i, arg)| {
+            if i >= secret_from {
+                json!({"redacted": true, "len": arg.chars().count()})
+            } else {
+                Value::String(arg.clone())
+            }
+        })
+        .collect()
+}
+
+fn millis(started: Instant) -> f64 {
+    (started.elapsed().as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0
+}
+
+fn new_call_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "{nanos:x}-{:x}-{:x}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// One async mutex per daemon name.
+#[derive(Debug, Default)]
+struct SessionLocks {
+    map: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl SessionLocks {
+    fn lock_for(&self, name: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut map = match self.map.lock() {
+            Ok(map) => map,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        map.entry(name.to_owned()).or_default().clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fill_text_is_redacted_but_the_selector_is_kept() {
+        let argv: Vec<String> = ["fill", "#password", "hunter2"].map(String::from).to_vec();
+        let redacted = redact_argv(&argv);
+        assert_eq!(redacted[1], "#password");
+        assert_eq!(redacted[2], json!({"redacted": true, "len": 7}));
+        assert!(
+            !serde_json::to_string(&redacted)
+                .unwrap()
+                .contains("hunter2")
+        );
+    }
+
+    #[test]
+    fn non_text_commands_are_kept_verbatim() {
+        let argv: Vec<String> = ["click", "@e1"].map(String::from).to_vec();
+        assert_eq!(redact_argv(&argv), vec![json!("click"), json!("@e1")]);
+    }
+}
