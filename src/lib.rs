@@ -3,7 +3,7 @@
 //!
 //! A call flows one way through the modules:
 //!
-//! [`mcp`] (JSON-RPC) → [`request`] (validate) → [`command`] (grammar) →
+//! [`wire`] (framing) → [`mcp`] (JSON-RPC) → [`request`] (validate) → [`command`] (grammar) →
 //! [`policy`] / [`outputs`] (decide the URL or file) → audit intent →
 //! [`exec`] (spawn) → [`outcome`] (normalise) → audit outcome → reply.
 //! [`pipeline`] is that sequence written out once.
@@ -22,3 +22,4 @@ pub mod refusal;
 pub mod request;
 pub mod session;
 pub mod tool;
+pub mod wire;

@@ -6,7 +6,7 @@
 
 use std::{process::ExitCode, sync::Arc};
 
-use browser_shell::{config, mcp, pipeline};
+use browser_shell::{config, mcp, pipeline, wire};
 use clap::{Parser, Subcommand};
 use rmcp::ServiceExt;
 
@@ -56,6 +56,9 @@ fn main() -> ExitCode {
     }
 }
 
+/// Buffer between the wire and rmcp, each direction.
+const PIPE_BYTES: usize = 256 * 1024;
+
 fn serve(args: &config::ServeArgs) -> anyhow::Result<()> {
     let prepared = args.prepare()?;
     tracing::info!(
@@ -74,10 +77,29 @@ fn serve(args: &config::ServeArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(async move {
+        // stdin → wire → rmcp → wire → stdout: the wire frames and bounds
+        // messages, answers malformed ones itself, and is stdout's only writer.
+        let (to_rmcp, rmcp_in) = tokio::io::duplex(PIPE_BYTES);
+        let (rmcp_out, from_rmcp) = tokio::io::duplex(PIPE_BYTES);
+        let (answers_tx, answers_rx) = tokio::sync::mpsc::unbounded_channel();
+        let fault_sink = Arc::clone(&pipeline);
+        let input = tokio::spawn(wire::pump_input(
+            tokio::io::stdin(),
+            to_rmcp,
+            answers_tx,
+            move |fault| fault_sink.record_protocol_fault(fault),
+        ));
+        let output = tokio::spawn(wire::pump_output(
+            from_rmcp,
+            answers_rx,
+            tokio::io::stdout(),
+        ));
         let service = mcp::BrowserShellServer::new(pipeline)
-            .serve(rmcp::transport::stdio())
+            .serve((rmcp_in, rmcp_out))
             .await?;
         service.waiting().await?;
+        let _ = input.await;
+        let _ = output.await;
         tracing::info!("stdin closed; browser-shell exiting");
         anyhow::Ok(())
     })

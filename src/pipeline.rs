@@ -187,6 +187,25 @@ impl Pipeline {
     }
 }
 
+impl Pipeline {
+    /// Audit a message the wire answered itself (malformed JSON-RPC). There
+    /// is no reply to build: the wire already sent the protocol error.
+    pub fn record_protocol_fault(&self, fault: &crate::wire::Fault) {
+        let ctx = CallContext {
+            request_id: fault.request_id.clone(),
+            ..CallContext::default()
+        };
+        let mut event = CallRecord::new(&ctx).event(audit::Phase::Denied, None);
+        event.tool = None;
+        event.verdict = Some("denied");
+        event.rule = Some(fault.rule.to_owned());
+        event.reason = Some(fault.message.clone());
+        if let Err(e) = self.audit.append(event) {
+            tracing::error!(error = %e, "audit record of a malformed message not written");
+        }
+    }
+}
+
 /// Identity of one call across its audit records.
 #[derive(Debug, Clone)]
 pub struct CallRecord {
