@@ -17,8 +17,9 @@ use crate::event::Event;
 /// `prev_hash` of the first record of a chain.
 const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
-/// How far back from the end to look for the last complete record.
-const TAIL_WINDOW: u64 = 256 * 1024;
+/// First and largest window read back from the end to find the last record.
+const FIRST_TAIL_WINDOW: u64 = 8 * 1024;
+const MAX_TAIL_WINDOW: u64 = 8 * 1024 * 1024;
 
 /// Why a record could not be made durable. The caller must not proceed.
 #[derive(Debug, thiserror::Error)]
@@ -90,7 +91,23 @@ pub struct Sealed {
 #[derive(Debug)]
 pub struct Sink {
     path: PathBuf,
-    file: Mutex<File>,
+    state: Mutex<State>,
+}
+
+/// The open file and the chain head this process last wrote, keyed by the
+/// file length right after that write: if the length is unchanged under the
+/// lock, no other process appended and the tail need not be re-read.
+#[derive(Debug)]
+struct State {
+    file: File,
+    head: Option<(u64, Tail)>,
+}
+
+#[derive(Debug, Clone)]
+struct Tail {
+    seq: u64,
+    hash: String,
+    needs_newline: bool,
 }
 
 impl Sink {
@@ -111,7 +128,7 @@ impl Sink {
             })?;
         Ok(Self {
             path: path.to_owned(),
-            file: Mutex::new(file),
+            state: Mutex::new(State { file, head: None }),
         })
     }
 
@@ -131,17 +148,27 @@ impl Sink {
             Value::Object(map) => map,
             _ => return Err(AuditError::Poisoned),
         };
-        let guard = self.file.lock().map_err(|_| AuditError::Poisoned)?;
-        let mut file: &File = &guard;
+        let mut state = self.state.lock().map_err(|_| AuditError::Poisoned)?;
+        let State { file, head } = &mut *state;
+        let mut file: &File = file;
         let _lock = FileLock::exclusive(file).map_err(|source| AuditError::Lock {
             path: self.path.clone(),
             source,
         })?;
-        let (prev_seq, prev_hash, needs_newline) =
-            read_tail(file).map_err(|source| AuditError::ReadTail {
-                path: self.path.clone(),
-                source,
-            })?;
+        let read_error = |source| AuditError::ReadTail {
+            path: self.path.clone(),
+            source,
+        };
+        let meta = file.metadata().map_err(read_error)?;
+        let tail = match head.take() {
+            Some((len, tail)) if meta.file_type().is_file() && len == meta.len() => tail,
+            _ => read_tail(file, &meta).map_err(read_error)?,
+        };
+        let Tail {
+            seq: prev_seq,
+            hash: prev_hash,
+            needs_newline,
+        } = tail;
         let seq = prev_seq + 1;
         body.insert("seq".into(), seq.into());
         body.insert("time".into(), now_rfc3339().into());
@@ -168,34 +195,67 @@ impl Sink {
             path: self.path.clone(),
             source,
         })?;
+        if let Ok(meta) = file.metadata() {
+            let tail = Tail {
+                seq,
+                hash: hash.clone(),
+                needs_newline: false,
+            };
+            *head = Some((meta.len(), tail));
+        }
         Ok(Sealed { seq, hash })
     }
 }
 
 /// Last complete record's `seq` and `hash`, and whether the file ends mid-line.
-fn read_tail(mut file: &File) -> io::Result<(u64, String, bool)> {
-    let meta = file.metadata()?;
+/// Reads backwards in growing windows, so a long log costs one small read.
+fn read_tail(mut file: &File, meta: &std::fs::Metadata) -> io::Result<Tail> {
+    let genesis = |needs_newline| Tail {
+        seq: 0,
+        hash: GENESIS.to_owned(),
+        needs_newline,
+    };
     if !meta.file_type().is_file() || meta.len() == 0 {
         // Devices (/dev/full in tests) and empty files start a fresh chain.
-        return Ok((0, GENESIS.to_owned(), false));
+        return Ok(genesis(false));
     }
     let len = meta.len();
-    let start = len.saturating_sub(TAIL_WINDOW);
-    file.seek(SeekFrom::Start(start))?;
-    let mut tail = Vec::new();
-    file.take(len - start).read_to_end(&mut tail)?;
-    let needs_newline = tail.last() != Some(&b'\n');
-    for line in tail.split(|b| *b == b'\n').rev() {
-        if let Ok(Value::Object(record)) = serde_json::from_slice::<Value>(line)
-            && let (Some(seq), Some(hash)) = (
-                record.get("seq").and_then(Value::as_u64),
-                record.get("hash").and_then(Value::as_str),
-            )
-        {
-            return Ok((seq, hash.to_owned(), needs_newline));
+    let mut window = FIRST_TAIL_WINDOW;
+    loop {
+        let start = len.saturating_sub(window);
+        file.seek(SeekFrom::Start(start))?;
+        let mut tail = Vec::new();
+        file.take(len - start).read_to_end(&mut tail)?;
+        let needs_newline = tail.last() != Some(&b'\n');
+        // When the window does not reach the start of the file, its first
+        // line may be cut: never trust it.
+        let lines: Vec<&[u8]> = tail.split(|b| *b == b'\n').collect();
+        let trusted = if start == 0 { &lines[..] } else { &lines[1..] };
+        for line in trusted.iter().rev() {
+            if let Ok(Value::Object(record)) = serde_json::from_slice::<Value>(line)
+                && let (Some(seq), Some(hash)) = (
+                    record.get("seq").and_then(Value::as_u64),
+                    record.get("hash").and_then(Value::as_str),
+                )
+            {
+                return Ok(Tail {
+                    seq,
+                    hash: hash.to_owned(),
+                    needs_newline,
+                });
+            }
         }
+        if start == 0 {
+            return Ok(genesis(needs_newline));
+        }
+        if window >= MAX_TAIL_WINDOW {
+            // Restarting the chain here would hide whatever this is.
+            return Err(io::Error::other(format!(
+                "no complete record in the last {MAX_TAIL_WINDOW} bytes"
+            )));
+        }
+        window *= 4;
     }
-    Ok((0, GENESIS.to_owned(), needs_newline))
 }
 
 fn now_rfc3339() -> String {
@@ -254,6 +314,44 @@ mod tests {
         assert_eq!(lines[0]["prev_hash"], GENESIS);
         assert_eq!(lines[1]["prev_hash"], lines[0]["hash"]);
         assert_eq!(lines[1]["hash"], second.hash);
+    }
+
+    #[test]
+    fn two_writers_on_one_file_keep_one_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.jsonl");
+        let (a, b) = (Sink::open(&path).unwrap(), Sink::open(&path).unwrap());
+        let seqs: Vec<u64> = (0..6)
+            .map(|i| {
+                let sink = if i % 2 == 0 { &a } else { &b };
+                sink.append(Event::new(Phase::Intent, format!("c{i}")))
+                    .unwrap()
+                    .seq
+            })
+            .collect();
+        assert_eq!(seqs, vec![1, 2, 3, 4, 5, 6]);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        for pair in lines.windows(2) {
+            assert_eq!(pair[1]["prev_hash"], pair[0]["hash"]);
+        }
+    }
+
+    #[test]
+    fn a_long_log_resumes_from_its_last_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.jsonl");
+        let sink = Sink::open(&path).unwrap();
+        let mut event = Event::new(Phase::Intent, "c");
+        event.reason = Some("x".repeat(20_000)); // records larger than the first window
+        for _ in 0..3 {
+            sink.append(event.clone()).unwrap();
+        }
+        let sealed = Sink::open(&path).unwrap().append(event).unwrap();
+        assert_eq!(sealed.seq, 4);
     }
 
     #[test]
