@@ -1,8 +1,10 @@
 //! Spawning agent-browser: the only place that builds a `Command`.
 //!
-//! The argv is constant — `<bin> --cdp <port> --json --session <name> batch
-//! --bail` — and the agent's tokens travel as JSON on stdin, where
-//! agent-browser never reads them as global flags. The environment is cleared
+//! The argv is constant — `<bin> --cdp <port> --json --session <name>
+//! --pin-tab batch --bail` — and the agent's tokens travel as JSON on stdin,
+//! where agent-browser never reads them as global flags. `--pin-tab` gives
+//! every session its own tab: without it, all sessions attached over CDP
+//! drive whichever tab is active, i.e. each other's pages. The environment is cleared
 //! and rebuilt from a short allow-list, stdin/stdout/stderr are pipes (the
 //! server's own stdio, which carries JSON-RPC, is never inherited), and the
 //! child leads its own process group so a timeout or a cancellation can kill
@@ -73,6 +75,7 @@ impl Runner {
             "--json".into(),
             "--session".into(),
             session.daemon_name().into(),
+            "--pin-tab".into(),
             "batch".into(),
             "--bail".into(),
         ]
@@ -103,11 +106,12 @@ impl Runner {
         ]
     }
 
-    /// Run one command (`tokens`) in `session`, bounded by `timeout` and `cancel`.
+    /// Run `batch` (one or more commands, the agent's last) in `session`,
+    /// bounded by `timeout` and `cancel`.
     pub async fn run(
         &self,
         session: &SessionId,
-        tokens: &[String],
+        batch: &[Vec<String>],
         timeout: Duration,
         cancel: &CancellationToken,
     ) -> RawOutcome {
@@ -120,7 +124,7 @@ impl Runner {
             stderr_total: err.total,
             elapsed: started.elapsed(),
         };
-        let batch = match serde_json::to_vec(&[tokens]) {
+        let batch = match serde_json::to_vec(batch) {
             Ok(b) => b,
             Err(e) => {
                 return finish(
@@ -186,10 +190,81 @@ impl Runner {
                 hardening::kill_process_group(pid);
             }
             let _ = child.kill().await;
+            // The daemon keeps running the command the CLI sent it and would
+            // hold the session for the rest of it; stop it too. The next call
+            // respawns it, and the session keeps its pinned tab.
+            self.stop_daemon(session);
         }
         let out = join_capture(out_task).await;
         let err = join_capture(err_task).await;
         finish(termination, out, err)
+    }
+}
+
+impl Runner {
+    fn session_file(&self, session: &SessionId, suffix: &str) -> PathBuf {
+        self.socket_dir
+            .join(format!("{}.{suffix}", session.daemon_name()))
+    }
+
+    /// The CDP target id of the session's pinned tab, once it has one.
+    ///
+    /// The daemon writes `<name>.target`; its content is not trusted beyond
+    /// being a hex target id, which is only ever used as a `tab` argument of
+    /// this same session.
+    pub fn session_target(&self, session: &SessionId) -> Option<String> {
+        let text = std::fs::read_to_string(self.session_file(session, "target")).ok()?;
+        let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+        let id = value.get("targetId")?.as_str()?;
+        let well_formed = (8..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_hexdigit());
+        well_formed.then(|| id.to_owned())
+    }
+
+    /// SIGKILL the session's daemon, if the process named in `<name>.pid` is
+    /// really our agent-browser serving this session. The pid file is written
+    /// by the daemon, so it is checked against `/proc` before any signal: a
+    /// forged pid must never make the server kill an unrelated process.
+    fn stop_daemon(&self, session: &SessionId) {
+        let Some(pid) = std::fs::read_to_string(self.session_file(session, "pid"))
+            .ok()
+            .and_then(|text| text.trim().parse::<u32>().ok())
+            .filter(|pid| *pid > 1 && *pid != std::process::id())
+        else {
+            return;
+        };
+        let proc_dir = PathBuf::from(format!("/proc/{pid}"));
+        let exe_matches = match (
+            std::fs::read_link(proc_dir.join("exe")),
+            self.agent_browser.canonicalize(),
+        ) {
+            (Ok(exe), Ok(ours)) => exe == ours,
+            _ => false,
+        };
+        let expected = [
+            format!("AGENT_BROWSER_SOCKET_DIR={}", self.socket_dir.display()),
+            format!("AGENT_BROWSER_SESSION={}", session.daemon_name()),
+        ];
+        let env_matches = std::fs::read(proc_dir.join("environ")).is_ok_and(|environ| {
+            expected.iter().all(|want| {
+                environ
+                    .split(|b| *b == 0)
+                    .any(|entry| entry == want.as_bytes())
+            })
+        });
+        if exe_matches && env_matches {
+            tracing::info!(
+                pid,
+                session = session.as_str(),
+                "stopping the session's daemon after timeout/cancel"
+            );
+            hardening::kill_process(pid);
+        } else {
+            tracing::warn!(
+                pid,
+                session = session.as_str(),
+                "pid file does not name this session's daemon; not signalling it"
+            );
+        }
     }
 }
 

@@ -107,13 +107,14 @@ pub fn normalize(session_id: &str, raw: &RawOutcome, max_bytes: usize) -> Reply 
     }
 }
 
-/// Read agent-browser's JSON: a one-element batch array `[{command, success,
-/// result, error}]`, or the plain envelope `{success, data, error}` the CLI
-/// prints for errors it catches before running the batch.
+/// Read agent-browser's JSON: the batch array `[{command, success, result,
+/// error}, …]` whose last entry is the agent's command (or, with `--bail`,
+/// the wrapper step that failed), or the plain envelope `{success, data,
+/// error}` the CLI prints for errors it catches before running the batch.
 fn from_envelope(code: i32, stdout: &[u8], stderr: &str) -> (i32, String, String) {
     let parsed: Option<Value> = serde_json::from_slice(stdout).ok();
     let entry = match parsed {
-        Some(Value::Array(mut items)) if items.len() == 1 => items.pop(),
+        Some(Value::Array(mut items)) => items.pop(),
         Some(obj @ Value::Object(_)) => Some(obj),
         _ => None,
     };
@@ -214,6 +215,13 @@ mod tests {
         assert_eq!(reply.exit_code, 0);
         assert_eq!(reply.stdout, "{\"url\":\"about:blank\"}\n");
         assert_eq!(reply.stderr, "");
+    }
+
+    #[test]
+    fn only_the_last_batch_entry_is_the_reply() {
+        let out = r#"[{"command":["tab","AB12"],"error":null,"result":{"tabId":"t2"},"success":true},{"command":["screenshot","/o/x.png"],"error":null,"result":{"path":"/o/x.png"},"success":true}]"#;
+        let reply = normalize("u1", &raw(Termination::Exited(0), out, ""), 30_000);
+        assert_eq!(reply.stdout, "{\"path\":\"/o/x.png\"}\n");
     }
 
     #[test]

@@ -111,9 +111,10 @@ impl Pipeline {
             );
         }
 
+        let batch = self.batch_for(&request.session, tokens);
         let raw = self
             .runner
-            .run(&request.session, &tokens, request.timeout, &ctx.cancel)
+            .run(&request.session, &batch, request.timeout, &ctx.cancel)
             .await;
         let reply = outcome::normalize(session_id, &raw, self.max_output_bytes);
 
@@ -155,6 +156,21 @@ impl Pipeline {
             }
         }
         Ok(tokens)
+    }
+
+    /// The batch sent on stdin: the agent's command, preceded for
+    /// `screenshot` by foregrounding the session's own tab. Chromium captures
+    /// only the visible tab of a window; a background tab's capture hangs
+    /// until agent-browser's 30 s CDP timeout.
+    fn batch_for(&self, session: &SessionId, tokens: Vec<String>) -> Vec<Vec<String>> {
+        let mut batch = Vec::with_capacity(2);
+        if tokens.first().is_some_and(|t| t == "screenshot")
+            && let Some(target) = self.runner.session_target(session)
+        {
+            batch.push(vec!["tab".to_owned(), target]);
+        }
+        batch.push(tokens);
+        batch
     }
 
     /// Record a refusal (the call's only record) and build its reply.

@@ -12,4 +12,4 @@
 
 mod process_group;
 
-pub use process_group::kill_process_group;
+pub use process_group::{kill_process, kill_process_group};

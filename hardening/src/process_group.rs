@@ -20,3 +20,21 @@ pub fn kill_process_group(pgid: u32) {
         libc::kill(-pgid, libc::SIGKILL);
     }
 }
+
+/// Send SIGKILL to the single process `pid`.
+///
+/// Errors are ignored (the process may be gone). A `pid` of 0 or 1, or one
+/// that does not fit a `pid_t`, is never signalled.
+pub fn kill_process(pid: u32) {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return;
+    };
+    if pid <= 1 {
+        return;
+    }
+    // SAFETY: kill(2) takes plain integers and touches no memory of ours; a
+    // positive pid addresses exactly one process.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+}

@@ -1,0 +1,412 @@
+"""Plain (non-pytest) building blocks for the browser-shell end-to-end suite.
+
+Everything here talks to loopback only: Chromium's DevTools endpoint is bound to
+127.0.0.1 and the test web server listens on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_SERVER_BIN = REPO_ROOT / "target" / "debug" / "browser-shell"
+DEFAULT_AGENT_BROWSER = (
+    REPO_ROOT
+    / "deploy"
+    / "agent-browser"
+    / "node_modules"
+    / "agent-browser"
+    / "bin"
+    / "agent-browser-linux-musl-x64"
+)
+CHROMIUM_CANDIDATES = ("chromium", "chromium-browser", "google-chrome")
+
+
+def tail(path: Path | str, max_bytes: int = 6000) -> str:
+    """Last `max_bytes` of a log file, decoded leniently (for failure messages)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - max_bytes))
+            data = fh.read()
+    except OSError as exc:
+        return f"<could not read {path}: {exc}>"
+    text = data.decode("utf-8", errors="replace")
+    if size > max_bytes:
+        text = f"...[{size - max_bytes} bytes cut]...\n" + text
+    return text
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def kill_process_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
+    """SIGTERM the process group led by `proc` (started with start_new_session), then SIGKILL."""
+    pgid = proc.pid  # leader of its own session/group
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, grace)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue
+        # Leader gone; make sure stragglers in the group get the signal too.
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        break
+
+
+# --------------------------------------------------------------------------- binaries
+
+
+def resolve_server_bin() -> Path:
+    return Path(os.environ.get("BROWSER_SHELL_BIN") or DEFAULT_SERVER_BIN)
+
+
+def resolve_agent_browser() -> Path:
+    return Path(os.environ.get("BROWSER_SHELL_AGENT_BROWSER") or DEFAULT_AGENT_BROWSER)
+
+
+def resolve_chromium() -> str | None:
+    explicit = os.environ.get("BROWSER_SHELL_CHROMIUM")
+    if explicit:
+        return explicit
+    for name in CHROMIUM_CANDIDATES:
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+# --------------------------------------------------------------------------- Chromium
+
+
+@dataclass
+class Chromium:
+    port: int
+    pid: int
+    log_path: Path
+    user_data_dir: Path
+
+    @property
+    def version_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/json/version"
+
+
+@contextmanager
+def run_chromium(workdir: Path, start_timeout: float = 20.0) -> Iterator[Chromium]:
+    exe = resolve_chromium()
+    if exe is None:
+        raise RuntimeError(
+            "no Chromium found (looked for $BROWSER_SHELL_CHROMIUM, "
+            + ", ".join(CHROMIUM_CANDIDATES)
+            + "); install Debian's `chromium` package"
+        )
+    port = free_port()
+    user_data_dir = Path(tempfile.mkdtemp(prefix="bs-chrome-"))
+    log_path = workdir / "chromium.log"
+    argv = [
+        exe,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        f"--remote-debugging-port={port}",
+        "--remote-debugging-address=127.0.0.1",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--disable-quic",
+        f"--user-data-dir={user_data_dir}",
+        "about:blank",
+    ]
+    log = open(log_path, "wb")
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + start_timeout
+        last_err: Exception | None = None
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(
+                    f"Chromium exited with {proc.returncode} before its DevTools endpoint answered.\n"
+                    f"--- {log_path} (tail) ---\n{tail(log_path)}"
+                )
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/version", timeout=2) as resp:
+                    info = json.loads(resp.read())
+                if "webSocketDebuggerUrl" in info:
+                    break
+            except (OSError, ValueError) as exc:
+                last_err = exc
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"Chromium DevTools endpoint http://127.0.0.1:{port}/json/version did not answer "
+                    f"within {start_timeout}s (last error: {last_err!r}).\n"
+                    f"--- {log_path} (tail) ---\n{tail(log_path)}"
+                )
+            time.sleep(0.2)
+        yield Chromium(port=port, pid=proc.pid, log_path=log_path, user_data_dir=user_data_dir)
+    finally:
+        kill_process_group(proc)
+        log.close()
+        _remove_singleton_dir(user_data_dir)
+        shutil.rmtree(user_data_dir, ignore_errors=True)
+
+
+def _remove_singleton_dir(user_data_dir: Path) -> None:
+    """Chromium keeps its singleton socket in /tmp/org.chromium.Chromium.XXXX; drop ours."""
+    try:
+        target = Path(os.readlink(user_data_dir / "SingletonSocket")).parent
+    except OSError:
+        return
+    if target.name.startswith("org.chromium.Chromium.") and target.parent == Path(tempfile.gettempdir()):
+        shutil.rmtree(target, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- HTTP
+
+
+def _page(title: str, body: str = "") -> bytes:
+    return (
+        "<!doctype html><html><head><meta charset=utf-8>"
+        f"<title>{html.escape(title)}</title></head><body>{body}</body></html>"
+    ).encode()
+
+
+FORM_BODY = (
+    "<h1>Form</h1>"
+    '<form action="/submit" method="get">'
+    '<label for=q>Query</label><input id="q" name="q">'
+    '<button id="go" type="submit">Search</button>'
+    "</form>"
+    '<p><label for=free>Free</label> <input id="free"></p>'
+    '<p><a id="next" href="/next">Next</a></p>'
+)
+
+
+@dataclass
+class WebServer:
+    host: str
+    port: int
+    submissions: list[str] = field(default_factory=list)
+    requests: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def url(self, path: str) -> str:
+        return f"http://{self.host}:{self.port}{path}"
+
+    def submitted(self) -> list[str]:
+        with self.lock:
+            return list(self.submissions)
+
+    def seen_paths(self) -> list[str]:
+        with self.lock:
+            return list(self.requests)
+
+
+@contextmanager
+def run_web_server() -> Iterator[WebServer]:
+    state = WebServer(host="127.0.0.1", port=0)
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, fmt: str, *args: object) -> None:  # keep pytest output clean
+            pass
+
+        def _send(self, status: int, body: bytes, ctype: str = "text/html; charset=utf-8") -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        def do_HEAD(self) -> None:  # noqa: N802
+            self.do_GET()
+
+        def do_GET(self) -> None:  # noqa: N802
+            parsed = urllib.parse.urlsplit(self.path)
+            with state.lock:
+                state.requests.append(self.path)
+            if parsed.path in ("/", "/form"):
+                self._send(200, _page("Form page", FORM_BODY))
+            elif parsed.path == "/submit":
+                qs = urllib.parse.parse_qs(parsed.query, keep_blank_values=True)
+                values = qs.get("q", [])
+                with state.lock:
+                    state.submissions.extend(values)
+                shown = html.escape(values[0]) if values else ""
+                self._send(200, _page("Submitted", f"<p id=result>{shown}</p>"))
+            elif parsed.path == "/next":
+                self._send(200, _page("Next page", "<p>next</p>"))
+            elif parsed.path == "/slow":
+                time.sleep(1.0)
+                self._send(200, _page("Slow page", "<p>slow</p>"))
+            elif parsed.path == "/favicon.ico":
+                self._send(404, b"", "image/x-icon")
+            else:
+                self._send(404, _page("Not found"))
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    state.port = httpd.server_address[1]
+    thread = threading.Thread(target=httpd.serve_forever, name="e2e-http", daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=5)
+
+
+# --------------------------------------------------------------------------- /proc
+
+
+def proc_cmdlines() -> dict[int, list[str]]:
+    """pid -> argv for every process we can read."""
+    out: dict[int, list[str]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                raw = fh.read()
+        except OSError:
+            continue
+        if not raw:
+            continue
+        out[int(entry)] = [p.decode("utf-8", "replace") for p in raw.rstrip(b"\0").split(b"\0")]
+    return out
+
+
+def proc_environ(pid: int) -> dict[str, str]:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return {}
+    env: dict[str, str] = {}
+    for item in raw.split(b"\0"):
+        if b"=" in item:
+            k, _, v = item.partition(b"=")
+            env[k.decode("utf-8", "replace")] = v.decode("utf-8", "replace")
+    return env
+
+
+def session_cli_processes(session_name_fragment: str) -> dict[int, list[str]]:
+    """agent-browser CLI processes (`... --session NAME batch ...`) whose NAME contains the fragment."""
+    hits: dict[int, list[str]] = {}
+    for pid, argv in proc_cmdlines().items():
+        if "batch" not in argv:
+            continue
+        for i, arg in enumerate(argv[:-1]):
+            if arg == "--session" and session_name_fragment in argv[i + 1]:
+                hits[pid] = argv
+                break
+            if arg.startswith("--session=") and session_name_fragment in arg:
+                hits[pid] = argv
+                break
+    return hits
+
+
+def is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            stat = fh.read()
+    except OSError:
+        return True  # gone
+    # state is the field after the parenthesised comm
+    return stat.rpartition(")")[2].split()[0] in ("Z", "X")
+
+
+def parent_pid(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    return int(stat.rpartition(")")[2].split()[1])
+
+
+def descendants(root: int) -> dict[int, list[str]]:
+    """Live descendants of `root` (pid -> argv), from a single /proc scan."""
+    cmdlines = proc_cmdlines()
+    children: dict[int, list[int]] = {}
+    for pid in cmdlines:
+        ppid = parent_pid(pid)
+        if ppid is not None:
+            children.setdefault(ppid, []).append(pid)
+    out: dict[int, list[str]] = {}
+    stack = [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            if child not in out:
+                out[child] = cmdlines.get(child, [])
+                stack.append(child)
+    return out
+
+
+class ProcessWatcher:
+    """Background poller recording every descendant of `root` whose argv matches `predicate`."""
+
+    def __init__(self, root: int, predicate, interval: float = 0.05) -> None:
+        self.root = root
+        self.predicate = predicate
+        self.interval = interval
+        self.seen: dict[int, list[str]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="proc-watch", daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            for pid, argv in descendants(self.root).items():
+                if pid not in self.seen and self.predicate(argv):
+                    self.seen[pid] = argv
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> "ProcessWatcher":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def still_alive(self) -> dict[int, list[str]]:
+        """Recorded processes that still exist and are not zombies, with the same argv."""
+        now = proc_cmdlines()
+        return {pid: argv for pid, argv in self.seen.items() if now.get(pid) == argv and not is_zombie(pid)}

@@ -1,0 +1,233 @@
+"""MCP protocol surface: the tool listing, the reply envelope, and robustness against bad JSON-RPC."""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import REPLY_KEYS, cleanup_server, new_server_config, _LOGS_THIS_TEST
+
+
+def test_tools_list_has_exactly_one_tool(server) -> None:
+    listing = server.run(lambda session: session.list_tools())
+    names = [tool.name for tool in listing.tools]
+    assert names == ["browser-shell"], f"expected exactly one tool 'browser-shell', got {names}"
+    tool = listing.tools[0]
+    schema = tool.input_schema
+    assert schema.get("type") == "object", schema
+    assert schema.get("additionalProperties") is False, (
+        f"inputSchema must have additionalProperties: false, got {schema.get('additionalProperties')!r}\n"
+        f"{json.dumps(schema, indent=1)}"
+    )
+    assert set(schema.get("required", [])) >= {"session_id", "argv"}, schema.get("required")
+    props = schema.get("properties", {})
+    assert {"session_id", "argv", "timeout_sec"} <= set(props), sorted(props)
+    assert tool.output_schema is not None, "tool declares no outputSchema"
+    out_props = tool.output_schema.get("properties", {})
+    assert set(REPLY_KEYS) <= set(out_props), f"outputSchema properties {sorted(out_props)} lack {REPLY_KEYS}"
+
+
+def test_reply_is_exactly_the_documented_envelope(server, web) -> None:
+    """structuredContent carries exactly session_id/exit_code/stdout/stderr and never echoes argv."""
+    marker_url = web.url("/next?argv-echo-probe=zq9x")
+    is_error, reply = server.call("env1", ["open", marker_url])
+    assert not is_error and reply["exit_code"] == 0, reply
+    assert set(reply) == set(REPLY_KEYS), f"unexpected keys in structuredContent: {sorted(reply)}"
+
+    is_error, reply = server.call("env1", ["get", "url"])
+    assert not is_error and reply["exit_code"] == 0, reply
+    assert set(reply) == set(REPLY_KEYS), f"unexpected keys in structuredContent: {sorted(reply)}"
+    assert reply["stdout"].endswith("\n"), repr(reply["stdout"])
+    data = json.loads(reply["stdout"])
+    assert data == {"url": marker_url}, data
+
+    # A refused call carries a distinctive argv item; the reply must not contain it.
+    probe = "argv-echo-probe-7f3a"
+    is_error, reply = server.call("env1", ["frobnicate", probe])
+    assert is_error and reply["exit_code"] == 126, reply
+    assert probe not in json.dumps(reply), f"reply echoes the argv: {reply}"
+
+
+# --------------------------------------------------------------------------- raw JSON-RPC
+
+
+class RawServer:
+    """browser-shell spawned with plain pipes, to speak (and mis-speak) JSON-RPC by hand."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], stderr_path: Path) -> None:
+        self._stderr = open(stderr_path, "ab")
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env
+        )
+        self.lines: queue.Queue[bytes | None] = queue.Queue()
+        self.transcript: list[str] = []
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def send(self, raw: bytes | str) -> None:
+        if isinstance(raw, str):
+            raw = raw.encode()
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(raw if raw.endswith(b"\n") else raw + b"\n")
+        self.proc.stdin.flush()
+
+    def read_lines(self, quiet: float, deadline: float) -> list[bytes]:
+        """Collect stdout lines until none arrives for `quiet` s (or `deadline` s overall)."""
+        got: list[bytes] = []
+        end = time.monotonic() + deadline
+        while time.monotonic() < end:
+            try:
+                item = self.lines.get(timeout=quiet)
+            except queue.Empty:
+                break
+            if item is None:
+                break
+            got.append(item)
+            self.transcript.append(item.decode("utf-8", "replace").rstrip("\n"))
+        return got
+
+    def request(self, msg: dict[str, Any], timeout: float = 15) -> dict[str, Any]:
+        """Send a request and return the response with the same id (other lines are kept)."""
+        self.send(json.dumps(msg))
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            try:
+                item = self.lines.get(timeout=max(0.05, end - time.monotonic()))
+            except queue.Empty:
+                break
+            if item is None:
+                raise AssertionError(
+                    f"server closed stdout (exit={self.proc.poll()}) before answering {msg.get('method')}"
+                )
+            text = item.decode("utf-8", "replace").rstrip("\n")
+            self.transcript.append(text)
+            parsed = assert_jsonrpc_line(item)
+            if parsed.get("id") == msg["id"]:
+                return parsed
+        raise AssertionError(f"no answer to {msg.get('method')} (id {msg['id']}) within {timeout}s")
+
+    def close(self) -> None:
+        try:
+            if self.proc.stdin:
+                self.proc.stdin.close()
+            self.proc.wait(timeout=5)
+        except (subprocess.TimeoutExpired, OSError):
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+        finally:
+            self._stderr.close()
+
+
+def assert_jsonrpc_line(line: bytes) -> dict[str, Any]:
+    try:
+        parsed = json.loads(line)
+    except ValueError as exc:
+        raise AssertionError(f"server wrote a non-JSON line to stdout ({exc}): {line!r}") from None
+    assert isinstance(parsed, dict) and parsed.get("jsonrpc") == "2.0", (
+        f"server wrote a stdout line that is not a JSON-RPC 2.0 message: {line!r}"
+    )
+    return parsed
+
+
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "e2e-raw", "version": "0"},
+    },
+}
+
+GARBAGE: list[tuple[str, bytes]] = [
+    ("not-json", b"{not json"),
+    ("wrong-shape-method-number", b'{"jsonrpc":"2.0","id":"w1","method":42}'),
+    ("wrong-shape-no-jsonrpc", b'{"id":"w2","method":"tools/list"}'),
+    ("json-array-of-garbage", b"[1,2,3]"),
+]
+
+
+@pytest.fixture
+def raw_server(binaries, chromium):
+    cfg = new_server_config(binaries, chromium.port, tag="bsr")
+    cfg.base.mkdir(parents=True, exist_ok=True)
+    _LOGS_THIS_TEST.append(cfg.stderr_log)
+    env = cfg.env()
+    srv = RawServer(cfg.argv(), env, cfg.stderr_log)
+    yield srv
+    harness_report = "\n".join(srv.transcript)
+    print(f"\n[e2e] raw JSON-RPC transcript (server stdout):\n{harness_report}")
+    srv.close()
+    cleanup_server(cfg)
+
+
+def _send_garbage_and_check(raw: RawServer, phase: str) -> dict[str, list[str]]:
+    answers: dict[str, list[str]] = {}
+    for name, payload in GARBAGE:
+        raw.send(payload)
+        lines = raw.read_lines(quiet=0.7, deadline=5)
+        for line in lines:
+            assert_jsonrpc_line(line)
+        answers[name] = [line.decode("utf-8", "replace").rstrip("\n") for line in lines]
+        assert raw.proc.poll() is None, (
+            f"server exited with {raw.proc.returncode} after {phase} garbage {name!r} ({payload!r})"
+        )
+    print(f"\n[e2e] {phase} garbage answers: {json.dumps(answers, indent=1)}")
+    return answers
+
+
+def test_malformed_jsonrpc_gets_error_and_server_keeps_serving(raw_server: RawServer) -> None:
+    # Whatever the server answers to garbage must be JSON-RPC (checked line by line), and it must
+    # still be alive and serving afterwards on the same process.
+    _send_garbage_and_check(raw_server, "pre-initialize")
+
+    init = raw_server.request(INIT)
+    assert "result" in init, f"initialize after garbage failed: {init}"
+    raw_server.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+    listing = raw_server.request({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+    assert [t["name"] for t in listing["result"]["tools"]] == ["browser-shell"], listing
+
+
+def test_garbage_line_gets_jsonrpc_parse_error(raw_server: RawServer) -> None:
+    """JSON-RPC 2.0 section 5: an unparsable message is answered with -32700 and id null."""
+    raw_server.send(b"{not json")
+    lines = raw_server.read_lines(quiet=1.0, deadline=5)
+    msgs = [assert_jsonrpc_line(line) for line in lines]
+    assert any(
+        isinstance(m.get("error"), dict) and m["error"].get("code") == -32700 and m.get("id") is None
+        for m in msgs
+    ), f"no -32700 parse-error response to a garbage line; server answered {[l.decode() for l in lines]}"
+    assert raw_server.proc.poll() is None, f"server exited with {raw_server.proc.returncode}"
+
+
+def test_malformed_jsonrpc_after_initialize_keeps_serving(raw_server: RawServer) -> None:
+    init = raw_server.request(INIT)
+    assert "result" in init, init
+    raw_server.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+    _send_garbage_and_check(raw_server, "post-initialize")
+    listing = raw_server.request({"jsonrpc": "2.0", "id": 3, "method": "tools/list"})
+    assert [t["name"] for t in listing["result"]["tools"]] == ["browser-shell"], listing
+    # Every stdout line seen so far was JSON-RPC (checked as it arrived); nothing else leaked.
+    for line in raw_server.transcript:
+        assert_jsonrpc_line(line.encode())
+
+
+def test_unknown_tool_name_is_a_jsonrpc_error(server) -> None:
+    from mcp import MCPError
+
+    with pytest.raises(MCPError) as info:
+        server.call_raw({"session_id": "u1", "argv": ["get", "url"]}, tool="browser-shell-nope")
+    assert info.value.code == -32602, f"code {info.value.code}: {info.value.message}"

@@ -1,0 +1,160 @@
+"""Timeouts, client cancellation and load: children die, the server survives and keeps answering."""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import time
+from typing import Any
+
+import anyio
+
+from mcp import MCPError
+from mcp_types import REQUEST_TIMEOUT
+
+import harness
+from conftest import call, describe
+
+TIMEOUT_WORDS = re.compile(r"time[d]?[\s_-]?out", re.IGNORECASE)
+
+
+def _is_cli(argv: list[str]) -> bool:
+    return "batch" in argv
+
+
+def _wait_until_gone(watcher: harness.ProcessWatcher, sid: str, within: float) -> dict[int, list[str]]:
+    """Poll until no recorded CLI child and no `--session *sid* batch` process is alive."""
+    end = time.monotonic() + within
+    while True:
+        alive = {**watcher.still_alive(), **harness.session_cli_processes(sid)}
+        if not alive or time.monotonic() > end:
+            return alive
+        time.sleep(0.1)
+
+
+def test_timeout_kills_child_and_server_keeps_serving(server, web: harness.WebServer) -> None:
+    sid = "to-" + secrets.token_hex(4)
+    form_url = web.url("/form")
+    server.ok(sid, ["open", form_url])
+    assert server.pid is not None, "could not find the browser-shell process in /proc"
+
+    with harness.ProcessWatcher(server.pid, _is_cli) as watcher:
+        t0 = time.monotonic()
+        is_error, reply = server.call(sid, ["wait", "20000"], 2, deadline=30)
+        elapsed = time.monotonic() - t0
+        leftovers = _wait_until_gone(watcher, sid, within=3)
+
+    assert is_error, f"a timed-out call must be isError:\n{describe(reply)}"
+    assert reply["exit_code"] == 124, f"expected exit_code 124 after {elapsed:.1f}s:\n{describe(reply)}"
+    assert elapsed < 6, f"timeout_sec=2 call took {elapsed:.1f}s to answer"
+    assert TIMEOUT_WORDS.search(reply["stderr"]), f"stderr does not mention the timeout: {reply['stderr']!r}"
+    assert watcher.seen, "never saw the agent-browser CLI child (`... batch ...`) while the call ran"
+    assert not leftovers, f"agent-browser CLI processes survived the timeout: {leftovers}"
+    assert server.alive(), "browser-shell died"
+
+    _server_still_serves(server, sid, form_url, f"timeout answered after {elapsed:.2f}s")
+
+
+def _server_still_serves(server, sid: str, form_url: str, note: str) -> None:
+    # The server as a whole answers promptly (another session)...
+    t0 = time.monotonic()
+    is_error, reply = server.call("bystander", ["get", "url"], 10)
+    other = time.monotonic() - t0
+    assert not is_error and reply["exit_code"] == 0, describe(reply)
+    assert other < 5, f"another session's get url took {other:.1f}s after the kill"
+    # ...and the affected session works again at once: browser-shell also stops the session's
+    # daemon, which would otherwise finish the killed 20 s wait before serving anything else.
+    # A 5 s tool timeout on this call would fire (exit 124) if that daemon were still busy.
+    t1 = time.monotonic()
+    is_error, reply = server.call(sid, ["get", "url"], 5)
+    assert not is_error, f"the session is still held by the killed command:\n{describe(reply)}"
+    after = json.loads(reply["stdout"])
+    assert after == {"url": form_url}, after
+    print(
+        f"\n[e2e] {note}; other session get url {other:.2f}s; "
+        f"same session get url {time.monotonic() - t1:.2f}s"
+    )
+
+
+def test_cancellation_kills_child(server, web: harness.WebServer) -> None:
+    sid = "cx-" + secrets.token_hex(4)
+    form_url = web.url("/form")
+    server.ok(sid, ["open", form_url])
+    assert server.pid is not None, "could not find the browser-shell process in /proc"
+
+    async def cancelled_call(session) -> BaseException | None:
+        try:
+            # 1 s client-side read timeout: the client gives up and sends notifications/cancelled.
+            result = await call(session, sid, ["wait", "20000"], 30, read_timeout=1.0)
+        except MCPError as exc:
+            return exc
+        raise AssertionError(f"the call was expected to time out on the client, got {result!r}")
+
+    with harness.ProcessWatcher(server.pid, _is_cli) as watcher:
+        t0 = time.monotonic()
+        exc = server.run(cancelled_call)
+        assert isinstance(exc, MCPError) and exc.code == REQUEST_TIMEOUT, repr(exc)
+        assert time.monotonic() - t0 < 5, "client-side timeout did not fire promptly"
+        assert watcher.seen, "never saw the agent-browser CLI child (`... batch ...`) while the call ran"
+        leftovers = _wait_until_gone(watcher, sid, within=5)
+
+    assert not leftovers, f"agent-browser CLI processes survived the cancellation: {leftovers}"
+    assert server.alive(), "browser-shell died"
+    _server_still_serves(server, sid, form_url, "cancelled on the client after 1s")
+
+
+def test_hundred_concurrent_calls_all_answered(server, web: harness.WebServer) -> None:
+    sids = [f"load-{i}" for i in range(5)]
+    for sid in sids:  # bring each session's daemon up first
+        server.ok(sid, ["get", "url"])
+
+    plan: list[tuple[str, list[Any], bool]] = []
+    refused_argvs = [["eval", "1"], ["frobnicate"], ["open", "file:///etc/passwd"], ["snapshot", "--cdp=1"]]
+    for i in range(100):
+        sid = sids[i % len(sids)]
+        if i % 4 == 3:
+            plan.append((sid, refused_argvs[(i // 4) % len(refused_argvs)], False))
+        else:
+            plan.append((sid, ["get", "url"], True))
+
+    async def scenario(session) -> list[Any]:
+        results: list[Any] = [None] * len(plan)
+
+        async def one(i: int) -> None:
+            sid, argv, _ = plan[i]
+            try:
+                results[i] = await call(session, sid, argv, 60)
+            except Exception as exc:  # keep going; report every failure at once
+                results[i] = exc
+
+        with anyio.fail_after(150):
+            async with anyio.create_task_group() as tg:
+                for i in range(len(plan)):
+                    tg.start_soon(one, i)
+        return results
+
+    t0 = time.monotonic()
+    results = server.run(scenario)
+    elapsed = time.monotonic() - t0
+
+    problems: list[str] = []
+    for (sid, argv, allowed), res in zip(plan, results):
+        if isinstance(res, BaseException) or res is None:
+            problems.append(f"{sid} {argv}: {res!r}")
+            continue
+        is_error, reply = res
+        if allowed:
+            if is_error or reply["exit_code"] != 0:
+                problems.append(f"{sid} {argv}: {describe(reply)}")
+            else:
+                try:
+                    data = json.loads(reply["stdout"])
+                    assert isinstance(data.get("url"), str)
+                except Exception:
+                    problems.append(f"{sid} {argv}: stdout is not {{'url': ...}}: {reply['stdout']!r}")
+        elif not (is_error and reply["exit_code"] == 126):
+            problems.append(f"{sid} {argv}: expected a 126 refusal: {describe(reply)}")
+    assert not problems, f"{len(problems)}/100 concurrent calls went wrong:\n" + "\n".join(problems[:20])
+    assert server.alive(), "browser-shell died under load"
+    print(f"\n[e2e] 100 concurrent calls answered in {elapsed:.2f}s")
