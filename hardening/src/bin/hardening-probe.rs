@@ -1,0 +1,47 @@
+//! A stand-in for agent-browser that probes its own confinement.
+//!
+//! It accepts agent-browser's argv (`--cdp <port> … batch …`) and its batch
+//! on stdin, so it can be spawned through exactly the same path as
+//! agent-browser. It runs [`hardening::probe::run`] and prints the result in
+//! agent-browser's batch envelope, so the reply's `stdout` is the probe map.
+//! Text of `fill` commands in the batch names extra files that must not be
+//! appendable (e.g. the audit log). `--writable DIR` overrides the writable
+//! directory probed (default `/tmp`).
+
+use std::{io::Read, path::PathBuf};
+
+use serde_json::{Map, Value, json};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let flag = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let mut targets = hardening::probe::Targets {
+        allowed_port: flag("--cdp").and_then(|p| p.parse().ok()),
+        writable_dir: Some(flag("--writable").map_or_else(|| PathBuf::from("/tmp"), PathBuf::from)),
+        protected_files: Vec::new(),
+    };
+    let mut stdin = String::new();
+    let _ = std::io::stdin().read_to_string(&mut stdin);
+    let batch: Vec<Vec<String>> = serde_json::from_str(&stdin).unwrap_or_default();
+    for command in &batch {
+        if let [verb, _, text] = command.as_slice()
+            && verb == "fill"
+        {
+            targets.protected_files.push(PathBuf::from(text));
+        }
+    }
+    let probes: Map<String, Value> = hardening::probe::run(&targets)
+        .into_iter()
+        .map(|o| (o.name, Value::String(o.result)))
+        .collect();
+    let command = batch.last().cloned().unwrap_or_default();
+    let envelope =
+        json!([{"command": command, "success": true, "error": null, "result": {"probes": probes}}]);
+    let mut out = std::io::stdout().lock();
+    let _ = std::io::Write::write_all(&mut out, format!("{envelope}\n").as_bytes());
+}

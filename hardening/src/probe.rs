@@ -1,0 +1,285 @@
+//! Escape attempts a confined process makes to prove its own confinement.
+//!
+//! Each probe performs one real operation and reports `ok` or the errno
+//! name it failed with. Run unconfined, most succeed (or fail differently);
+//! run confined, each must fail with the errno of the layer that stops it —
+//! errnos the operation would not produce by chance, so a pass proves the
+//! layer fired.
+
+use std::{
+    io,
+    net::{SocketAddr, TcpListener, TcpStream},
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+/// What to probe beyond the fixed list.
+#[derive(Debug, Clone, Default)]
+pub struct Targets {
+    /// The TCP port the process is allowed to connect to.
+    pub allowed_port: Option<u16>,
+    /// A directory writes must succeed in.
+    pub writable_dir: Option<PathBuf>,
+    /// Extra files to try to append to (they must not be writable).
+    pub protected_files: Vec<PathBuf>,
+}
+
+/// One probe and what happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// The probe's name.
+    pub name: String,
+    /// `ok`, an errno name (`EACCES`), or a read-back value.
+    pub result: String,
+}
+
+fn outcome(name: impl Into<String>, result: io::Result<()>) -> Outcome {
+    Outcome {
+        name: name.into(),
+        result: match result {
+            Ok(()) => "ok".to_owned(),
+            Err(e) => errno_name(e.raw_os_error().unwrap_or(0)),
+        },
+    }
+}
+
+/// `EACCES` for 13 and so on; `errno N` for the rest.
+pub fn errno_name(errno: i32) -> String {
+    let name = match errno {
+        libc::EPERM => "EPERM",
+        libc::ENOENT => "ENOENT",
+        libc::EACCES => "EACCES",
+        libc::EINVAL => "EINVAL",
+        libc::ENOSYS => "ENOSYS",
+        libc::EAFNOSUPPORT => "EAFNOSUPPORT",
+        libc::ECONNREFUSED => "ECONNREFUSED",
+        libc::EROFS => "EROFS",
+        libc::EEXIST => "EEXIST",
+        libc::EFAULT => "EFAULT",
+        libc::EBADF => "EBADF",
+        libc::ENOTSUP => "ENOTSUP",
+        _ => return format!("errno {errno}"),
+    };
+    name.to_owned()
+}
+
+/// Make one raw syscall for a probe and return its value or errno.
+fn raw_syscall_value(nr: libc::c_long, args: [libc::c_long; 5]) -> io::Result<libc::c_long> {
+    // SAFETY: every probe passes integers, null pointers, or pointers to
+    // static NUL-terminated strings (mount's source, target and type); the
+    // kernel only reads through them. None of the probed calls can succeed in
+    // a way that corrupts this process: at worst it changes a setting of this
+    // probe process, which exits right after reporting.
+    let rc = unsafe { libc::syscall(nr, args[0], args[1], args[2], args[3], args[4]) };
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+fn raw_syscall(nr: libc::c_long, args: [libc::c_long; 5]) -> io::Result<()> {
+    raw_syscall_value(nr, args).map(drop)
+}
+
+fn append_to(path: &Path) -> io::Result<()> {
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(path)
+        .map(drop)
+}
+
+fn create_in(path: &Path) -> io::Result<()> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map(drop)?;
+    std::fs::remove_file(path)
+}
+
+fn socket(domain: libc::c_int, ty: libc::c_int, proto: libc::c_int) -> io::Result<()> {
+    let fd = raw_syscall_value(
+        libc::SYS_socket,
+        [domain.into(), ty.into(), proto.into(), 0, 0],
+    )?;
+    // Only whether it could be created matters; close it again.
+    raw_syscall(libc::SYS_close, [fd, 0, 0, 0, 0])
+}
+
+/// Run every probe. Call it inside the confined process.
+pub fn run(targets: &Targets) -> Vec<Outcome> {
+    let pid = std::process::id();
+    let mut out = Vec::new();
+
+    // Filesystem (Landlock).
+    if let Some(dir) = &targets.writable_dir {
+        let file = dir.join(format!(".bs-probe-{pid}"));
+        out.push(outcome("write_in_writable_dir", create_in(&file)));
+        let link = dir.join(format!(".bs-probe-link-{pid}"));
+        let outside = PathBuf::from(format!("/etc/.bs-probe-target-{pid}"));
+        let via_link = std::os::unix::fs::symlink(&outside, &link).and_then(|()| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&link)
+                .map(drop)
+        });
+        // Unconfined, the write lands in /etc: remove both ends either way.
+        let _ = std::fs::remove_file(&outside);
+        let _ = std::fs::remove_file(&link);
+        out.push(outcome("write_through_symlink_into_etc", via_link));
+    }
+    out.push(outcome(
+        "write_root_home",
+        create_in(Path::new("/root/.bs-probe")),
+    ));
+    out.push(outcome(
+        "append_etc_passwd",
+        append_to(Path::new("/etc/passwd")),
+    ));
+    out.push(outcome(
+        "read_root_home",
+        std::fs::read_dir("/root").map(drop),
+    ));
+    for (i, file) in targets.protected_files.iter().enumerate() {
+        out.push(outcome(format!("append_protected_{i}"), append_to(file)));
+    }
+
+    // Network (Landlock ports, seccomp families).
+    let loopback = |port| SocketAddr::from(([127, 0, 0, 1], port));
+    let connect =
+        |port| TcpStream::connect_timeout(&loopback(port), Duration::from_secs(2)).map(drop);
+    if let Some(port) = targets.allowed_port {
+        out.push(outcome("tcp_connect_allowed_port", connect(port)));
+        let other = if port == u16::MAX { port - 1 } else { port + 1 };
+        out.push(outcome("tcp_connect_other_port", connect(other)));
+    }
+    out.push(outcome(
+        "tcp_bind",
+        TcpListener::bind(loopback(0)).map(drop),
+    ));
+    out.push(outcome(
+        "socket_unix",
+        socket(libc::AF_UNIX, libc::SOCK_STREAM, 0),
+    ));
+    out.push(outcome(
+        "socket_inet",
+        socket(libc::AF_INET, libc::SOCK_STREAM, 0),
+    ));
+    out.push(outcome(
+        "socket_packet",
+        socket(libc::AF_PACKET, libc::SOCK_RAW, 0),
+    ));
+    out.push(outcome(
+        "socket_netlink_audit",
+        socket(libc::AF_NETLINK, libc::SOCK_RAW, libc::NETLINK_AUDIT),
+    ));
+    out.push(outcome(
+        "socket_vsock",
+        socket(libc::AF_VSOCK, libc::SOCK_STREAM, 0),
+    ));
+
+    // Kernel surface (seccomp). Arguments are chosen so that an unfiltered
+    // call fails harmlessly with a different errno or changes nothing.
+    // mount targets a path that does not exist: ENOENT unfiltered, EPERM
+    // filtered — never an actual mount, even when run unconfined as root.
+    let tmpfs = c"tmpfs".as_ptr() as libc::c_long;
+    let nowhere = c"/nonexistent/bs-probe".as_ptr() as libc::c_long;
+    let flag = |v: libc::c_int| libc::c_long::from(v);
+    let probes: [(&str, libc::c_long, [libc::c_long; 5]); 10] = [
+        (
+            "ptrace_traceme",
+            libc::SYS_ptrace,
+            [libc::c_long::from(libc::PTRACE_TRACEME), 0, 0, 0, 0],
+        ),
+        (
+            "mount_tmpfs",
+            libc::SYS_mount,
+            [tmpfs, nowhere, tmpfs, 0, 0],
+        ),
+        (
+            "unshare_newuser",
+            libc::SYS_unshare,
+            [flag(libc::CLONE_NEWUSER), 0, 0, 0, 0],
+        ),
+        // CLONE_NEWUSER | CLONE_FS is an invalid combination: EINVAL
+        // unfiltered, EPERM filtered; it never forks.
+        (
+            "clone_newuser",
+            libc::SYS_clone,
+            [flag(libc::CLONE_NEWUSER | libc::CLONE_FS), 0, 0, 0, 0],
+        ),
+        ("clone3", libc::SYS_clone3, [0, 0, 0, 0, 0]),
+        ("bpf", libc::SYS_bpf, [0, 0, 0, 0, 0]),
+        ("io_uring_setup", libc::SYS_io_uring_setup, [1, 0, 0, 0, 0]),
+        // KEYCTL_GET_KEYRING_ID of the session keyring, without creating it.
+        ("keyctl", libc::SYS_keyctl, [0, -3, 0, 0, 0]),
+        (
+            "perf_event_open",
+            libc::SYS_perf_event_open,
+            [0, 0, -1, -1, 0],
+        ),
+        // ADDR_NO_RANDOMIZE
+        (
+            "personality_addr_no_randomize",
+            libc::SYS_personality,
+            [0x0040_0000, 0, 0, 0, 0],
+        ),
+    ];
+    for (name, nr, args) in probes {
+        out.push(outcome(name, raw_syscall(nr, args)));
+    }
+    let parent = libc::c_long::from(std::os::unix::process::parent_id());
+    let me = libc::c_long::from(pid);
+    out.push(outcome(
+        "kill_parent",
+        raw_syscall(libc::SYS_kill, [parent, 0, 0, 0, 0]),
+    ));
+    out.push(outcome(
+        "kill_self",
+        raw_syscall(libc::SYS_kill, [me, 0, 0, 0, 0]),
+    ));
+    let thread = std::thread::spawn(|| ()).join();
+    out.push(outcome(
+        "thread_spawn",
+        thread.map_err(|_| io::Error::from_raw_os_error(libc::EAGAIN)),
+    ));
+
+    // Read-backs.
+    let securebits =
+        raw_syscall_value(libc::SYS_prctl, [flag(libc::PR_GET_SECUREBITS), 0, 0, 0, 0]);
+    out.push(Outcome {
+        name: "securebits".into(),
+        result: securebits.map_or_else(
+            |e| errno_name(e.raw_os_error().unwrap_or(0)),
+            |v| format!("{v:#x}"),
+        ),
+    });
+    if let Ok(status) = std::fs::read_to_string("/proc/self/status") {
+        for line in status.lines() {
+            if let Some((key, value)) = line.split_once(':')
+                && matches!(
+                    key,
+                    "CapInh"
+                        | "CapPrm"
+                        | "CapEff"
+                        | "CapBnd"
+                        | "CapAmb"
+                        | "NoNewPrivs"
+                        | "Seccomp"
+                        | "Seccomp_filters"
+                        | "Uid"
+                )
+            {
+                out.push(Outcome {
+                    name: format!("status_{key}"),
+                    result: value.trim().to_owned(),
+                });
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,325 @@
+//! seccomp: an EPERM denylist over kernel surface a browser driver never
+//! needs, `clone3 → ENOSYS`, and on x86_64 a guard against x32 syscall
+//! numbers.
+//!
+//! Three filters because seccompiler gives each filter one match action:
+//! stacked filters are all evaluated and the most restrictive verdict wins.
+//! All are compiled in the parent; the child only attaches them.
+
+use std::collections::BTreeMap;
+
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch, sock_filter,
+};
+
+use crate::{PrepareError, policy::SocketFamily, step::Step};
+
+#[cfg(target_arch = "x86_64")]
+const ARCH: TargetArch = TargetArch::x86_64;
+#[cfg(target_arch = "aarch64")]
+const ARCH: TargetArch = TargetArch::aarch64;
+
+/// Syscalls denied outright (EPERM), whatever their arguments.
+const DENIED: &[(&str, libc::c_long)] = &[
+    // host and kernel state
+    ("reboot", libc::SYS_reboot),
+    ("kexec_load", libc::SYS_kexec_load),
+    ("kexec_file_load", libc::SYS_kexec_file_load),
+    ("init_module", libc::SYS_init_module),
+    ("finit_module", libc::SYS_finit_module),
+    ("delete_module", libc::SYS_delete_module),
+    ("acct", libc::SYS_acct),
+    ("swapon", libc::SYS_swapon),
+    ("swapoff", libc::SYS_swapoff),
+    ("syslog", libc::SYS_syslog),
+    ("quotactl", libc::SYS_quotactl),
+    ("quotactl_fd", libc::SYS_quotactl_fd),
+    ("settimeofday", libc::SYS_settimeofday),
+    ("clock_settime", libc::SYS_clock_settime),
+    ("clock_adjtime", libc::SYS_clock_adjtime),
+    ("adjtimex", libc::SYS_adjtimex),
+    ("sethostname", libc::SYS_sethostname),
+    ("setdomainname", libc::SYS_setdomainname),
+    ("vhangup", libc::SYS_vhangup),
+    // namespaces and mounts
+    ("mount", libc::SYS_mount),
+    ("umount2", libc::SYS_umount2),
+    ("pivot_root", libc::SYS_pivot_root),
+    ("chroot", libc::SYS_chroot),
+    ("setns", libc::SYS_setns),
+    ("unshare", libc::SYS_unshare),
+    ("open_tree", libc::SYS_open_tree),
+    ("move_mount", libc::SYS_move_mount),
+    ("fsopen", libc::SYS_fsopen),
+    ("fsconfig", libc::SYS_fsconfig),
+    ("fsmount", libc::SYS_fsmount),
+    ("fspick", libc::SYS_fspick),
+    ("mount_setattr", libc::SYS_mount_setattr),
+    // tracing and introspection of other processes
+    ("ptrace", libc::SYS_ptrace),
+    ("process_vm_readv", libc::SYS_process_vm_readv),
+    ("process_vm_writev", libc::SYS_process_vm_writev),
+    ("kcmp", libc::SYS_kcmp),
+    ("pidfd_getfd", libc::SYS_pidfd_getfd),
+    ("process_madvise", libc::SYS_process_madvise),
+    ("perf_event_open", libc::SYS_perf_event_open),
+    ("bpf", libc::SYS_bpf),
+    ("userfaultfd", libc::SYS_userfaultfd),
+    ("fanotify_init", libc::SYS_fanotify_init),
+    // keyrings are not namespaced
+    ("add_key", libc::SYS_add_key),
+    ("request_key", libc::SYS_request_key),
+    ("keyctl", libc::SYS_keyctl),
+    // io_uring operations never pass through this filter
+    ("io_uring_setup", libc::SYS_io_uring_setup),
+    ("io_uring_enter", libc::SYS_io_uring_enter),
+    ("io_uring_register", libc::SYS_io_uring_register),
+    // file handles: a history of container breakouts
+    ("open_by_handle_at", libc::SYS_open_by_handle_at),
+    ("name_to_handle_at", libc::SYS_name_to_handle_at),
+    // NUMA policy (parity with Docker's default profile)
+    ("mbind", libc::SYS_mbind),
+    ("set_mempolicy", libc::SYS_set_mempolicy),
+    ("migrate_pages", libc::SYS_migrate_pages),
+    ("move_pages", libc::SYS_move_pages),
+    #[cfg(target_arch = "x86_64")]
+    ("iopl", libc::SYS_iopl),
+    #[cfg(target_arch = "x86_64")]
+    ("ioperm", libc::SYS_ioperm),
+    #[cfg(target_arch = "x86_64")]
+    ("uselib", libc::SYS_uselib),
+    #[cfg(target_arch = "x86_64")]
+    ("ustat", libc::SYS_ustat),
+    #[cfg(target_arch = "x86_64")]
+    ("sysfs", libc::SYS_sysfs),
+    #[cfg(target_arch = "x86_64")]
+    ("_sysctl", libc::SYS__sysctl),
+];
+
+/// `clone` flags that create namespaces (include/uapi/linux/sched.h).
+const CLONE_NEW_FLAGS: &[u64] = &[
+    0x0002_0000, // CLONE_NEWNS
+    0x0200_0000, // CLONE_NEWCGROUP
+    0x0400_0000, // CLONE_NEWUTS
+    0x0800_0000, // CLONE_NEWIPC
+    0x1000_0000, // CLONE_NEWUSER
+    0x2000_0000, // CLONE_NEWPID
+    0x4000_0000, // CLONE_NEWNET
+];
+
+/// `personality(2)` values that change nothing dangerous: PER_LINUX,
+/// PER_LINUX32 (0x8), UNAME26 (0x20000), both, and the 0xffffffff query.
+const HARMLESS_PERSONALITIES: &[u64] = &[0x0, 0x8, 0x2_0000, 0x2_0008, 0xffff_ffff];
+
+/// The compiled filters, attached in this order by [`apply`].
+#[derive(Debug, Clone)]
+pub(crate) struct Filters {
+    clone3_enosys: BpfProgram,
+    x32_guard: Option<BpfProgram>,
+    denylist: BpfProgram,
+}
+
+/// The denied syscalls by name, for reports and tests.
+pub fn denied_syscalls() -> Vec<&'static str> {
+    let mut names: Vec<&str> = DENIED.iter().map(|(name, _)| *name).collect();
+    names.extend([
+        "clone (namespace flags)",
+        "clone3 (ENOSYS)",
+        "personality (non-default)",
+    ]);
+    names.extend(["socket (other families)", "socketpair (non-unix)"]);
+    names
+}
+
+fn cond(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, PrepareError> {
+    SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).map_err(compile_err)
+}
+
+fn compile_err(e: impl std::fmt::Display) -> PrepareError {
+    PrepareError::Seccomp(e.to_string())
+}
+
+/// The rule map of the EPERM filter: syscall number → rules (ORed; an empty
+/// list matches on the number alone).
+pub(crate) fn denylist_rules(
+    families: &[SocketFamily],
+) -> Result<BTreeMap<i64, Vec<SeccompRule>>, PrepareError> {
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
+        DENIED.iter().map(|(_, nr)| (*nr, Vec::new())).collect();
+
+    let clone_rules = CLONE_NEW_FLAGS
+        .iter()
+        .map(|flag| {
+            SeccompRule::new(vec![cond(0, SeccompCmpOp::MaskedEq(*flag), *flag)?])
+                .map_err(compile_err)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    rules.insert(libc::SYS_clone, clone_rules);
+
+    let personality = HARMLESS_PERSONALITIES
+        .iter()
+        .map(|v| cond(0, SeccompCmpOp::Ne, *v))
+        .collect::<Result<Vec<_>, _>>()?;
+    rules.insert(
+        libc::SYS_personality,
+        vec![SeccompRule::new(personality).map_err(compile_err)?],
+    );
+
+    let domain = |f: &SocketFamily| -> u64 {
+        let af = match f {
+            SocketFamily::Unix => libc::AF_UNIX,
+            SocketFamily::Inet => libc::AF_INET,
+            SocketFamily::Inet6 => libc::AF_INET6,
+            SocketFamily::NetlinkRoute => libc::AF_NETLINK,
+        };
+        u64::try_from(af).unwrap_or(u64::MAX)
+    };
+    // socket(domain, type, protocol): deny every domain not listed...
+    let mut socket_rules = vec![
+        SeccompRule::new(
+            families
+                .iter()
+                .map(|f| cond(0, SeccompCmpOp::Ne, domain(f)))
+                .collect::<Result<Vec<_>, _>>()?,
+        )
+        .map_err(compile_err)?,
+    ];
+    // ...and netlink with any protocol but NETLINK_ROUTE.
+    if families.contains(&SocketFamily::NetlinkRoute) {
+        socket_rules.push(
+            SeccompRule::new(vec![
+                cond(0, SeccompCmpOp::Eq, domain(&SocketFamily::NetlinkRoute))?,
+                cond(
+                    2,
+                    SeccompCmpOp::Ne,
+                    u64::try_from(libc::NETLINK_ROUTE).unwrap_or(0),
+                )?,
+            ])
+            .map_err(compile_err)?,
+        );
+    }
+    rules.insert(libc::SYS_socket, socket_rules);
+    rules.insert(
+        libc::SYS_socketpair,
+        vec![
+            SeccompRule::new(vec![cond(
+                0,
+                SeccompCmpOp::Ne,
+                domain(&SocketFamily::Unix),
+            )?])
+            .map_err(compile_err)?,
+        ],
+    );
+    Ok(rules)
+}
+
+/// Parent side: compile all filters.
+pub(crate) fn build(families: &[SocketFamily]) -> Result<Filters, PrepareError> {
+    let denylist = SeccompFilter::new(
+        denylist_rules(families)?,
+        SeccompAction::Allow,
+        SeccompAction::Errno(errno_u32(libc::EPERM)),
+        ARCH,
+    )
+    .map_err(compile_err)?;
+    // clone3 hides its flags behind a pointer; ENOSYS makes every libc fall
+    // back to clone(2), whose flags the denylist does check.
+    let clone3 = SeccompFilter::new(
+        BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
+        SeccompAction::Allow,
+        SeccompAction::Errno(errno_u32(libc::ENOSYS)),
+        ARCH,
+    )
+    .map_err(compile_err)?;
+    Ok(Filters {
+        clone3_enosys: clone3.try_into().map_err(compile_err)?,
+        x32_guard: x32_guard(),
+        denylist: denylist.try_into().map_err(compile_err)?,
+    })
+}
+
+fn errno_u32(errno: i32) -> u32 {
+    u32::try_from(errno).unwrap_or(1)
+}
+
+/// On x86_64 kernels with `CONFIG_X86_X32_ABI`, x32 syscalls carry the same
+/// `AUDIT_ARCH_X86_64` with bit 0x40000000 set in the number, so a denylist
+/// keyed on x86_64 numbers would miss them. seccompiler emits no guard for
+/// this, so it is its own six-instruction filter: EPERM for any number
+/// ≥ 0x40000000 on x86_64, allow everything else.
+fn x32_guard() -> Option<BpfProgram> {
+    if !cfg!(target_arch = "x86_64") {
+        return None;
+    }
+    const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
+    const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+    const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+    const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+    const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
+    const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+    const RET_ERRNO: u32 = 0x0005_0000; // SECCOMP_RET_ERRNO
+    const RET_ALLOW: u32 = 0x7fff_0000; // SECCOMP_RET_ALLOW
+    let op = |code, jt, jf, k| sock_filter { code, jt, jf, k };
+    Some(vec![
+        op(LD_W_ABS, 0, 0, 4),                               // A = seccomp_data.arch
+        op(JEQ_K, 0, 3, AUDIT_ARCH_X86_64),                  // not x86_64 → allow
+        op(LD_W_ABS, 0, 0, 0),                               // A = seccomp_data.nr
+        op(JGE_K, 0, 1, X32_SYSCALL_BIT),                    // x32 number?
+        op(RET_K, 0, 0, RET_ERRNO | errno_u32(libc::EPERM)), // yes → EPERM
+        op(RET_K, 0, 0, RET_ALLOW),                          // no → allow
+    ])
+}
+
+/// Child side: attach the filters, denylist last. Allocation-free.
+pub(crate) fn apply(filters: &Filters) -> std::io::Result<()> {
+    let programs = [
+        Some(&filters.clone3_enosys),
+        filters.x32_guard.as_ref(),
+        Some(&filters.denylist),
+    ];
+    for program in programs.into_iter().flatten() {
+        if seccompiler::apply_filter(program).is_err() {
+            return Err(Step::Seccomp.last_os_error());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn denylist_holds_each_dangerous_syscall_with_no_conditions() {
+        let rules = denylist_rules(&[SocketFamily::Unix]).unwrap();
+        for nr in [
+            libc::SYS_ptrace,
+            libc::SYS_mount,
+            libc::SYS_unshare,
+            libc::SYS_setns,
+            libc::SYS_bpf,
+            libc::SYS_keyctl,
+            libc::SYS_io_uring_setup,
+            libc::SYS_perf_event_open,
+            libc::SYS_userfaultfd,
+            libc::SYS_open_by_handle_at,
+        ] {
+            assert_eq!(rules.get(&nr).map(Vec::len), Some(0), "syscall {nr}");
+        }
+        assert_eq!(rules[&libc::SYS_clone].len(), CLONE_NEW_FLAGS.len());
+    }
+
+    #[test]
+    fn every_filter_compiles_for_this_architecture() {
+        let filters = build(&[
+            SocketFamily::Unix,
+            SocketFamily::Inet,
+            SocketFamily::NetlinkRoute,
+        ])
+        .unwrap();
+        assert!(!filters.denylist.is_empty());
+        assert!(!filters.clone3_enosys.is_empty());
+        assert_eq!(filters.x32_guard.is_some(), cfg!(target_arch = "x86_64"));
+    }
+}

@@ -1,0 +1,249 @@
+//! The probe, spawned unconfined and then confined, proves each layer fires:
+//! every escape attempt fails with the errno of the layer that stops it.
+//!
+//! Needs Landlock ABI ≥ 6 and root (for the capability read-backs). Without
+//! them the tests say why and pass, unless `BROWSER_SHELL_REQUIRE_CONFINEMENT=1`
+//! (set by the project's test command) turns the skip into a failure.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test helpers
+
+use std::{
+    collections::BTreeMap,
+    io::Write,
+    net::TcpListener,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    sync::Arc,
+};
+
+const PROBE: &str = env!("CARGO_BIN_EXE_hardening-probe");
+
+fn can_run() -> bool {
+    let root = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
+    let abi = hardening::kernel_abi();
+    if root && abi >= 6 {
+        return true;
+    }
+    let why = format!("skipping: needs root and Landlock ABI >= 6 (euid root: {root}, ABI {abi})");
+    assert!(
+        std::env::var_os("BROWSER_SHELL_REQUIRE_CONFINEMENT").is_none(),
+        "{why}, and BROWSER_SHELL_REQUIRE_CONFINEMENT is set"
+    );
+    eprintln!("{why}");
+    false
+}
+
+/// Read+exec on what a dynamically linked Rust binary needs, rw on `writable`.
+fn policy(writable: &Path, port: u16) -> hardening::Policy {
+    let mut policy = hardening::Policy::default();
+    let probe_dir = Path::new(PROBE).parent().unwrap().to_owned();
+    policy.read_exec_paths = ["/usr", "/lib", "/lib64"]
+        .iter()
+        .map(PathBuf::from)
+        .filter(|p| p.exists())
+        .chain([probe_dir])
+        .collect();
+    policy.read_paths = vec!["/proc".into()];
+    policy.read_write_paths = vec![writable.to_owned(), "/dev/null".into()];
+    policy.connect_tcp_ports = vec![port];
+    policy
+}
+
+fn run_probe(
+    command: &mut Command,
+    writable: &Path,
+    port: u16,
+    protected: &Path,
+) -> BTreeMap<String, String> {
+    command
+        .args(["--cdp", &port.to_string(), "--writable"])
+        .arg(writable)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    let mut child = command.spawn().expect("spawn the probe");
+    let batch = serde_json::json!([["fill", "#x", protected]]).to_string();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(batch.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "probe failed: {output:?}");
+    let reply: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    serde_json::from_value(reply[0]["result"]["probes"].clone()).unwrap()
+}
+
+struct Fixture {
+    writable: tempfile::TempDir,
+    protected: tempfile::NamedTempFile,
+    listener: TcpListener,
+}
+
+fn fixture() -> Fixture {
+    Fixture {
+        writable: tempfile::Builder::new()
+            .prefix("bs-probe")
+            .tempdir_in("/tmp")
+            .unwrap(),
+        // Outside every writable root of the policy.
+        protected: tempfile::NamedTempFile::new_in("/var/tmp").unwrap(),
+        listener: TcpListener::bind("127.0.0.1:0").unwrap(),
+    }
+}
+
+#[test]
+fn unconfined_probe_succeeds_where_the_confined_one_must_fail() {
+    if !can_run() {
+        return;
+    }
+    let f = fixture();
+    let port = f.listener.local_addr().unwrap().port();
+    let probes = run_probe(
+        &mut Command::new(PROBE),
+        f.writable.path(),
+        port,
+        f.protected.path(),
+    );
+    // The baseline shows the probe can tell: as root, unconfined, these work
+    // (or fail with an errno other than the confined one).
+    for (name, expected) in [
+        ("write_root_home", "ok"),
+        ("append_protected_0", "ok"),
+        ("tcp_bind", "ok"),
+        ("socket_packet", "ok"),
+        ("tcp_connect_other_port", "ECONNREFUSED"),
+        ("mount_tmpfs", "ENOENT"),
+        ("clone3", "EINVAL"),
+        ("clone_newuser", "EINVAL"),
+        ("status_Seccomp", "0"),
+    ] {
+        assert_eq!(
+            probes.get(name).map(String::as_str),
+            Some(expected),
+            "baseline {name}: {probes:#?}"
+        );
+    }
+}
+
+#[test]
+fn confined_probe_fails_every_escape_with_the_expected_errno() {
+    if !can_run() {
+        return;
+    }
+    let f = fixture();
+    let port = f.listener.local_addr().unwrap().port();
+    let prepared = Arc::new(hardening::prepare(&policy(f.writable.path(), port)).unwrap());
+    assert!(
+        !prepared.report().is_degraded(),
+        "{}",
+        prepared.report().summary()
+    );
+    let mut command = Command::new(PROBE);
+    hardening::confine(&mut command, prepared);
+    let probes = run_probe(&mut command, f.writable.path(), port, f.protected.path());
+    let zero = "0000000000000000";
+    let expected = [
+        // Landlock, files
+        ("write_in_writable_dir", "ok"),
+        ("write_through_symlink_into_etc", "EACCES"),
+        ("write_root_home", "EACCES"),
+        ("append_etc_passwd", "EACCES"),
+        ("read_root_home", "EACCES"),
+        ("append_protected_0", "EACCES"),
+        // Landlock, TCP
+        ("tcp_connect_allowed_port", "ok"),
+        ("tcp_connect_other_port", "EACCES"),
+        ("tcp_bind", "EACCES"),
+        // seccomp, socket families
+        ("socket_unix", "ok"),
+        ("socket_inet", "ok"),
+        ("socket_packet", "EPERM"),
+        ("socket_netlink_audit", "EPERM"),
+        ("socket_vsock", "EPERM"),
+        // seccomp, kernel surface
+        ("ptrace_traceme", "EPERM"),
+        ("mount_tmpfs", "EPERM"),
+        ("unshare_newuser", "EPERM"),
+        ("clone_newuser", "EPERM"),
+        ("clone3", "ENOSYS"),
+        ("bpf", "EPERM"),
+        ("io_uring_setup", "EPERM"),
+        ("keyctl", "EPERM"),
+        ("perf_event_open", "EPERM"),
+        ("personality_addr_no_randomize", "EPERM"),
+        // Landlock signal scope
+        ("kill_parent", "EPERM"),
+        ("kill_self", "ok"),
+        // clone3 → ENOSYS must not break threads
+        ("thread_spawn", "ok"),
+        // read-backs
+        ("securebits", "0xef"),
+        ("status_CapInh", zero),
+        ("status_CapPrm", zero),
+        ("status_CapEff", zero),
+        ("status_CapBnd", zero),
+        ("status_CapAmb", zero),
+        ("status_NoNewPrivs", "1"),
+        ("status_Seccomp", "2"),
+    ];
+    let mut wrong = Vec::new();
+    for (name, want) in expected {
+        let got = probes.get(name).map_or("<missing>", String::as_str);
+        if got != want {
+            wrong.push(format!("{name}: expected {want}, got {got}"));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "confinement gaps:\n{}\nall probes: {probes:#?}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn a_binary_outside_the_executable_set_never_runs() {
+    if !can_run() {
+        return;
+    }
+    // A policy whose read+exec set omits the probe's own directory: every
+    // step succeeds, then the kernel denies the exec itself.
+    let f = fixture();
+    let mut policy = policy(f.writable.path(), 1);
+    policy
+        .read_exec_paths
+        .retain(|p| !Path::new(PROBE).starts_with(p));
+    let prepared = Arc::new(hardening::prepare(&policy).unwrap());
+    let mut command = Command::new(PROBE);
+    hardening::confine(&mut command, prepared);
+    let err = command
+        .stdout(Stdio::null())
+        .spawn()
+        .expect_err("exec must be denied");
+    assert_eq!(err.raw_os_error(), Some(libc::EACCES), "{err}");
+}
+
+#[test]
+fn a_missing_policy_path_is_refused_at_prepare() {
+    let mut policy = hardening::Policy::default();
+    policy.read_write_paths = vec!["/nonexistent/bs-dir".into()];
+    policy.degraded = hardening::Degraded::Allow;
+    let err = hardening::prepare(&policy).unwrap_err();
+    assert!(err.to_string().contains("/nonexistent/bs-dir"), "{err}");
+}
+
+#[test]
+fn confinement_errors_decode_to_their_step() {
+    // What the parent sees when a step fails inside pre_exec.
+    let err = std::io::Error::from_raw_os_error(0x4253_0000 | (7 << 12) | libc::ENOTSUP);
+    let decoded = hardening::ConfineError::from_spawn_error(&err).unwrap();
+    assert_eq!(decoded.step, hardening::Step::Landlock);
+    assert!(
+        decoded.to_string().contains("enforce Landlock"),
+        "{decoded}"
+    );
+}
