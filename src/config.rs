@@ -5,6 +5,7 @@ use std::{
     fs,
     os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt},
     path::{Path, PathBuf},
+    sync::Arc,
 };
 
 use anyhow::{Context, bail};
@@ -78,6 +79,29 @@ pub struct ServeArgs {
           default_value_t = 900, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub idle_timeout_sec: u64,
 
+    /// Run agent-browser with less than full confinement when the kernel
+    /// lacks Landlock ABI 6 or seccomp; every audit record then carries the
+    /// degraded status. Without this flag such a kernel refuses to start.
+    #[arg(long, env = "BROWSER_SHELL_ALLOW_DEGRADED_CONFINEMENT")]
+    pub allow_degraded_confinement: bool,
+
+    /// Accept an audit log inside a directory the confined agent-browser may
+    /// write (such as /tmp). Without this flag that refuses to start: the
+    /// process being audited must not be able to touch the evidence.
+    #[arg(long, env = "BROWSER_SHELL_ALLOW_WRITABLE_AUDIT_LOG")]
+    pub allow_writable_audit_log: bool,
+
+    /// Extra directories the confined agent-browser may read and execute
+    /// (repeatable; ':'-separated in the environment). Needed only for a
+    /// dynamically linked build or a test stand-in.
+    #[arg(
+        long,
+        env = "BROWSER_SHELL_EXTRA_READ_EXEC",
+        value_name = "DIR",
+        value_delimiter = ':'
+    )]
+    pub extra_read_exec: Vec<PathBuf>,
+
     /// Most bytes of stdout and of stderr returned per call (the rest is cut
     /// with a marker).
     #[arg(long, env = "BROWSER_SHELL_MAX_OUTPUT_BYTES", value_name = "BYTES",
@@ -88,6 +112,8 @@ pub struct ServeArgs {
 /// Everything the server needs, after checking and preparing the directories.
 #[derive(Debug)]
 pub struct Prepared {
+    /// The compiled confinement every agent-browser spawn gets.
+    pub confinement: Arc<hardening::Prepared>,
     pub runner: Runner,
     pub audit: audit::Sink,
     pub output_dir: PathBuf,
@@ -133,20 +159,111 @@ impl ServeArgs {
         }
         let audit = audit::Sink::open(&self.audit_log)
             .with_context(|| "the audit log must be writable before any call can run")?;
+
+        let policy = self.confinement_policy(&state_dir, &output_dir)?;
+        self.check_audit_log_outside(&policy)?;
+        let confinement = Arc::new(
+            hardening::prepare(&policy).context("cannot confine agent-browser on this machine")?,
+        );
+        let runner = Runner {
+            // Absolute: the child's cwd is its private HOME, where a relative
+            // program path would resolve to nothing (or to something planted).
+            agent_browser: self
+                .agent_browser
+                .canonicalize()
+                .with_context(|| format!("cannot resolve {}", self.agent_browser.display()))?,
+            cdp_port: self.cdp_port,
+            home_dir,
+            socket_dir,
+            config_file,
+            output_dir: output_dir.clone(),
+            idle_timeout_ms: self.idle_timeout_sec * 1000,
+            confinement: Arc::clone(&confinement),
+        };
+        let version = runner
+            .self_test()
+            .map_err(|e| anyhow::anyhow!("the confined agent-browser does not start: {e}"))?;
+        tracing::info!(version, confinement = %confinement.report().summary(), "agent-browser starts confined");
         Ok(Prepared {
-            runner: Runner {
-                agent_browser: self.agent_browser.clone(),
-                cdp_port: self.cdp_port,
-                home_dir,
-                socket_dir,
-                config_file,
-                output_dir: output_dir.clone(),
-                idle_timeout_ms: self.idle_timeout_sec * 1000,
-            },
+            confinement,
+            runner,
             audit,
             output_dir,
             max_output_bytes: usize::try_from(self.max_output_bytes).unwrap_or(usize::MAX),
         })
+    }
+
+    /// What the spawned agent-browser (and the daemon it forks) may do:
+    /// execute its own binary, read /proc, write under /tmp, the state dir
+    /// and the output dir, connect to the CDP port only, bind nothing, and
+    /// create only unix and IPv4 sockets (`--cdp` is always 127.0.0.1).
+    pub fn confinement_policy(
+        &self,
+        state_dir: &Path,
+        output_dir: &Path,
+    ) -> anyhow::Result<hardening::Policy> {
+        let binary = self
+            .agent_browser
+            .canonicalize()
+            .with_context(|| format!("cannot resolve {}", self.agent_browser.display()))?;
+        let binary_dir = binary
+            .parent()
+            .map(Path::to_path_buf)
+            .context("agent-browser has no parent directory")?;
+        let mut policy = hardening::Policy::default();
+        policy.read_exec_paths = std::iter::once(binary_dir)
+            .chain(self.extra_read_exec.iter().cloned())
+            .collect();
+        policy.read_paths = vec![PathBuf::from("/proc")];
+        policy.read_write_paths = vec![
+            PathBuf::from("/tmp"),
+            state_dir.to_owned(),
+            output_dir.to_owned(),
+            PathBuf::from("/dev/null"),
+        ];
+        policy.connect_tcp_ports = vec![self.cdp_port];
+        policy.socket_families = vec![hardening::SocketFamily::Unix, hardening::SocketFamily::Inet];
+        policy.degraded = if self.allow_degraded_confinement {
+            hardening::Degraded::Allow
+        } else {
+            hardening::Degraded::Refuse
+        };
+        Ok(policy)
+    }
+
+    /// The process being audited must not be able to edit the evidence.
+    fn check_audit_log_outside(&self, policy: &hardening::Policy) -> anyhow::Result<()> {
+        let log = self
+            .audit_log
+            .parent()
+            .and_then(|dir| dir.canonicalize().ok())
+            .map_or_else(
+                || self.audit_log.clone(),
+                |dir| dir.join(self.audit_log.file_name().unwrap_or_default()),
+            );
+        let inside = policy
+            .read_write_paths
+            .iter()
+            .filter_map(|root| root.canonicalize().ok())
+            .find(|root| log.starts_with(root));
+        match inside {
+            Some(root) if !self.allow_writable_audit_log => bail!(
+                "the audit log {} lies under {}, which the confined agent-browser may write: \
+                 it could edit or delete the evidence of its own calls; put the log elsewhere \
+                 (e.g. /var/log/browser-shell) or pass --allow-writable-audit-log to accept it",
+                log.display(),
+                root.display()
+            ),
+            Some(root) => {
+                tracing::warn!(
+                    audit_log = %log.display(),
+                    root = %root.display(),
+                    "audit log is writable by the confined agent-browser (accepted by --allow-writable-audit-log)"
+                );
+                Ok(())
+            }
+            None => Ok(()),
+        }
     }
 }
 

@@ -10,7 +10,7 @@
 //! child leads its own process group so a timeout or a cancellation can kill
 //! everything it started in that group.
 
-use std::{path::PathBuf, process::Stdio, time::Duration};
+use std::{path::PathBuf, process::Stdio, sync::Arc, time::Duration};
 
 use tokio::{
     io::{AsyncRead, AsyncReadExt, AsyncWriteExt},
@@ -42,6 +42,8 @@ pub struct Runner {
     pub output_dir: PathBuf,
     /// `AGENT_BROWSER_IDLE_TIMEOUT_MS`: without it a CDP daemon never exits.
     pub idle_timeout_ms: u64,
+    /// Applied to every spawn, and so inherited by the daemon it forks.
+    pub confinement: Arc<hardening::Prepared>,
 }
 
 /// How the child ended.
@@ -145,14 +147,12 @@ impl Runner {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
+        hardening::confine(command.as_std_mut(), Arc::clone(&self.confinement));
         let mut child = match command.spawn() {
             Ok(child) => child,
             Err(e) => {
                 return finish(
-                    Termination::SpawnFailed(format!(
-                        "cannot start {}: {e}",
-                        self.agent_browser.display()
-                    )),
+                    Termination::SpawnFailed(self.spawn_error(&e)),
                     Captured::default(),
                     Captured::default(),
                 );
@@ -202,6 +202,51 @@ impl Runner {
 }
 
 impl Runner {
+    /// The state dir (parent of HOME and the socket dir).
+    pub fn home_dir_parent(&self) -> PathBuf {
+        self.home_dir
+            .parent()
+            .map_or_else(|| self.home_dir.clone(), PathBuf::from)
+    }
+
+    /// Explain a failed spawn: a confinement step (decoded from its errno) or
+    /// an ordinary exec error.
+    fn spawn_error(&self, err: &std::io::Error) -> String {
+        match hardening::ConfineError::from_spawn_error(err) {
+            Some(confine) => confine.to_string(),
+            None => format!("cannot start {}: {err}", self.agent_browser.display()),
+        }
+    }
+
+    /// Run `agent-browser --version` exactly as calls will run it (same
+    /// environment, same confinement), so a machine that cannot confine it,
+    /// or a binary that cannot run confined, fails at start rather than at
+    /// the first call.
+    pub fn self_test(&self) -> Result<String, String> {
+        let mut command = std::process::Command::new(&self.agent_browser);
+        command
+            .arg("--version")
+            .env_clear()
+            .envs(self.environment())
+            .current_dir(&self.home_dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        hardening::confine(&mut command, Arc::clone(&self.confinement));
+        let output = command.output().map_err(|e| self.spawn_error(&e))?;
+        let stdout = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+        if output.status.success() {
+            Ok(stdout)
+        } else {
+            Err(format!(
+                "{} --version failed under confinement ({}): {}",
+                self.agent_browser.display(),
+                output.status,
+                String::from_utf8_lossy(&output.stderr).trim()
+            ))
+        }
+    }
+
     fn session_file(&self, session: &SessionId, suffix: &str) -> PathBuf {
         self.socket_dir
             .join(format!("{}.{suffix}", session.daemon_name()))

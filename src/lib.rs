@@ -14,6 +14,7 @@ pub mod command;
 pub mod config;
 pub mod exec;
 pub mod mcp;
+pub mod operator;
 pub mod outcome;
 pub mod outputs;
 pub mod pipeline;

@@ -6,7 +6,7 @@
 
 use std::{process::ExitCode, sync::Arc};
 
-use browser_shell::{config, mcp, pipeline, wire};
+use browser_shell::{config, mcp, operator, pipeline, wire};
 use clap::{Parser, Subcommand};
 use rmcp::ServiceExt;
 
@@ -31,6 +31,33 @@ struct Cli {
 enum Cmd {
     /// Run the MCP server on stdin/stdout (the default).
     Serve(config::ServeArgs),
+    /// Inspect and prove the confinement of agent-browser on this machine.
+    #[command(subcommand)]
+    Hardening(HardeningCmd),
+    /// Internal: the confined self-probe `hardening check` runs.
+    #[command(name = "__probe", hide = true)]
+    Probe {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum HardeningCmd {
+    /// Print what will be enforced, then run a confined self-probe (writes
+    /// outside, connects elsewhere, ptrace, mount, …) and report each result.
+    /// Exits 0 only if every escape attempt was refused as expected.
+    Check(config::ServeArgs),
+    /// Run the configured agent-browser with ARGS, confined exactly as a call
+    /// would be but without browser-shell's validation: shows what the kernel
+    /// alone refuses. Example: `hardening exec -- --cdp 9222 --json screenshot /etc/x.png`.
+    Exec {
+        #[command(flatten)]
+        serve: config::ServeArgs,
+        /// Arguments for agent-browser (after `--`).
+        #[arg(last = true, required = true)]
+        args: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -43,12 +70,28 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .init();
-    let args = match cli.command {
-        Some(Cmd::Serve(args)) => args,
-        None => cli.serve,
+    let result = match cli.command {
+        Some(Cmd::Serve(args)) => serve(&args).map(|()| ExitCode::SUCCESS),
+        None => serve(&cli.serve).map(|()| ExitCode::SUCCESS),
+        Some(Cmd::Hardening(HardeningCmd::Check(args))) => {
+            operator::hardening_check(&args).map(|ok| {
+                if ok {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::from(1)
+                }
+            })
+        }
+        Some(Cmd::Hardening(HardeningCmd::Exec { serve, args })) => {
+            operator::hardening_exec(&serve, &args)
+                .map(|code| ExitCode::from(u8::try_from(code).unwrap_or(1)))
+        }
+        Some(Cmd::Probe { args }) => {
+            return ExitCode::from(u8::try_from(operator::probe(&args)).unwrap_or(1));
+        }
     };
-    match serve(&args) {
-        Ok(()) => ExitCode::SUCCESS,
+    match result {
+        Ok(code) => code,
         Err(e) => {
             eprintln!("browser-shell: {e:#}");
             ExitCode::from(2)

@@ -69,15 +69,17 @@ pub fn normalize(session_id: &str, raw: &RawOutcome, max_bytes: usize) -> Reply 
             exit_code::TIMED_OUT,
             String::new(),
             format!(
-                "timed out after {:.1} s; the agent-browser process was killed (the session's \
-                 daemon may still finish the command before serving the next one)",
+                "timed out after {:.1} s; the agent-browser process and the session's daemon \
+                 were stopped (the next call starts a fresh daemon on the same tab)",
                 raw.elapsed.as_secs_f64()
             ),
         ),
         Termination::Cancelled => (
             exit_code::CANCELLED,
             String::new(),
-            "cancelled by the client; the agent-browser process was killed".to_owned(),
+            "cancelled by the client; the agent-browser process and the session's daemon were \
+             stopped"
+                .to_owned(),
         ),
         Termination::SpawnFailed(why) => (
             exit_code::INTERNAL,

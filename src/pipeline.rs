@@ -100,9 +100,11 @@ impl Pipeline {
             }
         };
 
+        let confinement = confinement_record(self.runner.confinement.report());
         let mut intent = call.event(audit::Phase::Intent, Some(&request.session));
         intent.argv = Some(redact_argv(&request.argv));
         intent.verdict = Some("allowed");
+        intent.confinement = Some(confinement.clone());
         if let Err(e) = self.audit.append(intent) {
             tracing::error!(error = %e, "audit intent not written; refusing the call");
             return Reply::internal(
@@ -120,6 +122,7 @@ impl Pipeline {
 
         let mut done = call.event(audit::Phase::Outcome, Some(&request.session));
         done.verdict = Some("allowed");
+        done.confinement = Some(confinement);
         done.outcome = Some(match &raw.termination {
             Termination::Exited(0) if reply.exit_code == 0 => "ok",
             Termination::Exited(_) | Termination::Signaled(_) => "error",
@@ -267,6 +270,20 @@ pub fn redact_argv(argv: &[String]) -> Vec<Value> {
             }
         })
         .collect()
+}
+
+/// The confinement applied to a spawn, as the audit log records it.
+pub fn confinement_record(report: &hardening::Report) -> Value {
+    json!({
+        "landlock_abi": report.landlock_abi,
+        "landlock": report.landlock.to_string(),
+        "seccomp": report.seccomp.to_string(),
+        "capabilities": "cleared",
+        "bounding_set_empty": report.bounding_set_dropped,
+        "no_new_privs": true,
+        "uid": report.uid,
+        "degraded": report.is_degraded(),
+    })
 }
 
 fn millis(started: Instant) -> f64 {

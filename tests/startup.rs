@@ -6,7 +6,7 @@
 
 use std::{
     io::Write,
-    path::Path,
+    path::{Path, PathBuf},
     process::{Command, Output, Stdio},
 };
 
@@ -14,32 +14,80 @@ const BIN: &str = env!("CARGO_BIN_EXE_browser-shell");
 
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
 
-/// Run the server with `args` on top of a valid base config and an
-/// `initialize` waiting on stdin.
-fn run(dir: &Path, overrides: &[(&str, String)]) -> Output {
-    let fake_ab = dir.join("agent-browser");
-    if !fake_ab.exists() {
-        // Startup only checks that the binary exists and is executable; no
-        // test here gets far enough to run it.
-        std::fs::write(&fake_ab, "#!/bin/sh\nexit 99\n").unwrap();
-        let mut perms = std::fs::metadata(&fake_ab).unwrap().permissions();
-        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-        std::fs::set_permissions(&fake_ab, perms).unwrap();
+/// The pinned agent-browser (the server runs it confined at start, so a
+/// stand-in script would not do): `BROWSER_SHELL_AGENT_BROWSER`, or the
+/// repository's pin as `deploy/local/install-deps` installs it.
+fn agent_browser() -> PathBuf {
+    if let Some(path) = std::env::var_os("BROWSER_SHELL_AGENT_BROWSER") {
+        return PathBuf::from(path);
     }
+    let arch = if cfg!(target_arch = "aarch64") {
+        "arm64"
+    } else {
+        "x64"
+    };
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!(
+        "deploy/agent-browser/node_modules/agent-browser/bin/agent-browser-linux-musl-{arch}"
+    ));
+    assert!(
+        path.is_file(),
+        "{} is missing: run deploy/local/install-deps (tests/run does)",
+        path.display()
+    );
+    path
+}
+
+/// Scratch dirs for one server: state under /tmp (short socket paths),
+/// evidence under /var/tmp (outside the confinement's writable roots).
+struct Dirs {
+    scratch: tempfile::TempDir,
+    evidence: tempfile::TempDir,
+}
+
+fn dirs() -> Dirs {
+    Dirs {
+        scratch: tempfile::Builder::new()
+            .prefix("bs")
+            .tempdir_in("/tmp")
+            .unwrap(),
+        evidence: tempfile::Builder::new()
+            .prefix("bs-audit")
+            .tempdir_in("/var/tmp")
+            .unwrap(),
+    }
+}
+
+/// Run the server with `overrides` on top of a valid base config and an
+/// `initialize` waiting on stdin.
+fn run(dirs: &Dirs, overrides: &[(&str, String)]) -> Output {
+    let dir = dirs.scratch.path();
     let mut settings = vec![
-        ("--agent-browser", fake_ab.display().to_string()),
+        ("--agent-browser", agent_browser().display().to_string()),
         ("--state-dir", dir.join("s").display().to_string()),
         ("--output-dir", dir.join("o").display().to_string()),
-        ("--audit-log", dir.join("audit.jsonl").display().to_string()),
+        (
+            "--audit-log",
+            dirs.evidence
+                .path()
+                .join("audit.jsonl")
+                .display()
+                .to_string(),
+        ),
         ("--policy", dir.join("no-policy.json").display().to_string()),
     ];
+    let mut flags = Vec::new();
     for (flag, value) in overrides {
+        if value.is_empty() {
+            flags.push(*flag);
+            continue;
+        }
         settings.retain(|(f, _)| f != flag);
         settings.push((flag, value.clone()));
     }
     let mut child = Command::new(BIN)
         .arg("serve")
         .args(settings.iter().flat_map(|(f, v)| [*f, v.as_str()]))
+        .args(flags)
         .env_clear()
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -50,13 +98,6 @@ fn run(dir: &Path, overrides: &[(&str, String)]) -> Output {
     let _ = writeln!(stdin, "{INITIALIZE}");
     drop(stdin);
     child.wait_with_output().unwrap()
-}
-
-fn short_tempdir() -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix("bs")
-        .tempdir_in("/tmp")
-        .unwrap()
 }
 
 fn assert_refused_at_start(output: &Output, needle: &str) {
@@ -78,8 +119,8 @@ fn assert_refused_at_start(output: &Output, needle: &str) {
 
 #[test]
 fn valid_config_answers_initialize_on_stdout() {
-    let dir = short_tempdir();
-    let output = run(dir.path(), &[]);
+    let d = dirs();
+    let output = run(&d, &[]);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
@@ -95,9 +136,9 @@ fn valid_config_answers_initialize_on_stdout() {
 
 #[test]
 fn missing_agent_browser_is_refused_at_start() {
-    let dir = short_tempdir();
+    let d = dirs();
     let output = run(
-        dir.path(),
+        &d,
         &[("--agent-browser", "/nonexistent/agent-browser".into())],
     );
     assert_refused_at_start(
@@ -108,35 +149,35 @@ fn missing_agent_browser_is_refused_at_start() {
 
 #[test]
 fn relative_state_dir_is_refused_at_start() {
-    let dir = short_tempdir();
-    let output = run(dir.path(), &[("--state-dir", "relative/state".into())]);
+    let d = dirs();
+    let output = run(&d, &[("--state-dir", "relative/state".into())]);
     assert_refused_at_start(&output, "--state-dir must be an absolute path");
 }
 
 #[test]
 fn state_dir_too_long_for_unix_sockets_is_refused_at_start() {
-    let dir = short_tempdir();
-    let long = dir.path().join("x".repeat(40));
-    let output = run(dir.path(), &[("--state-dir", long.display().to_string())]);
+    let d = dirs();
+    let long = d.scratch.path().join("x".repeat(40));
+    let output = run(&d, &[("--state-dir", long.display().to_string())]);
     assert_refused_at_start(&output, "is too long: agent-browser's socket paths");
 }
 
 #[test]
 fn an_existing_policy_file_is_never_silently_ignored() {
-    let dir = short_tempdir();
-    let policy = dir.path().join("policy.json");
+    let d = dirs();
+    let policy = d.scratch.path().join("policy.json");
     std::fs::write(&policy, "{}").unwrap();
-    let output = run(dir.path(), &[("--policy", policy.display().to_string())]);
+    let output = run(&d, &[("--policy", policy.display().to_string())]);
     assert_refused_at_start(&output, "refusing to start rather than ignore it");
 }
 
 #[test]
 fn unwritable_audit_log_is_refused_at_start() {
-    let dir = short_tempdir();
-    let not_a_dir = dir.path().join("file");
+    let d = dirs();
+    let not_a_dir = d.evidence.path().join("file");
     std::fs::write(&not_a_dir, "").unwrap();
     let output = run(
-        dir.path(),
+        &d,
         &[(
             "--audit-log",
             not_a_dir.join("audit.jsonl").display().to_string(),
@@ -147,10 +188,10 @@ fn unwritable_audit_log_is_refused_at_start() {
 
 #[test]
 fn out_of_range_flags_are_refused_by_the_parser() {
-    let dir = short_tempdir();
-    let output = run(dir.path(), &[("--cdp-port", "0".into())]);
+    let d = dirs();
+    let output = run(&d, &[("--cdp-port", "0".into())]);
     assert_refused_at_start(&output, "--cdp-port");
-    let output = run(dir.path(), &[("--max-output-bytes", "10".into())]);
+    let output = run(&d, &[("--max-output-bytes", "10".into())]);
     assert_refused_at_start(&output, "--max-output-bytes");
 }
 
@@ -169,4 +210,38 @@ fn help_documents_every_setting_and_its_environment_variable() {
     ] {
         assert!(help.contains(needle), "--help lacks {needle}:\n{help}");
     }
+}
+
+#[test]
+fn an_audit_log_the_confined_child_could_write_is_refused_at_start() {
+    let d = dirs();
+    let in_tmp = d.scratch.path().join("audit.jsonl").display().to_string();
+    let output = run(&d, &[("--audit-log", in_tmp.clone())]);
+    assert_refused_at_start(&output, "which the confined agent-browser may write");
+    let output = run(
+        &d,
+        &[
+            ("--audit-log", in_tmp),
+            ("--allow-writable-audit-log", String::new()),
+        ],
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn an_agent_browser_that_cannot_run_confined_is_refused_at_start() {
+    // A shell script: its interpreter is outside the confinement's
+    // executable set, so the confined self-test fails before serving.
+    let d = dirs();
+    let script = d.scratch.path().join("agent-browser");
+    std::fs::write(&script, "#!/bin/sh\nexit 0\n").unwrap();
+    let mut perms = std::fs::metadata(&script).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&script, perms).unwrap();
+    let output = run(&d, &[("--agent-browser", script.display().to_string())]);
+    assert_refused_at_start(&output, "the confined agent-browser does not start");
 }

@@ -71,6 +71,11 @@ pub struct Event {
     /// Bytes the child wrote to stderr.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stderr_bytes: Option<u64>,
+    /// The confinement the spawned process actually ran under (Landlock ABI
+    /// and status, seccomp, capabilities, uid, `degraded`), on records of
+    /// calls that spawn.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confinement: Option<Value>,
     /// Producer, e.g. `browser-shell/0.1.0`.
     pub producer: String,
     /// Process id of the server that wrote the record.
@@ -97,6 +102,7 @@ impl Event {
             duration_ms: None,
             stdout_bytes: None,
             stderr_bytes: None,
+            confinement: None,
             producer: format!("browser-shell/{}", env!("CARGO_PKG_VERSION")),
             pid: std::process::id(),
         }

@@ -43,6 +43,81 @@ fn outcome(name: impl Into<String>, result: io::Result<()>) -> Outcome {
     }
 }
 
+/// What each probe must report inside a full confinement (root, Landlock ABI
+/// ≥ 6, the probed port allowed, the probed directory writable, protected
+/// files outside every writable root).
+pub const EXPECTED_WHEN_CONFINED: &[(&str, &str)] = &[
+    // Landlock, files
+    ("write_in_writable_dir", "ok"),
+    ("write_through_symlink_into_etc", "EACCES"),
+    ("write_root_home", "EACCES"),
+    ("append_etc_passwd", "EACCES"),
+    ("read_root_home", "EACCES"),
+    // Landlock, TCP
+    ("tcp_connect_allowed_port", "ok"),
+    ("tcp_connect_other_port", "EACCES"),
+    ("tcp_bind", "EACCES"),
+    // seccomp, socket families
+    ("socket_unix", "ok"),
+    ("socket_inet", "ok"),
+    ("socket_packet", "EPERM"),
+    ("socket_netlink_audit", "EPERM"),
+    ("socket_vsock", "EPERM"),
+    // seccomp, kernel surface
+    ("ptrace_traceme", "EPERM"),
+    ("mount_tmpfs", "EPERM"),
+    ("unshare_newuser", "EPERM"),
+    ("clone_newuser", "EPERM"),
+    ("clone3", "ENOSYS"),
+    ("bpf", "EPERM"),
+    ("io_uring_setup", "EPERM"),
+    ("keyctl", "EPERM"),
+    ("perf_event_open", "EPERM"),
+    ("personality_addr_no_randomize", "EPERM"),
+    // Landlock signal scope
+    ("kill_parent", "EPERM"),
+    ("kill_self", "ok"),
+    // clone3 → ENOSYS must not break threads
+    ("thread_spawn", "ok"),
+    // read-backs
+    ("securebits", "0xef"),
+    ("status_CapInh", "0000000000000000"),
+    ("status_CapPrm", "0000000000000000"),
+    ("status_CapEff", "0000000000000000"),
+    ("status_CapBnd", "0000000000000000"),
+    ("status_CapAmb", "0000000000000000"),
+    ("status_NoNewPrivs", "1"),
+    ("status_Seccomp", "2"),
+];
+
+/// Compare probe results with [`EXPECTED_WHEN_CONFINED`] (and every
+/// `append_protected_*` with `EACCES`); return one line per mismatch.
+pub fn gaps(results: &[Outcome]) -> Vec<String> {
+    let get = |name: &str| {
+        results
+            .iter()
+            .find(|o| o.name == name)
+            .map(|o| o.result.as_str())
+    };
+    let mut gaps: Vec<String> = EXPECTED_WHEN_CONFINED
+        .iter()
+        .filter(|(name, want)| get(name) != Some(*want))
+        .map(|(name, want)| {
+            format!(
+                "{name}: expected {want}, got {}",
+                get(name).unwrap_or("<missing>")
+            )
+        })
+        .collect();
+    gaps.extend(
+        results
+            .iter()
+            .filter(|o| o.name.starts_with("append_protected_") && o.result != "EACCES")
+            .map(|o| format!("{}: expected EACCES, got {}", o.name, o.result)),
+    );
+    gaps
+}
+
 /// `EACCES` for 13 and so on; `errno N` for the rest.
 pub fn errno_name(errno: i32) -> String {
     let name = match errno {
@@ -276,7 +351,7 @@ pub fn run(targets: &Targets) -> Vec<Outcome> {
             {
                 out.push(Outcome {
                     name: format!("status_{key}"),
-                    result: value.trim().to_owned(),
+                    result: value.split_whitespace().collect::<Vec<_>>().join(" "),
                 });
             }
         }

@@ -142,7 +142,11 @@ class ServerConfig:
     agent_browser: Path
     cdp_port: int
     base: Path
+    # Outside every writable root of the confinement (not /tmp): the server refuses an audit log
+    # the confined agent-browser could edit.
+    evidence: Path
     env_extra: dict[str, str] = field(default_factory=dict)
+    extra_read_exec: list[str] = field(default_factory=list)
 
     @property
     def state_dir(self) -> Path:
@@ -154,7 +158,7 @@ class ServerConfig:
 
     @property
     def audit_log(self) -> Path:
-        return self.base / "audit.jsonl"
+        return self.evidence / "audit.jsonl"
 
     @property
     def policy(self) -> Path:
@@ -179,6 +183,7 @@ class ServerConfig:
             str(self.audit_log),
             "--policy",
             str(self.policy),
+            *[arg for path in self.extra_read_exec for arg in ("--extra-read-exec", path)],
         ]
 
     def argv(self) -> list[str]:
@@ -195,14 +200,21 @@ class ServerConfig:
 
 
 def new_server_config(
-    binaries: Binaries, cdp_port: int, agent_browser: Path | None = None, tag: str = "bs"
+    binaries: Binaries,
+    cdp_port: int,
+    agent_browser: Path | None = None,
+    tag: str = "bs",
+    extra_read_exec: list[str] | None = None,
 ) -> ServerConfig:
     base = Path(tempfile.mkdtemp(prefix=tag, dir="/tmp"))
+    evidence = Path(tempfile.mkdtemp(prefix=f"{tag}-audit-", dir="/var/tmp"))
     return ServerConfig(
         server_bin=binaries.server,
         agent_browser=agent_browser or binaries.agent_browser,
         cdp_port=cdp_port,
         base=base,
+        evidence=evidence,
+        extra_read_exec=list(extra_read_exec or []),
     )
 
 
@@ -419,6 +431,7 @@ def cleanup_server(cfg: ServerConfig) -> None:
         log(f"keeping server dir {cfg.base}")
     else:
         shutil.rmtree(cfg.base, ignore_errors=True)
+        shutil.rmtree(cfg.evidence, ignore_errors=True)
 
 
 @pytest.fixture
@@ -426,8 +439,8 @@ def start_server(binaries: Binaries, chromium: harness.Chromium) -> Iterator[Any
     """Factory: start_server(agent_browser=None) -> started BlockingServer (stopped at teardown)."""
     started: list[BlockingServer] = []
 
-    def _start(agent_browser: Path | None = None) -> BlockingServer:
-        cfg = new_server_config(binaries, chromium.port, agent_browser)
+    def _start(agent_browser: Path | None = None, extra_read_exec: list[str] | None = None) -> BlockingServer:
+        cfg = new_server_config(binaries, chromium.port, agent_browser, extra_read_exec=extra_read_exec)
         srv = BlockingServer(cfg)
         started.append(srv)
         return srv.start()
@@ -480,7 +493,10 @@ def canary_server(binaries: Binaries, chromium: harness.Chromium) -> Iterator[tu
     """
     canary_dir = Path(tempfile.mkdtemp(prefix="bscan", dir="/tmp"))
     canary = make_canary(canary_dir)
-    cfg = new_server_config(binaries, chromium.port, agent_browser=canary.script, tag="bsc")
+    # The canary is a /bin/sh script: under confinement its interpreter must be executable too.
+    cfg = new_server_config(
+        binaries, chromium.port, agent_browser=canary.script, tag="bsc", extra_read_exec=["/usr"]
+    )
     srv = BlockingServer(cfg)
     _LONG_LIVED_LOGS.append(cfg.stderr_log)
     try:

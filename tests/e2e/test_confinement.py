@@ -1,0 +1,116 @@
+"""The spawned agent-browser (and the daemon it forks) runs confined: proven through the real
+spawn path, on the real daemon, and by the kernel alone with browser-shell's validation bypassed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import harness
+from conftest import describe
+
+REPO = Path(__file__).resolve().parents[2]
+PROBE = REPO / "target" / "debug" / "hardening-probe"
+ZERO = "0000000000000000"
+
+# What the probe must see when spawned exactly as agent-browser is (a subset of the Rust
+# crate's list that covers every layer; the Rust tests check the full list).
+EXPECTED = {
+    "append_protected_0": "EACCES",  # the audit log
+    "write_in_writable_dir": "ok",  # /tmp
+    "write_root_home": "EACCES",
+    "append_etc_passwd": "EACCES",
+    "write_through_symlink_into_etc": "EACCES",
+    "tcp_connect_allowed_port": "ok",  # the CDP port
+    "tcp_connect_other_port": "EACCES",
+    "tcp_bind": "EACCES",
+    "socket_packet": "EPERM",
+    "ptrace_traceme": "EPERM",
+    "mount_tmpfs": "EPERM",
+    "unshare_newuser": "EPERM",
+    "bpf": "EPERM",
+    "io_uring_setup": "EPERM",
+    "keyctl": "EPERM",
+    "perf_event_open": "EPERM",
+    "clone3": "ENOSYS",
+    "thread_spawn": "ok",
+    "kill_parent": "EPERM",
+    "status_CapEff": ZERO,
+    "status_CapPrm": ZERO,
+    "status_CapBnd": ZERO,
+    "status_NoNewPrivs": "1",
+    "status_Seccomp": "2",
+}
+
+
+def test_probe_spawned_like_agent_browser_cannot_escape_or_touch_the_audit_log(start_server) -> None:
+    assert PROBE.is_file(), f"{PROBE} missing: run `cargo build --workspace`"
+    # The probe is dynamically linked; agent-browser (static musl) needs no such extra.
+    srv = start_server(agent_browser=PROBE, extra_read_exec=["/usr", "/lib", "/lib64"])
+    audit_log = srv.cfg.audit_log
+    is_error, reply = srv.call("probe", ["fill", "#x", str(audit_log)])
+    assert not is_error, describe(reply)
+    probes = json.loads(reply["stdout"])["probes"]
+    wrong = {k: (want, probes.get(k)) for k, want in EXPECTED.items() if probes.get(k) != want}
+    assert not wrong, f"confinement gaps (expected, got): {wrong}\nall: {probes}"
+    # The failed append did not touch the evidence: the chain still verifies line by line.
+    records = [json.loads(line) for line in audit_log.read_text().splitlines()]
+    assert records and all(r["prev_hash"] == p["hash"] for p, r in zip(records, records[1:]))
+
+
+def test_real_daemon_runs_confined_and_audit_records_say_so(server, web: harness.WebServer) -> None:
+    server.ok("conf-1", ["open", web.url("/form")])
+    pid = int((server.cfg.state_dir / "sock" / "conf-1.pid").read_text().strip())
+    status = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line
+    )
+    status = {k: v.strip() for k, v in status.items()}
+    for key in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert status[key] == ZERO, (key, status[key])
+    assert status["NoNewPrivs"] == "1" and status["Seccomp"] == "2", status
+    records = [json.loads(line) for line in server.cfg.audit_log.read_text().splitlines()]
+    spawned = [r for r in records if r.get("session_id") == "conf-1" and r["phase"] in ("intent", "outcome")]
+    assert spawned, records
+    for record in spawned:
+        confinement = record["confinement"]
+        assert confinement["landlock"] == "enforced" and confinement["seccomp"] == "enforced", confinement
+        assert confinement["degraded"] is False and confinement["no_new_privs"] is True, confinement
+
+
+def test_screenshot_outside_the_output_dir_is_refused_by_validation(server, web: harness.WebServer) -> None:
+    server.ok("conf-2", ["open", web.url("/form")])
+    is_error, reply = server.call("conf-2", ["screenshot", "/var/tmp/escape.png"])
+    assert is_error and reply["exit_code"] == 126 and "output.path" in reply["stderr"], describe(reply)
+
+
+def test_kernel_refuses_a_write_outside_the_writable_roots_when_validation_is_bypassed(
+    server, web: harness.WebServer
+) -> None:
+    """`hardening exec` runs agent-browser confined exactly as a call would, minus validation."""
+    cfg = server.cfg
+    escape = cfg.evidence / "escape.png"
+    inside = cfg.output_dir / "inside.png"
+    batch = json.dumps([["open", web.url("/form")], ["screenshot", str(escape)]])
+    flags = cfg.args()[1:]  # the same operator flags, without `serve`
+    cmd = [str(cfg.server_bin), "hardening", "exec", *flags, "--",
+           "--cdp", str(cfg.cdp_port), "--json", "--session", "bypass", "--pin-tab", "batch", "--bail"]
+    run = subprocess.run(cmd, input=batch, capture_output=True, text=True, timeout=60)
+    results = json.loads(run.stdout)
+    assert results[0]["success"], results
+    assert not results[1]["success"] and "Permission denied" in results[1]["error"], results
+    assert not escape.exists()
+    # The same confined path can write where it is allowed to.
+    run = subprocess.run(cmd, input=json.dumps([["screenshot", str(inside)]]), capture_output=True, text=True, timeout=60)
+    assert json.loads(run.stdout)[0]["success"], run.stdout
+    assert inside.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_hardening_check_verifies_the_box(server) -> None:
+    cfg = server.cfg
+    run = subprocess.run(
+        [str(cfg.server_bin), "hardening", "check", *cfg.args()[1:]],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "confinement verified" in run.stdout and "FAIL" not in run.stdout, run.stdout
