@@ -136,6 +136,7 @@ impl Runner {
                 );
             }
         };
+        self.evict_unconfined_daemon(session).await;
         let mut command = Command::new(&self.agent_browser);
         command
             .args(self.fixed_args(session))
@@ -193,7 +194,7 @@ impl Runner {
             // The daemon keeps running the command the CLI sent it and would
             // hold the session for the rest of it; stop it too. The next call
             // respawns it, and the session keeps its pinned tab.
-            self.stop_daemon(session);
+            self.stop_daemon(session).await;
         }
         let out = join_capture(out_task).await;
         let err = join_capture(err_task).await;
@@ -265,52 +266,68 @@ impl Runner {
         well_formed.then(|| id.to_owned())
     }
 
-    /// SIGKILL the session's daemon, if the process named in `<name>.pid` is
-    /// really our agent-browser serving this session. The pid file is written
-    /// by the daemon, so it is checked against `/proc` before any signal: a
-    /// forged pid must never make the server kill an unrelated process.
-    fn stop_daemon(&self, session: &SessionId) {
-        let Some(pid) = std::fs::read_to_string(self.session_file(session, "pid"))
-            .ok()
-            .and_then(|text| text.trim().parse::<u32>().ok())
-            .filter(|pid| *pid > 1 && *pid != std::process::id())
-        else {
+    /// The pid of the process listening on the session's socket — the daemon
+    /// the next CLI will talk to — as the kernel reports it (`SO_PEERCRED`),
+    /// and only if it runs our agent-browser binary. Files the daemon writes
+    /// (`<name>.pid`) are never trusted for this.
+    async fn daemon_pid(&self, session: &SessionId) -> Option<u32> {
+        let socket = self.session_file(session, "sock");
+        let connect = tokio::net::UnixStream::connect(&socket);
+        let stream = tokio::time::timeout(Duration::from_secs(1), connect)
+            .await
+            .ok()?
+            .ok()?;
+        let pid = u32::try_from(stream.peer_cred().ok()?.pid()?).ok()?;
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
+        (exe == self.agent_browser && pid > 1 && pid != std::process::id()).then_some(pid)
+    }
+
+    /// Before a call: if the session's daemon is not confined (started by
+    /// anything but a confined spawn, e.g. an operator running agent-browser
+    /// by hand with our socket dir), kill it so the CLI starts a confined one.
+    async fn evict_unconfined_daemon(&self, session: &SessionId) {
+        let Some(pid) = self.daemon_pid(session).await else {
             return;
         };
-        let proc_dir = PathBuf::from(format!("/proc/{pid}"));
-        let exe_matches = match (
-            std::fs::read_link(proc_dir.join("exe")),
-            self.agent_browser.canonicalize(),
-        ) {
-            (Ok(exe), Ok(ours)) => exe == ours,
-            _ => false,
-        };
-        let expected = [
-            format!("AGENT_BROWSER_SOCKET_DIR={}", self.socket_dir.display()),
-            format!("AGENT_BROWSER_SESSION={}", session.daemon_name()),
-        ];
-        let env_matches = std::fs::read(proc_dir.join("environ")).is_ok_and(|environ| {
-            expected.iter().all(|want| {
-                environ
-                    .split(|b| *b == 0)
-                    .any(|entry| entry == want.as_bytes())
-            })
-        });
-        if exe_matches && env_matches {
+        if !is_confined(pid) {
+            tracing::warn!(
+                pid,
+                session = session.as_str(),
+                "the session's daemon is not confined; killing it so a confined one replaces it"
+            );
+            hardening::kill_process(pid);
+        }
+    }
+
+    /// SIGKILL the session's daemon (after a timeout or cancellation).
+    async fn stop_daemon(&self, session: &SessionId) {
+        if let Some(pid) = self.daemon_pid(session).await {
             tracing::info!(
                 pid,
                 session = session.as_str(),
                 "stopping the session's daemon after timeout/cancel"
             );
             hardening::kill_process(pid);
-        } else {
-            tracing::warn!(
-                pid,
-                session = session.as_str(),
-                "pid file does not name this session's daemon; not signalling it"
-            );
         }
     }
+}
+
+/// Does `/proc/<pid>/status` show the confinement every spawn applies:
+/// no capabilities, no_new_privs, a seccomp filter?
+fn is_confined(pid: u32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return true; // gone: nothing to evict
+    };
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .map(str::trim)
+    };
+    field("CapEff") == Some("0000000000000000")
+        && field("CapPrm") == Some("0000000000000000")
+        && field("NoNewPrivs") == Some("1")
+        && field("Seccomp") == Some("2")
 }
 
 #[derive(Debug, Default)]

@@ -8,7 +8,10 @@
 use std::{process::Command, sync::Arc, time::Instant};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let n: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(300);
+    let n: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(300);
     let mut policy = hardening::Policy::default();
     policy.read_exec_paths = vec!["/usr".into(), "/lib".into()];
     policy.read_write_paths = vec!["/tmp".into()];
@@ -41,6 +44,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("spawn+wait /usr/bin/true, n={n} each, interleaved:");
     println!("  plain     p50 {p50:>7.0} µs  p95 {p95:>7.0} µs");
     println!("  confined  p50 {c50:>7.0} µs  p95 {c95:>7.0} µs");
-    println!("  added     p50 {:>7.0} µs  ratio {:.2}", c50 - p50, c50 / p50);
+    println!(
+        "  added     p50 {:>7.0} µs  ratio {:.2}",
+        c50 - p50,
+        c50 / p50
+    );
     Ok(())
 }

@@ -114,3 +114,39 @@ def test_hardening_check_verifies_the_box(server) -> None:
     )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "confinement verified" in run.stdout and "FAIL" not in run.stdout, run.stdout
+
+
+def _status(pid: int) -> dict[str, str]:
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return {k: v.strip() for k, v in (line.split(":", 1) for line in lines if ":" in line)}
+
+
+def test_an_unconfined_daemon_on_a_session_socket_is_never_reused(server, web: harness.WebServer) -> None:
+    """An agent-browser daemon started by hand (unconfined) on browser-shell's socket dir would
+    serve the session's calls unconfined. browser-shell asks the kernel who listens on the
+    socket before each call and kills that daemon if it is not confined."""
+    cfg = server.cfg
+    sock = cfg.state_dir / "sock"
+    env = {
+        "HOME": str(cfg.state_dir / "home"),
+        "PATH": "/usr/bin:/bin",
+        "AGENT_BROWSER_CONFIG": str(cfg.state_dir / "agent-browser.config.json"),
+        "AGENT_BROWSER_SOCKET_DIR": str(sock),
+        "AGENT_BROWSER_NO_VERSION_CHECK": "1",
+        "AGENT_BROWSER_IDLE_TIMEOUT_MS": "60000",
+    }
+    planted = subprocess.run(
+        [str(cfg.agent_browser), "--cdp", str(cfg.cdp_port), "--json", "--session", "rogue", "--pin-tab", "get", "url"],
+        env=env, capture_output=True, text=True, timeout=30,
+    )
+    assert planted.returncode == 0, planted.stdout + planted.stderr
+    rogue = int((sock / "rogue.pid").read_text().strip())
+    assert _status(rogue)["Seccomp"] == "0", "the planted daemon should be unconfined"
+
+    assert server.ok("rogue", ["open", web.url("/form")])["url"] == web.url("/form")
+
+    assert not Path(f"/proc/{rogue}").exists() or harness.is_zombie(rogue), "unconfined daemon survived"
+    fresh = int((sock / "rogue.pid").read_text().strip())
+    assert fresh != rogue
+    status = _status(fresh)
+    assert status["Seccomp"] == "2" and status["NoNewPrivs"] == "1" and status["CapEff"] == ZERO, status
