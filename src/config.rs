@@ -3,7 +3,7 @@
 
 use std::{
     fs,
-    os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt},
+    os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt},
     path::{Path, PathBuf},
     sync::Arc,
 };
@@ -150,6 +150,22 @@ impl ServeArgs {
         }
         let config_file = state_dir.join("agent-browser.config.json");
         write_empty_config(&config_file)?;
+        // The socket dir decides which daemon a CLI talks to: it must be ours
+        // alone, even if it existed before this start.
+        let owner = fs::metadata(&config_file)?.uid();
+        for dir in [&state_dir, &home_dir, &socket_dir] {
+            let meta = fs::symlink_metadata(dir)?;
+            if meta.uid() != owner {
+                bail!(
+                    "{} belongs to uid {}, not to this server (uid {owner}); refusing to share \
+                     agent-browser's state or sockets with another user",
+                    dir.display(),
+                    meta.uid()
+                );
+            }
+            fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
+                .with_context(|| format!("cannot make {} private", dir.display()))?;
+        }
         if let Some(parent) = self
             .audit_log
             .parent()

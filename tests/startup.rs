@@ -245,3 +245,24 @@ fn an_agent_browser_that_cannot_run_confined_is_refused_at_start() {
     let output = run(&d, &[("--agent-browser", script.display().to_string())]);
     assert_refused_at_start(&output, "the confined agent-browser does not start");
 }
+
+#[test]
+fn a_preexisting_state_dir_is_made_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = dirs();
+    let state = d.scratch.path().join("s");
+    std::fs::create_dir_all(state.join("sock")).unwrap();
+    for dir in [&state, &state.join("sock")] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    let output = run(&d, &[]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for dir in [&state, &state.join("sock")] {
+        let mode = std::fs::metadata(dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{}", dir.display());
+    }
+}
