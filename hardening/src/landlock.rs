@@ -58,10 +58,17 @@ pub(crate) fn build(
     let mut ruleset = Ruleset::default()
         .set_compatibility(level)
         .handle_access(AccessFs::from_all(abi))
-        .map_err(err)?
-        .handle_access(AccessNet::from_all(abi))
         .map_err(err)?;
-    if policy.scoped {
+    // Older ABIs have no network rights (< 4) or scopes (< 6); asking for an
+    // empty set is an error, so those layers are simply absent there (the
+    // report marks the result partial).
+    let has_net = !AccessNet::from_all(abi).is_empty();
+    if has_net {
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(abi))
+            .map_err(err)?;
+    }
+    if policy.scoped && !Scope::from_all(abi).is_empty() {
         ruleset = ruleset.scope(Scope::from_all(abi)).map_err(err)?;
     }
     let mut created = ruleset
@@ -79,6 +86,9 @@ pub(crate) fn build(
             AccessFs::from_all(abi),
         ))
         .map_err(err)?;
+    if !has_net {
+        return Ok(created);
+    }
     for port in &policy.connect_tcp_ports {
         created = created
             .add_rule(NetPort::new(*port, AccessNet::ConnectTcp))

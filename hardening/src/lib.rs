@@ -190,8 +190,20 @@ impl Prepared {
 /// [`PrepareError`] when the kernel cannot enforce the policy and
 /// [`Degraded::Refuse`] is set, or when the policy itself is unusable.
 pub fn prepare(policy: &Policy) -> Result<Prepared, PrepareError> {
+    // SAFETY: PR_GET_SECCOMP takes no arguments and touches no memory; it
+    // answers EINVAL when the kernel has no seccomp at all.
+    let seccomp_available = unsafe { libc::prctl(libc::PR_GET_SECCOMP) } >= 0;
+    prepare_for(policy, kernel_abi(), seccomp_available)
+}
+
+/// [`prepare`] against a stated kernel: the decision logic, testable on any
+/// machine.
+fn prepare_for(
+    policy: &Policy,
+    abi: i32,
+    seccomp_available: bool,
+) -> Result<Prepared, PrepareError> {
     let allow_degraded = policy.degraded == Degraded::Allow;
-    let abi = kernel_abi();
     let (ruleset, require_full, landlock_layer) = if abi >= landlock::REQUIRED_ABI {
         let ruleset = landlock::build(policy, abi, ::landlock::CompatLevel::HardRequirement)?;
         (Some(ruleset), true, Layer::Enforced)
@@ -208,9 +220,6 @@ pub fn prepare(policy: &Policy) -> Result<Prepared, PrepareError> {
         (None, false, Layer::Off("no Landlock in this kernel".into()))
     };
 
-    // PR_GET_SECCOMP answers EINVAL when the kernel has no seccomp at all.
-    // SAFETY: PR_GET_SECCOMP takes no arguments and touches no memory.
-    let seccomp_available = unsafe { libc::prctl(libc::PR_GET_SECCOMP) } >= 0;
     let (filters, seccomp_layer) = if seccomp_available {
         (
             Some(seccomp::build(&policy.socket_families)?),
@@ -251,5 +260,71 @@ pub fn confine(command: &mut std::process::Command, prepared: Arc<Prepared>) {
     // fork time cannot deadlock it.
     unsafe {
         command.pre_exec(move || prepared.apply());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(degraded: Degraded) -> Policy {
+        Policy {
+            read_write_paths: vec![PathBuf::from("/tmp")],
+            degraded,
+            ..Policy::default()
+        }
+    }
+
+    #[test]
+    fn a_kernel_without_landlock_is_refused_unless_degraded_is_allowed() {
+        let err = prepare_for(&policy(Degraded::Refuse), 0, true).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                PrepareError::LandlockTooOld {
+                    found: 0,
+                    required: 6
+                }
+            ),
+            "{err}"
+        );
+        let prepared = prepare_for(&policy(Degraded::Allow), 0, true).unwrap();
+        assert!(prepared.report().is_degraded());
+        assert!(matches!(prepared.report().landlock, Layer::Off(_)));
+        assert!(
+            prepared.report().summary().contains("off"),
+            "{}",
+            prepared.report().summary()
+        );
+    }
+
+    #[test]
+    fn an_old_landlock_abi_is_refused_unless_degraded_is_allowed() {
+        assert!(matches!(
+            prepare_for(&policy(Degraded::Refuse), 3, true),
+            Err(PrepareError::LandlockTooOld { found: 3, .. })
+        ));
+        let report = prepare_for(&policy(Degraded::Allow), 3, true)
+            .unwrap()
+            .report()
+            .clone();
+        assert!(matches!(report.landlock, Layer::Partial(_)), "{report:?}");
+        assert!(report.is_degraded());
+    }
+
+    #[test]
+    fn a_kernel_without_seccomp_is_refused_unless_degraded_is_allowed() {
+        assert!(matches!(
+            prepare_for(&policy(Degraded::Refuse), 7, false),
+            Err(PrepareError::SeccompUnavailable)
+        ));
+        let report = prepare_for(&policy(Degraded::Allow), 7, false)
+            .unwrap()
+            .report()
+            .clone();
+        assert!(
+            matches!(report.seccomp, Layer::Off(_)) && report.is_degraded(),
+            "{report:?}"
+        );
     }
 }
