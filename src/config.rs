@@ -74,6 +74,32 @@ pub struct ServeArgs {
     )]
     pub audit_log: PathBuf,
 
+    /// Secret key for redaction MACs and audit checkpoints (created, 0600,
+    /// if missing). Keep it where the confined agent-browser cannot read it.
+    /// Default: the audit log's path with `.key` appended.
+    #[arg(long, env = "BROWSER_SHELL_AUDIT_KEY", value_name = "FILE")]
+    pub audit_key: Option<PathBuf>,
+
+    /// Rotate the audit log before it grows past this many bytes (the chain
+    /// continues into the new file). 0 disables rotation.
+    #[arg(long, env = "BROWSER_SHELL_AUDIT_MAX_BYTES", value_name = "BYTES", default_value_t = 100 * 1024 * 1024)]
+    pub audit_max_bytes: u64,
+
+    /// Rotated audit files kept (`audit.jsonl.1` … `.N`); older ones are deleted.
+    #[arg(long, env = "BROWSER_SHELL_AUDIT_MAX_FILES", value_name = "N", default_value_t = 10,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub audit_max_files: u32,
+
+    /// Extra query-parameter names whose values are masked in audited URLs
+    /// (repeatable; ','-separated in the environment).
+    #[arg(
+        long,
+        env = "BROWSER_SHELL_AUDIT_SECRET_PARAMS",
+        value_name = "NAME",
+        value_delimiter = ','
+    )]
+    pub audit_secret_param: Vec<String>,
+
     /// Seconds an idle agent-browser daemon lives before it exits by itself.
     #[arg(long, env = "BROWSER_SHELL_IDLE_TIMEOUT_SEC", value_name = "SECONDS",
           default_value_t = 900, value_parser = clap::value_parser!(u64).range(1..=86_400))]
@@ -114,6 +140,8 @@ pub struct ServeArgs {
 pub struct Prepared {
     /// The compiled confinement every agent-browser spawn gets.
     pub confinement: Arc<hardening::Prepared>,
+    /// Masks secrets in audit records (keyed by the audit key).
+    pub redactor: audit::Redactor,
     pub runner: Runner,
     pub audit: audit::Sink,
     pub output_dir: PathBuf,
@@ -173,11 +201,20 @@ impl ServeArgs {
         {
             private_dir(parent)?;
         }
-        let audit = audit::Sink::open(&self.audit_log)
+        let key_path = self.audit_key_path();
+        let key = audit::Key::load_or_create(&key_path).with_context(|| {
+            format!("cannot load or create the audit key {}", key_path.display())
+        })?;
+        let rotation = (self.audit_max_bytes > 0).then_some(audit::Rotation {
+            max_bytes: self.audit_max_bytes,
+            max_files: self.audit_max_files,
+        });
+        let audit = audit::Sink::open(&self.audit_log, Some(key.clone()), rotation)
             .with_context(|| "the audit log must be writable before any call can run")?;
+        let redactor = audit::Redactor::new(key, &self.audit_secret_param);
 
         let policy = self.confinement_policy(&state_dir, &output_dir)?;
-        self.check_audit_log_outside(&policy)?;
+        self.check_evidence_outside(&policy, &key_path)?;
         let confinement = Arc::new(
             hardening::prepare(&policy).context("cannot confine agent-browser on this machine")?,
         );
@@ -204,6 +241,7 @@ impl ServeArgs {
             confinement,
             runner,
             audit,
+            redactor,
             output_dir,
             max_output_bytes: usize::try_from(self.max_output_bytes).unwrap_or(usize::MAX),
         })
@@ -247,40 +285,69 @@ impl ServeArgs {
         Ok(policy)
     }
 
-    /// The process being audited must not be able to edit the evidence.
-    fn check_audit_log_outside(&self, policy: &hardening::Policy) -> anyhow::Result<()> {
-        let log = self
-            .audit_log
-            .parent()
-            .and_then(|dir| dir.canonicalize().ok())
-            .map_or_else(
-                || self.audit_log.clone(),
-                |dir| dir.join(self.audit_log.file_name().unwrap_or_default()),
-            );
-        let inside = policy
+    /// The audit key file: `--audit-key`, or `<audit log>.key`.
+    pub fn audit_key_path(&self) -> PathBuf {
+        self.audit_key
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(format!("{}.key", self.audit_log.display())))
+    }
+
+    /// The process being audited must not be able to edit the evidence (the
+    /// log, its checkpoint, lock and rotated files sit beside it) nor read
+    /// the key that authenticates checkpoints and redaction MACs.
+    fn check_evidence_outside(&self, policy: &hardening::Policy, key: &Path) -> anyhow::Result<()> {
+        let writable: Vec<PathBuf> = policy
             .read_write_paths
             .iter()
             .filter_map(|root| root.canonicalize().ok())
-            .find(|root| log.starts_with(root));
-        match inside {
-            Some(root) if !self.allow_writable_audit_log => bail!(
-                "the audit log {} lies under {}, which the confined agent-browser may write: \
-                 it could edit or delete the evidence of its own calls; put the log elsewhere \
-                 (e.g. /var/log/browser-shell) or pass --allow-writable-audit-log to accept it",
-                log.display(),
-                root.display()
-            ),
-            Some(root) => {
-                tracing::warn!(
-                    audit_log = %log.display(),
-                    root = %root.display(),
-                    "audit log is writable by the confined agent-browser (accepted by --allow-writable-audit-log)"
+            .collect();
+        let readable: Vec<PathBuf> = policy
+            .read_exec_paths
+            .iter()
+            .chain(&policy.read_paths)
+            .filter_map(|root| root.canonicalize().ok())
+            .chain(writable.iter().cloned())
+            .collect();
+        let log = canonical_in_parent(&self.audit_log);
+        if let Some(root) = writable.iter().find(|root| log.starts_with(root)) {
+            if !self.allow_writable_audit_log {
+                bail!(
+                    "the audit log {} lies under {}, which the confined agent-browser may write: \
+                     it could edit or delete the evidence of its own calls; put the log elsewhere \
+                     (e.g. /var/log/browser-shell) or pass --allow-writable-audit-log to accept it",
+                    log.display(),
+                    root.display()
                 );
-                Ok(())
             }
-            None => Ok(()),
+            tracing::warn!(
+                audit_log = %log.display(),
+                root = %root.display(),
+                "audit log is writable by the confined agent-browser (accepted by --allow-writable-audit-log)"
+            );
         }
+        let key = canonical_in_parent(key);
+        if let Some(root) = readable.iter().find(|root| key.starts_with(root))
+            && !self.allow_writable_audit_log
+        {
+            bail!(
+                "the audit key {} lies under {}, which the confined agent-browser may read: it \
+                 could forge checkpoints; put the key elsewhere (--audit-key)",
+                key.display(),
+                root.display()
+            );
+        }
+        Ok(())
     }
+}
+
+/// `path` with its parent directory resolved (the file may not exist yet).
+fn canonical_in_parent(path: &Path) -> PathBuf {
+    path.parent()
+        .and_then(|dir| dir.canonicalize().ok())
+        .map_or_else(
+            || path.to_owned(),
+            |dir| dir.join(path.file_name().unwrap_or_default()),
+        )
 }
 
 fn check_executable(path: &Path) -> anyhow::Result<()> {

@@ -6,7 +6,7 @@
 
 use std::{process::ExitCode, sync::Arc};
 
-use browser_shell::{config, mcp, operator, pipeline, wire};
+use browser_shell::{config, mcp, operator, pipeline, review, wire};
 use clap::{Parser, Subcommand};
 use rmcp::ServiceExt;
 
@@ -31,6 +31,9 @@ struct Cli {
 enum Cmd {
     /// Run the MCP server on stdin/stdout (the default).
     Serve(config::ServeArgs),
+    /// Check and summarise audit logs (for reviewers; reads only).
+    #[command(subcommand)]
+    Audit(AuditCmd),
     /// Inspect and prove the confinement of agent-browser on this machine.
     #[command(subcommand)]
     Hardening(HardeningCmd),
@@ -40,6 +43,16 @@ enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum AuditCmd {
+    /// Check the hash chain and checkpoint; name the first broken record
+    /// (file, line, seq, expected vs found); list torn lines and intents
+    /// without outcome. Exits 0 only when the log is intact.
+    Verify(review::VerifyArgs),
+    /// Per-session timelines, totals, denials by rule, p50/p95 durations.
+    Report(review::ReportArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -73,6 +86,16 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Some(Cmd::Serve(args)) => serve(&args).map(|()| ExitCode::SUCCESS),
         None => serve(&cli.serve).map(|()| ExitCode::SUCCESS),
+        Some(Cmd::Audit(AuditCmd::Verify(args))) => review::verify(&args).map(|ok| {
+            if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }),
+        Some(Cmd::Audit(AuditCmd::Report(args))) => {
+            review::report(&args).map(|()| ExitCode::SUCCESS)
+        }
         Some(Cmd::Hardening(HardeningCmd::Check(args))) => {
             operator::hardening_check(&args).map(|ok| {
                 if ok {
@@ -110,12 +133,7 @@ fn serve(args: &config::ServeArgs) -> anyhow::Result<()> {
         audit_log = %prepared.audit.path().display(),
         "browser-shell ready on stdio"
     );
-    let pipeline = Arc::new(pipeline::Pipeline::new(
-        prepared.runner,
-        prepared.audit,
-        prepared.output_dir,
-        prepared.max_output_bytes,
-    ));
+    let pipeline = Arc::new(pipeline::Pipeline::new(prepared));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

@@ -12,7 +12,8 @@ use rmcp::{
 };
 
 use crate::{
-    pipeline::{CallContext, CallRecord, Pipeline},
+    pipeline::{CallContext, Pipeline},
+    record::CallRecord,
     refusal::Refusal,
     tool::{self, TOOL_NAME},
 };

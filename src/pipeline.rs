@@ -15,14 +15,16 @@ use std::{
     time::Instant,
 };
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
     command::{self, Slot},
+    config::Prepared,
     exec::{Runner, Termination},
     outcome::{self, Reply},
     outputs, policy,
+    record::{CallRecord, confinement_record, redact_argv},
     refusal::Refusal,
     request::{self, ValidRequest},
     session::SessionId,
@@ -41,23 +43,20 @@ pub struct CallContext {
 pub struct Pipeline {
     pub runner: Runner,
     pub audit: audit::Sink,
+    pub redactor: audit::Redactor,
     pub output_dir: PathBuf,
     pub max_output_bytes: usize,
     sessions: SessionLocks,
 }
 
 impl Pipeline {
-    pub fn new(
-        runner: Runner,
-        audit: audit::Sink,
-        output_dir: PathBuf,
-        max_output_bytes: usize,
-    ) -> Self {
+    pub fn new(prepared: Prepared) -> Self {
         Self {
-            runner,
-            audit,
-            output_dir,
-            max_output_bytes,
+            runner: prepared.runner,
+            audit: prepared.audit,
+            redactor: prepared.redactor,
+            output_dir: prepared.output_dir,
+            max_output_bytes: prepared.max_output_bytes,
             sessions: SessionLocks::default(),
         }
     }
@@ -102,7 +101,8 @@ impl Pipeline {
 
         let confinement = confinement_record(self.runner.confinement.report());
         let mut intent = call.event(audit::Phase::Intent, Some(&request.session));
-        intent.argv = Some(redact_argv(&request.argv));
+        intent.argv = Some(redact_argv(&self.redactor, &request.argv));
+        intent.argv_mac = Some(self.redactor.argv_mac(&request.argv));
         intent.verdict = Some("allowed");
         intent.confinement = Some(confinement.clone());
         if let Err(e) = self.audit.append(intent) {
@@ -187,7 +187,8 @@ impl Pipeline {
         session_id: &str,
     ) -> Reply {
         let mut event = call.event(audit::Phase::Denied, session);
-        event.argv = argv.map(redact_argv);
+        event.argv = argv.map(|argv| redact_argv(&self.redactor, argv));
+        event.argv_mac = argv.map(|argv| self.redactor.argv_mac(argv));
         event.verdict = Some("denied");
         event.rule = Some(refusal.rule.to_owned());
         event.reason = Some(refusal.message.clone());
@@ -225,82 +226,8 @@ impl Pipeline {
     }
 }
 
-/// Identity of one call across its audit records.
-#[derive(Debug, Clone)]
-pub struct CallRecord {
-    call_id: String,
-    request_id: Option<String>,
-    client: Option<String>,
-}
-
-impl CallRecord {
-    pub fn new(ctx: &CallContext) -> Self {
-        Self {
-            call_id: new_call_id(),
-            request_id: ctx.request_id.clone(),
-            client: ctx.client.clone(),
-        }
-    }
-
-    pub fn event(&self, phase: audit::Phase, session: Option<&SessionId>) -> audit::Event {
-        let mut event = audit::Event::new(phase, self.call_id.clone());
-        event.tool = Some(crate::tool::TOOL_NAME.to_owned());
-        event.session_id = session.map(|s| s.as_str().to_owned());
-        event.request_id.clone_from(&self.request_id);
-        event.client.clone_from(&self.client);
-        event
-    }
-}
-
-/// The argv as the audit log stores it: free text (the value of `fill`,
-/// `type`, `select`) replaced by its length, so passwords typed into a page
-/// never reach the log.
-pub fn redact_argv(argv: &[String]) -> Vec<Value> {
-    let secret_from = match argv.first().map(String::as_str) {
-        Some("fill" | "type" | "select") => 2,
-        _ => usize::MAX,
-    };
-    argv.iter()
-        .enumerate()
-        .map(|(i, arg)| {
-            if i >= secret_from {
-                json!({"redacted": true, "len": arg.chars().count()})
-            } else {
-                Value::String(arg.clone())
-            }
-        })
-        .collect()
-}
-
-/// The confinement applied to a spawn, as the audit log records it.
-pub fn confinement_record(report: &hardening::Report) -> Value {
-    json!({
-        "landlock_abi": report.landlock_abi,
-        "landlock": report.landlock.to_string(),
-        "seccomp": report.seccomp.to_string(),
-        "capabilities": "cleared",
-        "bounding_set_empty": report.bounding_set_dropped,
-        "no_new_privs": true,
-        "uid": report.uid,
-        "degraded": report.is_degraded(),
-    })
-}
-
 fn millis(started: Instant) -> f64 {
     (started.elapsed().as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0
-}
-
-fn new_call_id() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!(
-        "{nanos:x}-{:x}-{:x}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
 }
 
 /// One async mutex per daemon name.
@@ -316,29 +243,5 @@ impl SessionLocks {
             Err(poisoned) => poisoned.into_inner(),
         };
         map.entry(name.to_owned()).or_default().clone()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fill_text_is_redacted_but_the_selector_is_kept() {
-        let argv: Vec<String> = ["fill", "#password", "hunter2"].map(String::from).to_vec();
-        let redacted = redact_argv(&argv);
-        assert_eq!(redacted[1], "#password");
-        assert_eq!(redacted[2], json!({"redacted": true, "len": 7}));
-        assert!(
-            !serde_json::to_string(&redacted)
-                .unwrap()
-                .contains("hunter2")
-        );
-    }
-
-    #[test]
-    fn non_text_commands_are_kept_verbatim() {
-        let argv: Vec<String> = ["click", "@e1"].map(String::from).to_vec();
-        assert_eq!(redact_argv(&argv), vec![json!("click"), json!("@e1")]);
     }
 }

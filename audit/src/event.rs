@@ -28,6 +28,8 @@ pub enum Phase {
 pub struct Event {
     /// Always [`SCHEMA`].
     pub schema: &'static str,
+    /// Unique id of this record (UUIDv7: time-ordered).
+    pub id: String,
     /// The stage this record describes.
     pub phase: Phase,
     /// Identifies the call; the intent and outcome of one call share it.
@@ -47,6 +49,10 @@ pub struct Event {
     /// The argv with free-text arguments redacted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub argv: Option<Vec<Value>>,
+    /// Keyed MAC (HMAC-SHA256) of the unredacted argv: proves which exact
+    /// command ran to someone who holds the candidate and the key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub argv_mac: Option<String>,
     /// `allowed` or `denied`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verdict: Option<&'static str>,
@@ -76,6 +82,17 @@ pub struct Event {
     /// calls that spawn.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub confinement: Option<Value>,
+    /// W3C trace id of the call's span (hex), when traced.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
+    /// The call's span id (hex), when traced.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub span_id: Option<String>,
+    /// Addresses the URL's host resolved to, when a URL was checked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resolved: Option<Vec<String>>,
+    /// Host name of the machine that wrote the record.
+    pub host: String,
     /// Producer, e.g. `browser-shell/0.1.0`.
     pub producer: String,
     /// Process id of the server that wrote the record.
@@ -87,6 +104,7 @@ impl Event {
     pub fn new(phase: Phase, call_id: impl Into<String>) -> Self {
         Self {
             schema: SCHEMA,
+            id: uuid::Uuid::now_v7().to_string(),
             phase,
             call_id: call_id.into(),
             session_id: None,
@@ -94,6 +112,7 @@ impl Event {
             request_id: None,
             client: None,
             argv: None,
+            argv_mac: None,
             verdict: None,
             rule: None,
             reason: None,
@@ -103,8 +122,22 @@ impl Event {
             stdout_bytes: None,
             stderr_bytes: None,
             confinement: None,
+            trace_id: None,
+            span_id: None,
+            resolved: None,
+            host: host_name(),
             producer: format!("browser-shell/{}", env!("CARGO_PKG_VERSION")),
             pid: std::process::id(),
         }
     }
+}
+
+fn host_name() -> String {
+    static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HOST.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_owned())
+            .unwrap_or_default()
+    })
+    .clone()
 }

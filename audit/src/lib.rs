@@ -1,28 +1,43 @@
 //! Durable, append-only, hash-chained audit log for browser-shell.
 //!
-//! Every record is one JSON line appended to a file under an exclusive
-//! `flock`, chained to the previous line by SHA-256 (`prev_hash` → `hash`),
-//! and `fdatasync`'d before [`Sink::append`] returns. A caller that gets an
-//! error back must not perform the action it was about to record: that is
-//! what makes the log write-ahead.
+//! Every record is one JSON line appended under an exclusive lock shared by
+//! all writer processes, chained to the previous record by SHA-256
+//! (`prev_hash` → `hash`), and `fdatasync`'d before [`Sink::append`] returns.
+//! A caller that gets an error back must not perform the action it was about
+//! to record: that is what makes the log write-ahead. A MAC'd checkpoint of
+//! the chain head, kept beside the log under a key the audited process cannot
+//! read, lets [`verify`] detect records removed from the end.
 //!
-//! This crate knows nothing about MCP or processes: it stores [`Event`]s and
-//! proves their order. It does not ship records anywhere else.
+//! This crate knows nothing about MCP or processes: it stores [`Event`]s,
+//! redacts what they must not reveal, proves their order, and summarises
+//! them for reviewers. Shipping copies elsewhere (OTLP) is the caller's job.
 //!
 //! ```no_run
-//! let sink = audit::Sink::open("/var/log/browser-shell/audit.jsonl".as_ref())?;
+//! let key = audit::Key::load_or_create("/var/log/browser-shell/audit.key".as_ref())?;
+//! let sink = audit::Sink::open("/var/log/browser-shell/audit.jsonl".as_ref(), Some(key), None)?;
 //! let mut event = audit::Event::new(audit::Phase::Intent, "call-1");
 //! event.session_id = Some("u1".into());
 //! let sealed = sink.append(event)?;
 //! assert!(sealed.seq >= 1);
-//! # Ok::<(), audit::AuditError>(())
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod canonical;
+mod checkpoint;
 mod event;
+mod key;
+mod redact;
+pub mod report;
 mod sink;
+mod verify;
 
+pub use canonical::{GENESIS, canonical_json, record_hash};
+pub use checkpoint::{CHECKPOINT_SCHEMA, Checkpoint, checkpoint_path};
 pub use event::{Event, Phase, SCHEMA};
-pub use sink::{AuditError, Sealed, Sink};
+pub use key::Key;
+pub use redact::{DEFAULT_SECRET_PARAMS, MASK, Redactor};
+pub use sink::{AuditError, Rotation, Sealed, Sink, rotated};
+pub use verify::{Break, Dangling, Location, Verification, verify};

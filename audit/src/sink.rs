@@ -1,21 +1,31 @@
-//! The durable writer: flock, read the tail, append one line, fdatasync.
+//! The durable writer: lock, find the chain head, append one line,
+//! fdatasync, rotate by size, refresh the checkpoint.
+//!
+//! Several server processes may append to one log. They serialise on an
+//! exclusive `flock` of `<log>.lock` — a separate file, because rotation
+//! renames the log and a lock on the old inode would not exclude a writer of
+//! the new one. Under the lock each writer checks that its descriptor still
+//! names the current log (another process may have rotated it), takes the
+//! chain head from its cache when the file has not grown since its own last
+//! write, and otherwise reads the tail back.
 
 use std::{
     fs::{File, OpenOptions},
     io::{self, Read, Seek, SeekFrom, Write},
-    os::unix::fs::OpenOptionsExt,
+    os::unix::fs::{MetadataExt, OpenOptionsExt},
     path::{Path, PathBuf},
     sync::Mutex,
 };
 
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use time::{OffsetDateTime, format_description::well_known::Rfc3339};
 
-use crate::event::Event;
-
-/// `prev_hash` of the first record of a chain.
-const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+use crate::{
+    canonical::{GENESIS, canonical_json, record_hash},
+    checkpoint::{Checkpoint, checkpoint_path},
+    event::Event,
+    key::Key,
+};
 
 /// First and largest window read back from the end to find the last record.
 const FIRST_TAIL_WINDOW: u64 = 8 * 1024;
@@ -70,6 +80,24 @@ pub enum AuditError {
         #[source]
         source: io::Error,
     },
+    /// Rotating to a new file failed.
+    #[error("cannot rotate audit log {path}: {source}")]
+    Rotate {
+        /// The log path.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// Writing the checkpoint failed.
+    #[error("cannot write the audit checkpoint of {path}: {source}")]
+    Checkpoint {
+        /// The log path.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
     /// The record could not be serialised.
     #[error("cannot encode audit record: {0}")]
     Encode(#[from] serde_json::Error),
@@ -85,22 +113,35 @@ pub struct Sealed {
     pub seq: u64,
     /// The record's hash.
     pub hash: String,
+    /// The record as written (one JSON object).
+    pub record: Value,
 }
 
-/// An append-only audit log file shared safely between threads and processes.
+/// Size-based rotation: keep at most `max_files` rotated files of about
+/// `max_bytes` each (`log.1` newest … `log.N` oldest).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rotation {
+    /// Rotate before a record would make the file larger than this.
+    pub max_bytes: u64,
+    /// Rotated files kept; older ones are deleted.
+    pub max_files: u32,
+}
+
+/// An append-only audit log shared safely between threads and processes.
 #[derive(Debug)]
 pub struct Sink {
     path: PathBuf,
+    rotation: Option<Rotation>,
+    key: Option<Key>,
+    lock: Option<File>,
     state: Mutex<State>,
 }
 
-/// The open file and the chain head this process last wrote, keyed by the
-/// file length right after that write: if the length is unchanged under the
-/// lock, no other process appended and the tail need not be re-read.
 #[derive(Debug)]
 struct State {
     file: File,
-    head: Option<(u64, Tail)>,
+    /// (inode, length) of the file right after our last write, and the head.
+    head: Option<(u64, u64, Tail)>,
 }
 
 #[derive(Debug, Clone)]
@@ -111,23 +152,41 @@ struct Tail {
 }
 
 impl Sink {
-    /// Open (creating, mode 0600) the log at `path`.
+    /// Open (creating, mode 0600) the log at `path`. With a `key`, a
+    /// checkpoint is kept in `<path>.checkpoint`.
     ///
     /// # Errors
-    /// [`AuditError::Open`] when the file cannot be opened for appending.
-    pub fn open(path: &Path) -> Result<Self, AuditError> {
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .read(true)
-            .mode(0o600)
-            .open(path)
-            .map_err(|source| AuditError::Open {
-                path: path.to_owned(),
-                source,
-            })?;
+    /// [`AuditError::Open`] when the log or its lock file cannot be opened.
+    pub fn open(
+        path: &Path,
+        key: Option<Key>,
+        rotation: Option<Rotation>,
+    ) -> Result<Self, AuditError> {
+        let open_err = |source| AuditError::Open {
+            path: path.to_owned(),
+            source,
+        };
+        let file = open_log(path).map_err(open_err)?;
+        let regular = file.metadata().map_err(open_err)?.file_type().is_file();
+        // Devices (/dev/full in tests) get neither a lock file nor rotation
+        // nor checkpoints: there is nothing to protect on them.
+        let lock = if regular {
+            Some(
+                OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .mode(0o600)
+                    .open(format!("{}.lock", path.display()))
+                    .map_err(open_err)?,
+            )
+        } else {
+            None
+        };
         Ok(Self {
             path: path.to_owned(),
+            rotation: rotation.filter(|_| regular),
+            key: key.filter(|_| regular),
+            lock,
             state: Mutex::new(State { file, head: None }),
         })
     }
@@ -141,85 +200,186 @@ impl Sink {
     /// record durable.
     ///
     /// # Errors
-    /// Any failure to lock, read the tail, write or sync; the record must then
-    /// be treated as not written.
+    /// Any failure to lock, read the tail, write, sync, rotate or checkpoint;
+    /// the caller must then treat the record as not written.
     pub fn append(&self, event: Event) -> Result<Sealed, AuditError> {
         let mut body = match serde_json::to_value(&event)? {
             Value::Object(map) => map,
             _ => return Err(AuditError::Poisoned),
         };
         let mut state = self.state.lock().map_err(|_| AuditError::Poisoned)?;
-        let State { file, head } = &mut *state;
-        let mut file: &File = file;
-        let _lock = FileLock::exclusive(file).map_err(|source| AuditError::Lock {
-            path: self.path.clone(),
-            source,
-        })?;
-        let read_error = |source| AuditError::ReadTail {
+        let _lock = match &self.lock {
+            Some(lock) => Some(
+                FileLock::exclusive(lock).map_err(|source| AuditError::Lock {
+                    path: self.path.clone(),
+                    source,
+                })?,
+            ),
+            None => None,
+        };
+        let read_err = |source| AuditError::ReadTail {
             path: self.path.clone(),
             source,
         };
-        let meta = file.metadata().map_err(read_error)?;
-        let tail = match head.take() {
-            Some((len, tail)) if meta.file_type().is_file() && len == meta.len() => tail,
-            _ => read_tail(file, &meta).map_err(read_error)?,
+        self.reopen_if_rotated(&mut state).map_err(read_err)?;
+        let meta = state.file.metadata().map_err(read_err)?;
+        let mut tail = match state.head.take() {
+            Some((ino, len, tail)) if ino == meta.ino() && len == meta.len() => tail,
+            _ => self.find_head(&state.file, &meta).map_err(read_err)?,
         };
-        let Tail {
-            seq: prev_seq,
-            hash: prev_hash,
-            needs_newline,
-        } = tail;
-        let seq = prev_seq + 1;
+
+        let seq = tail.seq + 1;
+        let time = now_rfc3339();
         body.insert("seq".into(), seq.into());
-        body.insert("time".into(), now_rfc3339().into());
-        body.insert("prev_hash".into(), prev_hash.clone().into());
-        // serde_json's Map is key-sorted (no preserve_order), so this
-        // serialisation is canonical: the verifier recomputes it exactly.
-        let canonical = serde_json::to_string(&body)?;
-        let hash = hex_sha256(canonical.as_bytes());
+        body.insert("time".into(), time.clone().into());
+        body.insert("prev_hash".into(), tail.hash.clone().into());
+        let hash = record_hash(&body);
         body.insert("hash".into(), hash.clone().into());
         let mut line = String::new();
-        if needs_newline {
+        if tail.needs_newline {
             // A torn last line (crash mid-write) stays visible as its own bad
             // line for the verifier; it is never merged into this record.
             line.push('\n');
         }
-        line.push_str(&serde_json::to_string(&body)?);
+        let record = Value::Object(body);
+        line.push_str(&canonical_json(&record));
         line.push('\n');
-        file.write_all(line.as_bytes())
+
+        if let Some(rotation) = self.rotation
+            && meta.len() > 0
+            && meta.len() + line.len() as u64 > rotation.max_bytes
+        {
+            state.file = self.rotate(rotation).map_err(|source| AuditError::Rotate {
+                path: self.path.clone(),
+                source,
+            })?;
+            tail.needs_newline = false;
+            line = format!("{}\n", canonical_json(&record));
+        }
+
+        state
+            .file
+            .write_all(line.as_bytes())
             .map_err(|source| AuditError::Write {
                 path: self.path.clone(),
                 source,
             })?;
-        file.sync_data().map_err(|source| AuditError::Sync {
+        state.file.sync_data().map_err(|source| AuditError::Sync {
             path: self.path.clone(),
             source,
         })?;
-        if let Ok(meta) = file.metadata() {
-            let tail = Tail {
+        if let Some(key) = &self.key {
+            let name = self
+                .path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            Checkpoint::new(key, &name, seq, &hash, &time)
+                .write(&checkpoint_path(&self.path))
+                .map_err(|source| AuditError::Checkpoint {
+                    path: self.path.clone(),
+                    source,
+                })?;
+        }
+        if let Ok(meta) = state.file.metadata() {
+            let head = Tail {
                 seq,
                 hash: hash.clone(),
                 needs_newline: false,
             };
-            *head = Some((meta.len(), tail));
+            state.head = Some((meta.ino(), meta.len(), head));
         }
-        Ok(Sealed { seq, hash })
+        Ok(Sealed { seq, hash, record })
+    }
+
+    /// Another process may have rotated the log: make sure our descriptor
+    /// names the file now at `path`.
+    fn reopen_if_rotated(&self, state: &mut State) -> io::Result<()> {
+        if self.lock.is_none() {
+            return Ok(());
+        }
+        let current = std::fs::metadata(&self.path).ok();
+        let ours = state.file.metadata()?;
+        if current.is_none_or(|m| m.ino() != ours.ino() || m.dev() != ours.dev()) {
+            state.file = open_log(&self.path)?;
+            state.head = None;
+        }
+        Ok(())
+    }
+
+    /// The chain head: the last record of the current file, or, when it is
+    /// empty (just rotated), of the newest rotated file.
+    fn find_head(&self, file: &File, meta: &std::fs::Metadata) -> io::Result<Tail> {
+        if !meta.file_type().is_file() {
+            return Ok(genesis(false));
+        }
+        if meta.len() > 0 {
+            return read_tail(file, meta.len());
+        }
+        match File::open(rotated(&self.path, 1)) {
+            Ok(previous) => {
+                let len = previous.metadata()?.len();
+                let mut tail = if len > 0 {
+                    read_tail(&previous, len)?
+                } else {
+                    genesis(false)
+                };
+                tail.needs_newline = false;
+                Ok(tail)
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(genesis(false)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Shift `log.(k)` → `log.(k+1)`, drop the oldest, `log` → `log.1`, and
+    /// open a fresh `log`.
+    fn rotate(&self, rotation: Rotation) -> io::Result<File> {
+        let max = rotation.max_files.max(1);
+        match std::fs::remove_file(rotated(&self.path, max)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        for k in (1..max).rev() {
+            match std::fs::rename(rotated(&self.path, k), rotated(&self.path, k + 1)) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        std::fs::rename(&self.path, rotated(&self.path, 1))?;
+        let file = open_log(&self.path)?;
+        if let Some(dir) = self.path.parent() {
+            File::open(dir)?.sync_all()?;
+        }
+        Ok(file)
     }
 }
 
-/// Last complete record's `seq` and `hash`, and whether the file ends mid-line.
-/// Reads backwards in growing windows, so a long log costs one small read.
-fn read_tail(mut file: &File, meta: &std::fs::Metadata) -> io::Result<Tail> {
-    let genesis = |needs_newline| Tail {
+/// `log.N`.
+pub fn rotated(path: &Path, n: u32) -> PathBuf {
+    PathBuf::from(format!("{}.{n}", path.display()))
+}
+
+fn open_log(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .read(true)
+        .mode(0o600)
+        .open(path)
+}
+
+fn genesis(needs_newline: bool) -> Tail {
+    Tail {
         seq: 0,
         hash: GENESIS.to_owned(),
         needs_newline,
-    };
-    if !meta.file_type().is_file() || meta.len() == 0 {
-        // Devices (/dev/full in tests) and empty files start a fresh chain.
-        return Ok(genesis(false));
     }
-    let len = meta.len();
+}
+
+/// The last complete record of a file of `len` bytes. Reads backwards in
+/// growing windows, so a long log costs one small read.
+fn read_tail(mut file: &File, len: u64) -> io::Result<Tail> {
     let mut window = FIRST_TAIL_WINDOW;
     loop {
         let start = len.saturating_sub(window);
@@ -264,15 +424,7 @@ fn now_rfc3339() -> String {
         .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_owned())
 }
 
-fn hex_sha256(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-/// An exclusive `flock` held for the life of the value. It serialises
-/// appends between server processes sharing one log file.
+/// An exclusive `flock` held for the life of the value.
 struct FileLock<'a>(&'a File);
 
 impl<'a> FileLock<'a> {
@@ -289,113 +441,5 @@ impl Drop for FileLock<'_> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::event::Phase;
-
-    #[test]
-    fn records_chain_and_survive_reopen() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("a.jsonl");
-        let first = Sink::open(&path)
-            .unwrap()
-            .append(Event::new(Phase::Intent, "c1"))
-            .unwrap();
-        let second = Sink::open(&path)
-            .unwrap()
-            .append(Event::new(Phase::Outcome, "c1"))
-            .unwrap();
-        assert_eq!((first.seq, second.seq), (1, 2));
-        let text = std::fs::read_to_string(&path).unwrap();
-        let lines: Vec<Value> = text
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-        assert_eq!(lines[0]["prev_hash"], GENESIS);
-        assert_eq!(lines[1]["prev_hash"], lines[0]["hash"]);
-        assert_eq!(lines[1]["hash"], second.hash);
-    }
-
-    #[test]
-    fn two_writers_on_one_file_keep_one_chain() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("a.jsonl");
-        let (a, b) = (Sink::open(&path).unwrap(), Sink::open(&path).unwrap());
-        let seqs: Vec<u64> = (0..6)
-            .map(|i| {
-                let sink = if i % 2 == 0 { &a } else { &b };
-                sink.append(Event::new(Phase::Intent, format!("c{i}")))
-                    .unwrap()
-                    .seq
-            })
-            .collect();
-        assert_eq!(seqs, vec![1, 2, 3, 4, 5, 6]);
-        let text = std::fs::read_to_string(&path).unwrap();
-        let lines: Vec<Value> = text
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-        for pair in lines.windows(2) {
-            assert_eq!(pair[1]["prev_hash"], pair[0]["hash"]);
-        }
-    }
-
-    #[test]
-    fn a_long_log_resumes_from_its_last_record() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("a.jsonl");
-        let sink = Sink::open(&path).unwrap();
-        let mut event = Event::new(Phase::Intent, "c");
-        event.reason = Some("x".repeat(20_000)); // records larger than the first window
-        for _ in 0..3 {
-            sink.append(event.clone()).unwrap();
-        }
-        let sealed = Sink::open(&path).unwrap().append(event).unwrap();
-        assert_eq!(sealed.seq, 4);
-    }
-
-    #[test]
-    fn hash_covers_the_record_without_its_hash() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("a.jsonl");
-        Sink::open(&path)
-            .unwrap()
-            .append(Event::new(Phase::Denied, "c1"))
-            .unwrap();
-        let line = std::fs::read_to_string(&path).unwrap();
-        let mut record: serde_json::Map<String, Value> = serde_json::from_str(line.trim()).unwrap();
-        let hash = record.remove("hash").unwrap();
-        let recomputed = hex_sha256(serde_json::to_string(&record).unwrap().as_bytes());
-        assert_eq!(hash, recomputed);
-    }
-
-    #[test]
-    fn a_full_disk_refuses_the_record() {
-        let sink = Sink::open(Path::new("/dev/full")).unwrap();
-        let err = sink.append(Event::new(Phase::Intent, "c1")).unwrap_err();
-        assert!(
-            matches!(err, AuditError::Write { .. } | AuditError::Sync { .. }),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn a_torn_last_line_is_not_merged_into_the_next_record() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("a.jsonl");
-        let sink = Sink::open(&path).unwrap();
-        sink.append(Event::new(Phase::Intent, "c1")).unwrap();
-        OpenOptions::new()
-            .append(true)
-            .open(&path)
-            .unwrap()
-            .write_all(b"{\"seq\":2,\"tor")
-            .unwrap();
-        let sealed = sink.append(Event::new(Phase::Outcome, "c1")).unwrap();
-        assert_eq!(sealed.seq, 2);
-        let text = std::fs::read_to_string(&path).unwrap();
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 3);
-        assert_eq!(lines[1], "{\"seq\":2,\"tor");
-    }
-}
+#[path = "sink_tests.rs"]
+mod tests;

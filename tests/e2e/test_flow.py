@@ -175,7 +175,9 @@ def test_audit_log_records_intent_before_outcome_and_never_the_filled_text(
     denied = next(r for r in mine if r["phase"] == "denied")
     assert denied["rule"] == "subcommand.denied" and denied["verdict"] == "denied", denied
     fill_intent = next(r for r in mine if r["phase"] == "intent" and r["argv"][0] == "fill")
-    assert fill_intent["argv"][2] == {"redacted": True, "len": len(secret)}, fill_intent
+    redacted = fill_intent["argv"][2]
+    assert redacted["redacted"] is True and redacted["len"] == len(secret), fill_intent
+    assert len(redacted["mac"]) == 16 and secret not in json.dumps(fill_intent), fill_intent
     assert secret not in server.cfg.audit_log.read_text()
     for prev, cur in zip(records, records[1:]):
         assert cur["prev_hash"] == prev["hash"] and cur["seq"] == prev["seq"] + 1, (prev, cur)

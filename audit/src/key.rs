@@ -1,0 +1,104 @@
+//! The audit key: 32 random bytes in a 0600 file beside the log, from which
+//! the redaction MAC key and the checkpoint MAC key are derived.
+//!
+//! Keep it where the audited process cannot read it (browser-shell's
+//! confinement never grants read access to the audit log's directory).
+
+use std::{
+    fs::OpenOptions,
+    io::{self, Read, Write},
+    os::unix::fs::OpenOptionsExt,
+    path::Path,
+};
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+use crate::canonical::hex;
+
+/// Secret key material for redaction and checkpoints.
+#[derive(Clone)]
+pub struct Key {
+    redaction: [u8; 32],
+    checkpoint: [u8; 32],
+}
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Key(<secret>)")
+    }
+}
+
+impl Key {
+    /// Load the key at `path`, creating it (mode 0600, random) if missing.
+    ///
+    /// # Errors
+    /// When the file cannot be read or created, or holds fewer than 32 bytes.
+    pub fn load_or_create(path: &Path) -> io::Result<Self> {
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+        {
+            Ok(mut file) => {
+                let mut master = [0u8; 32];
+                std::fs::File::open("/dev/urandom")?.read_exact(&mut master)?;
+                file.write_all(hex(&master).as_bytes())?;
+                file.sync_all()?;
+                Ok(Self::derive(&master))
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Self::load(path),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Load an existing key (for the verifier).
+    ///
+    /// # Errors
+    /// When the file cannot be read or does not hold 64 hex digits.
+    pub fn load(path: &Path) -> io::Result<Self> {
+        let text = std::fs::read_to_string(path)?;
+        let text = text.trim();
+        let bad = || {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                "audit key must be 64 hex digits",
+            )
+        };
+        if text.len() != 64 {
+            return Err(bad());
+        }
+        let mut master = [0u8; 32];
+        for (i, byte) in master.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+        }
+        Ok(Self::derive(&master))
+    }
+
+    fn derive(master: &[u8; 32]) -> Self {
+        Self {
+            redaction: mac_bytes(master, b"browser-shell redaction v1"),
+            checkpoint: mac_bytes(master, b"browser-shell checkpoint v1"),
+        }
+    }
+
+    /// Hex HMAC-SHA256 of `data` under the redaction key.
+    pub fn redaction_mac(&self, data: &[u8]) -> String {
+        hex(&mac_bytes(&self.redaction, data))
+    }
+
+    /// Hex HMAC-SHA256 of `data` under the checkpoint key.
+    pub fn checkpoint_mac(&self, data: &[u8]) -> String {
+        hex(&mac_bytes(&self.checkpoint, data))
+    }
+}
+
+fn mac_bytes(key: &[u8], data: &[u8]) -> [u8; 32] {
+    // HMAC accepts keys of any length; new_from_slice cannot fail for it.
+    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(key) else {
+        return [0u8; 32];
+    };
+    mac.update(data);
+    mac.finalize().into_bytes().into()
+}

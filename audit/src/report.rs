@@ -1,0 +1,350 @@
+//! Reviewer summaries of an audit log: per-session timelines, totals,
+//! denials by rule, latency percentiles — as a table, JSON, a self-contained
+//! HTML page, or OCSF events.
+
+use std::{collections::BTreeMap, fmt::Write as _, path::PathBuf};
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use time::{OffsetDateTime, format_description::well_known::Rfc3339};
+
+/// One call: its final record joined with its intent.
+#[derive(Debug, Clone, Serialize)]
+pub struct CallRow {
+    /// When the call ended (or was refused).
+    pub time: String,
+    /// The session, if known.
+    pub session: String,
+    /// `argv[0]`, if known.
+    pub subcommand: String,
+    /// `allowed` or `denied`.
+    pub verdict: String,
+    /// The refusing rule, for denials.
+    pub rule: Option<String>,
+    /// `ok`, `error`, `timeout`, … for allowed calls.
+    pub outcome: Option<String>,
+    /// Wall time in ms.
+    pub duration_ms: Option<f64>,
+    /// The reply's exit code.
+    pub exit_code: Option<i64>,
+}
+
+/// Which records to include.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    /// Only this session.
+    pub session: Option<String>,
+    /// Only records at or after this time.
+    pub since: Option<OffsetDateTime>,
+}
+
+/// The summary.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// Every call, in log order.
+    pub calls: Vec<CallRow>,
+    /// Calls per session, in log order.
+    pub sessions: BTreeMap<String, Vec<CallRow>>,
+    /// Totals by verdict and outcome.
+    pub totals: BTreeMap<String, u64>,
+    /// Denials grouped by rule.
+    pub denials_by_rule: BTreeMap<String, u64>,
+    /// Median duration of allowed calls (ms).
+    pub p50_ms: Option<f64>,
+    /// 95th percentile duration of allowed calls (ms).
+    pub p95_ms: Option<f64>,
+}
+
+/// Parse an RFC 3339 time for [`Filter::since`].
+///
+/// # Errors
+/// When `text` is not RFC 3339.
+pub fn parse_time(text: &str) -> Result<OffsetDateTime, String> {
+    OffsetDateTime::parse(text, &Rfc3339).map_err(|e| format!("not an RFC 3339 time ({e}): {text}"))
+}
+
+/// Read every JSON record of `files`, skipping lines that do not parse.
+///
+/// # Errors
+/// When a file cannot be read.
+pub fn load(files: &[PathBuf]) -> std::io::Result<Vec<Value>> {
+    let mut records = Vec::new();
+    for file in files {
+        for line in std::fs::read_to_string(file)?.lines() {
+            if let Ok(value @ Value::Object(_)) = serde_json::from_str::<Value>(line) {
+                records.push(value);
+            }
+        }
+    }
+    Ok(records)
+}
+
+fn text(record: &Value, key: &str) -> Option<String> {
+    record.get(key).and_then(Value::as_str).map(str::to_owned)
+}
+
+/// Summarise `records` (log order).
+pub fn build(records: &[Value], filter: &Filter) -> Report {
+    let mut subcommands: BTreeMap<String, String> = BTreeMap::new();
+    let mut calls = Vec::new();
+    for record in records {
+        let session = text(record, "session_id").unwrap_or_default();
+        if filter.session.as_ref().is_some_and(|s| *s != session) {
+            continue;
+        }
+        let time = text(record, "time").unwrap_or_default();
+        if let Some(since) = filter.since
+            && parse_time(&time).is_ok_and(|t| t < since)
+        {
+            continue;
+        }
+        let call_id = text(record, "call_id").unwrap_or_default();
+        let first_arg = record
+            .pointer("/argv/0")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        match text(record, "phase").as_deref() {
+            Some("intent") => {
+                if let Some(sub) = first_arg {
+                    subcommands.insert(call_id, sub);
+                }
+            }
+            Some(phase @ ("outcome" | "denied")) => calls.push(CallRow {
+                time,
+                session,
+                subcommand: first_arg
+                    .or_else(|| subcommands.remove(&call_id))
+                    .unwrap_or_else(|| "-".into()),
+                verdict: text(record, "verdict").unwrap_or_else(|| {
+                    if phase == "denied" {
+                        "denied".into()
+                    } else {
+                        "allowed".into()
+                    }
+                }),
+                rule: text(record, "rule"),
+                outcome: text(record, "outcome"),
+                duration_ms: record.get("duration_ms").and_then(Value::as_f64),
+                exit_code: record.get("exit_code").and_then(Value::as_i64),
+            }),
+            _ => {}
+        }
+    }
+    let mut totals = BTreeMap::new();
+    let mut denials_by_rule = BTreeMap::new();
+    let mut sessions: BTreeMap<String, Vec<CallRow>> = BTreeMap::new();
+    let mut durations = Vec::new();
+    for call in &calls {
+        *totals.entry("calls".to_owned()).or_insert(0) += 1;
+        *totals.entry(call.verdict.clone()).or_insert(0) += 1;
+        if let Some(outcome) = &call.outcome {
+            *totals.entry(format!("outcome_{outcome}")).or_insert(0) += 1;
+            if let Some(d) = call.duration_ms {
+                durations.push(d);
+            }
+        }
+        if let Some(rule) = &call.rule {
+            *denials_by_rule.entry(rule.clone()).or_insert(0) += 1;
+        }
+        sessions
+            .entry(call.session.clone())
+            .or_default()
+            .push(call.clone());
+    }
+    durations.sort_by(f64::total_cmp);
+    let pct =
+        |p: usize| (!durations.is_empty()).then(|| durations[(durations.len() - 1) * p / 100]);
+    Report {
+        p50_ms: pct(50),
+        p95_ms: pct(95),
+        calls,
+        sessions,
+        totals,
+        denials_by_rule,
+    }
+}
+
+impl Report {
+    /// A plain-text report.
+    pub fn to_table(&self) -> String {
+        let mut out = String::new();
+        let ms = |d: Option<f64>| d.map_or_else(|| "-".into(), |d| format!("{d:.1}"));
+        for (session, calls) in &self.sessions {
+            let _ = writeln!(
+                out,
+                "session {}",
+                if session.is_empty() {
+                    "(none)"
+                } else {
+                    session
+                }
+            );
+            let _ = writeln!(
+                out,
+                "  {:<32} {:<12} {:<8} {:>10} {:>5}  rule/outcome",
+                "time", "subcommand", "verdict", "ms", "exit"
+            );
+            for c in calls {
+                let detail = c
+                    .rule
+                    .clone()
+                    .or_else(|| c.outcome.clone())
+                    .unwrap_or_default();
+                let exit = c.exit_code.map_or_else(|| "-".into(), |e| e.to_string());
+                let _ = writeln!(
+                    out,
+                    "  {:<32} {:<12} {:<8} {:>10} {:>5}  {detail}",
+                    c.time,
+                    c.subcommand,
+                    c.verdict,
+                    ms(c.duration_ms),
+                    exit
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "\ntotals: {}",
+            self.totals
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        let _ = writeln!(
+            out,
+            "denials by rule: {}",
+            self.denials_by_rule
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        let _ = writeln!(
+            out,
+            "allowed-call duration: p50 {} ms, p95 {} ms",
+            ms(self.p50_ms),
+            ms(self.p95_ms)
+        );
+        out
+    }
+
+    /// The report as JSON.
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+
+    /// One self-contained HTML page (inline CSS, no scripts, no fetches).
+    pub fn to_html(&self) -> String {
+        let esc = |s: &str| {
+            s.replace('&', "&amp;")
+                .replace('<', "&lt;")
+                .replace('>', "&gt;")
+                .replace('"', "&quot;")
+        };
+        let mut out = String::from(
+            "<!doctype html><html><head><meta charset=\"utf-8\"><title>browser-shell audit report</title>\
+             <style>body{font:14px system-ui,sans-serif;margin:2em}table{border-collapse:collapse;margin:0 0 2em}\
+             td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}.denied{background:#fde8e8}\
+             .error,.timeout,.cancelled,.spawn_failed{background:#fff4d6}</style></head><body>\
+             <h1>browser-shell audit report</h1>",
+        );
+        let _ = write!(out, "<h2>Totals</h2><table>");
+        for (k, v) in &self.totals {
+            let _ = write!(out, "<tr><th>{}</th><td>{v}</td></tr>", esc(k));
+        }
+        let _ = write!(
+            out,
+            "<tr><th>p50 / p95 (ms)</th><td>{:.1} / {:.1}</td></tr></table>",
+            self.p50_ms.unwrap_or(0.0),
+            self.p95_ms.unwrap_or(0.0)
+        );
+        let _ = write!(out, "<h2>Denials by rule</h2><table>");
+        for (k, v) in &self.denials_by_rule {
+            let _ = write!(out, "<tr><th>{}</th><td>{v}</td></tr>", esc(k));
+        }
+        out.push_str("</table>");
+        for (session, calls) in &self.sessions {
+            let _ = write!(
+                out,
+                "<h2>Session {}</h2><table><tr><th>time</th><th>subcommand</th><th>verdict</th><th>ms</th><th>exit</th><th>rule / outcome</th></tr>",
+                esc(session)
+            );
+            for c in calls {
+                let class = if c.verdict == "denied" {
+                    "denied".to_owned()
+                } else {
+                    c.outcome.clone().unwrap_or_default()
+                };
+                let _ = write!(
+                    out,
+                    "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                    esc(&class),
+                    esc(&c.time),
+                    esc(&c.subcommand),
+                    esc(&c.verdict),
+                    c.duration_ms
+                        .map_or_else(String::new, |d| format!("{d:.1}")),
+                    c.exit_code.map_or_else(String::new, |e| e.to_string()),
+                    esc(c.rule.as_deref().or(c.outcome.as_deref()).unwrap_or("")),
+                );
+            }
+            out.push_str("</table>");
+        }
+        out.push_str("</body></html>\n");
+        out
+    }
+}
+
+/// OCSF 1.x projection of one record as API Activity (class 6003): the call
+/// to the `browser-shell` tool, `activity_id` 99 (Other), the verdict as
+/// `status`/`disposition`, native fields kept under `unmapped`.
+pub fn ocsf(record: &Value) -> Value {
+    let time_ms = text(record, "time")
+        .and_then(|t| parse_time(&t).ok())
+        .map_or(0, |t| {
+            i64::try_from(t.unix_timestamp_nanos() / 1_000_000).unwrap_or(0)
+        });
+    let denied = text(record, "verdict").as_deref() == Some("denied");
+    let failed = record
+        .get("exit_code")
+        .and_then(Value::as_i64)
+        .is_some_and(|c| c != 0);
+    let (status_id, status) = match (denied, failed) {
+        (true, _) | (false, true) => (2, "Failure"),
+        _ => (1, "Success"),
+    };
+    json!({
+        "class_uid": 6003,
+        "class_name": "API Activity",
+        "category_uid": 6,
+        "activity_id": 99,
+        "type_uid": 600_399,
+        "severity_id": if denied { 3 } else { 1 },
+        "time": time_ms,
+        "status_id": status_id,
+        "status": status,
+        "status_code": record.get("exit_code").map(ToString::to_string),
+        "status_detail": text(record, "rule").or_else(|| text(record, "outcome")),
+        "disposition_id": if denied { 2 } else { 1 },
+        "duration": record.get("duration_ms"),
+        "message": text(record, "reason"),
+        "metadata": {
+            "version": "1.3.0",
+            "product": {"name": "browser-shell", "vendor_name": "browser-shell", "version": text(record, "producer")},
+            "uid": text(record, "id"),
+            "correlation_uid": text(record, "call_id"),
+            "sequence": record.get("seq"),
+            "log_name": "browser-shell.audit",
+        },
+        "actor": {"session": {"uid": text(record, "session_id")}, "app_name": text(record, "client")},
+        "api": {
+            "operation": "tools/call",
+            "service": {"name": text(record, "tool").unwrap_or_else(|| "browser-shell".into())},
+            "request": {"uid": text(record, "request_id")},
+        },
+        "src_endpoint": {"hostname": text(record, "host")},
+        "trace": {"uid": text(record, "trace_id"), "span": {"uid": text(record, "span_id")}},
+        "unmapped": record,
+    })
+}

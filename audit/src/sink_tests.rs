@@ -1,0 +1,172 @@
+use std::io::Write;
+
+use serde_json::Value;
+
+use super::*;
+use crate::{event::Phase, verify::verify};
+
+fn key(dir: &Path) -> Key {
+    Key::load_or_create(&dir.join("audit.key")).unwrap()
+}
+
+fn lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn records_chain_and_survive_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.jsonl");
+    let first = Sink::open(&path, None, None)
+        .unwrap()
+        .append(Event::new(Phase::Intent, "c1"))
+        .unwrap();
+    let second = Sink::open(&path, None, None)
+        .unwrap()
+        .append(Event::new(Phase::Outcome, "c1"))
+        .unwrap();
+    assert_eq!((first.seq, second.seq), (1, 2));
+    let records = lines(&path);
+    assert_eq!(records[0]["prev_hash"], GENESIS);
+    assert_eq!(records[1]["prev_hash"], records[0]["hash"]);
+    assert!(verify(&[path], None).unwrap().is_intact());
+}
+
+#[test]
+fn two_writers_on_one_file_keep_one_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.jsonl");
+    let (a, b) = (
+        Sink::open(&path, None, None).unwrap(),
+        Sink::open(&path, None, None).unwrap(),
+    );
+    let seqs: Vec<u64> = (0..6)
+        .map(|i| {
+            let sink = if i % 2 == 0 { &a } else { &b };
+            sink.append(Event::new(Phase::Intent, format!("c{i}")))
+                .unwrap()
+                .seq
+        })
+        .collect();
+    assert_eq!(seqs, vec![1, 2, 3, 4, 5, 6]);
+    assert!(verify(&[path], None).unwrap().first_break.is_none());
+}
+
+#[test]
+fn a_long_log_resumes_from_its_last_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.jsonl");
+    let sink = Sink::open(&path, None, None).unwrap();
+    let mut event = Event::new(Phase::Intent, "c");
+    event.reason = Some("x".repeat(20_000)); // records larger than the first window
+    for _ in 0..3 {
+        sink.append(event.clone()).unwrap();
+    }
+    assert_eq!(
+        Sink::open(&path, None, None)
+            .unwrap()
+            .append(event)
+            .unwrap()
+            .seq,
+        4
+    );
+}
+
+#[test]
+fn a_full_disk_refuses_the_record() {
+    let sink = Sink::open(Path::new("/dev/full"), None, None).unwrap();
+    let err = sink.append(Event::new(Phase::Intent, "c1")).unwrap_err();
+    assert!(
+        matches!(err, AuditError::Write { .. } | AuditError::Sync { .. }),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_torn_last_line_is_reported_and_never_merged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.jsonl");
+    let sink = Sink::open(&path, None, None).unwrap();
+    sink.append(Event::new(Phase::Intent, "c1")).unwrap();
+    OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap()
+        .write_all(b"{\"seq\":2,\"tor")
+        .unwrap();
+    let sealed = Sink::open(&path, None, None)
+        .unwrap()
+        .append(Event::new(Phase::Outcome, "c1"))
+        .unwrap();
+    assert_eq!(sealed.seq, 2);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(text.lines().nth(1), Some("{\"seq\":2,\"tor"));
+    let v = verify(&[path], None).unwrap();
+    assert_eq!(v.torn.len(), 1, "{v:?}");
+    assert!(v.first_break.is_none(), "{v:?}");
+    assert!(!v.is_intact());
+}
+
+#[test]
+fn rotation_keeps_one_continuous_chain_across_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.jsonl");
+    let rotation = Rotation {
+        max_bytes: 2_000,
+        max_files: 20,
+    };
+    let sink = Sink::open(&path, Some(key(dir.path())), Some(rotation)).unwrap();
+    for i in 0..30 {
+        sink.append(Event::new(Phase::Denied, format!("c{i}")))
+            .unwrap();
+    }
+    let mut files: Vec<PathBuf> = (1..=20)
+        .rev()
+        .map(|n| rotated(&path, n))
+        .filter(|p| p.exists())
+        .collect();
+    assert!(files.len() >= 2, "expected rotation, got {files:?}");
+    files.push(path.clone());
+    for file in &files {
+        assert!(std::fs::metadata(file).unwrap().len() <= 2_000 + 1_000);
+    }
+    let v = verify(&files, Some((&checkpoint_path(&path), &key(dir.path())))).unwrap();
+    assert!(v.is_intact(), "{v:?}");
+    assert_eq!(v.records, 30);
+    assert_eq!(v.seq_range, Some((1, 30)));
+}
+
+#[test]
+fn a_second_writer_follows_a_rotation_done_by_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.jsonl");
+    let rotation = Some(Rotation {
+        max_bytes: 1_500,
+        max_files: 50,
+    });
+    let (a, b) = (
+        Sink::open(&path, None, rotation).unwrap(),
+        Sink::open(&path, None, rotation).unwrap(),
+    );
+    for i in 0..40 {
+        let sink = if i % 3 == 0 { &b } else { &a };
+        assert_eq!(
+            sink.append(Event::new(Phase::Denied, format!("c{i}")))
+                .unwrap()
+                .seq,
+            i + 1
+        );
+    }
+    let mut files: Vec<PathBuf> = (1..=50)
+        .rev()
+        .map(|n| rotated(&path, n))
+        .filter(|p| p.exists())
+        .collect();
+    files.push(path);
+    let v = verify(&files, None).unwrap();
+    assert!(v.is_intact() && v.records == 40, "{v:?}");
+}

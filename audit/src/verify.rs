@@ -1,0 +1,351 @@
+//! Verification of one or more log files: the reviewer's side of the chain.
+//!
+//! Checks, record by record: the line is a JSON object; its `hash` is the
+//! SHA-256 of its canonical form; `seq` follows the previous record's by one;
+//! `prev_hash` is the previous record's `hash` (across files, oldest first).
+//! Then the checkpoint, when given: authentic under the key, and the chain
+//! reaches its `seq` with its `hash` (tail truncation). Also reported, without
+//! breaking the chain: torn lines (a crash mid-write) and intents that never
+//! got an outcome (a crash or kill mid-call).
+
+use std::{
+    collections::BTreeMap,
+    fmt,
+    path::{Path, PathBuf},
+};
+
+use serde_json::{Map, Value};
+
+use crate::{
+    canonical::{GENESIS, record_hash},
+    checkpoint::Checkpoint,
+    key::Key,
+};
+
+/// Where in which file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    /// The file.
+    pub file: PathBuf,
+    /// 1-based line number.
+    pub line: usize,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.file.display(), self.line)
+    }
+}
+
+/// The first place the chain does not hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Break {
+    /// Where.
+    pub at: Location,
+    /// The record's `seq`, when it has one.
+    pub seq: Option<u64>,
+    /// What was checked: `hash`, `seq`, `prev_hash`, `json`, `checkpoint`.
+    pub check: &'static str,
+    /// What the chain required.
+    pub expected: String,
+    /// What the record says.
+    pub found: String,
+}
+
+impl fmt::Display for Break {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.at)?;
+        if let Some(seq) = self.seq {
+            write!(f, " (seq {seq})")?;
+        }
+        write!(
+            f,
+            ": {} mismatch: expected {}, found {}",
+            self.check, self.expected, self.found
+        )
+    }
+}
+
+/// An intent with no outcome record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dangling {
+    /// Where the intent is.
+    pub at: Location,
+    /// Its `seq`.
+    pub seq: u64,
+    /// Its `call_id`.
+    pub call_id: String,
+    /// Its `session_id`, if any.
+    pub session_id: Option<String>,
+}
+
+/// The result of [`verify`].
+#[derive(Debug, Clone, Default)]
+pub struct Verification {
+    /// Records read.
+    pub records: u64,
+    /// First and last `seq` seen.
+    pub seq_range: Option<(u64, u64)>,
+    /// The first break, if any (later problems follow from it).
+    pub first_break: Option<Break>,
+    /// Problems after the first break (count).
+    pub further_problems: u64,
+    /// Lines cut short by a crash mid-write.
+    pub torn: Vec<Location>,
+    /// Intents without an outcome.
+    pub dangling: Vec<Dangling>,
+    /// What the checkpoint check found, when a checkpoint was given.
+    pub checkpoint: Option<Result<String, String>>,
+    /// The chain does not start at the genesis (older files not given).
+    pub starts_mid_chain: bool,
+}
+
+impl Verification {
+    /// True when the chain holds, no line is torn and the checkpoint (if
+    /// any) is consistent. Dangling intents do not make a log untrustworthy;
+    /// they are listed for the reviewer.
+    pub fn is_intact(&self) -> bool {
+        self.first_break.is_none()
+            && self.torn.is_empty()
+            && !matches!(self.checkpoint, Some(Err(_)))
+    }
+}
+
+/// Verify `files` (oldest first) and, optionally, a checkpoint with its key.
+///
+/// # Errors
+/// When a file cannot be read.
+pub fn verify(
+    files: &[PathBuf],
+    checkpoint: Option<(&Path, &Key)>,
+) -> std::io::Result<Verification> {
+    let mut v = Verification::default();
+    let mut prev: Option<(u64, String)> = None;
+    let mut intents: BTreeMap<String, Dangling> = BTreeMap::new();
+    let mut hashes_by_seq: BTreeMap<u64, String> = BTreeMap::new();
+    for file in files {
+        let text = std::fs::read(file)?;
+        let ends_with_newline = text.last() == Some(&b'\n');
+        let lines: Vec<&[u8]> = text.split(|b| *b == b'\n').collect();
+        let count = if ends_with_newline {
+            lines.len() - 1
+        } else {
+            lines.len()
+        };
+        for (i, raw) in lines.iter().take(count).enumerate() {
+            let at = Location {
+                file: file.clone(),
+                line: i + 1,
+            };
+            let Ok(Value::Object(record)) = serde_json::from_slice::<Value>(raw) else {
+                let is_last = i + 1 == count;
+                let torn = (is_last && !ends_with_newline) || looks_torn(raw);
+                if torn {
+                    v.torn.push(at);
+                } else {
+                    note(
+                        &mut v,
+                        Break {
+                            at,
+                            seq: None,
+                            check: "json",
+                            expected: "a JSON object".into(),
+                            found: excerpt(raw),
+                        },
+                    );
+                }
+                continue;
+            };
+            v.records += 1;
+            check_record(&mut v, &record, at.clone(), &mut prev);
+            let seq = record.get("seq").and_then(Value::as_u64).unwrap_or(0);
+            if let Some(hash) = record.get("hash").and_then(Value::as_str) {
+                hashes_by_seq.insert(seq, hash.to_owned());
+            }
+            let call_id = record
+                .get("call_id")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            match record.get("phase").and_then(Value::as_str) {
+                Some("intent") => {
+                    let session_id = record
+                        .get("session_id")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned);
+                    intents.insert(
+                        call_id.clone(),
+                        Dangling {
+                            at,
+                            seq,
+                            call_id,
+                            session_id,
+                        },
+                    );
+                }
+                Some("outcome") => {
+                    intents.remove(&call_id);
+                }
+                _ => {}
+            }
+        }
+    }
+    v.dangling = intents.into_values().collect();
+    if let Some((path, key)) = checkpoint {
+        v.checkpoint = Some(check_checkpoint(path, key, &hashes_by_seq, v.seq_range));
+    }
+    Ok(v)
+}
+
+fn check_record(
+    v: &mut Verification,
+    record: &Map<String, Value>,
+    at: Location,
+    prev: &mut Option<(u64, String)>,
+) {
+    let seq = record.get("seq").and_then(Value::as_u64);
+    let hash = record
+        .get("hash")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let prev_hash = record
+        .get("prev_hash")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let recomputed = record_hash(record);
+    if recomputed != hash {
+        note(
+            v,
+            Break {
+                at: at.clone(),
+                seq,
+                check: "hash",
+                expected: recomputed,
+                found: hash.clone(),
+            },
+        );
+    }
+    match (prev.as_ref(), seq) {
+        (Some((prev_seq, prev_h)), Some(seq)) => {
+            if seq != prev_seq + 1 {
+                note(
+                    v,
+                    Break {
+                        at: at.clone(),
+                        seq: Some(seq),
+                        check: "seq",
+                        expected: (prev_seq + 1).to_string(),
+                        found: seq.to_string(),
+                    },
+                );
+            }
+            if &prev_hash != prev_h {
+                note(
+                    v,
+                    Break {
+                        at: at.clone(),
+                        seq: Some(seq),
+                        check: "prev_hash",
+                        expected: prev_h.clone(),
+                        found: prev_hash.clone(),
+                    },
+                );
+            }
+        }
+        (None, Some(seq)) => {
+            if seq == 1 && prev_hash != GENESIS {
+                note(
+                    v,
+                    Break {
+                        at: at.clone(),
+                        seq: Some(seq),
+                        check: "prev_hash",
+                        expected: GENESIS.into(),
+                        found: prev_hash.clone(),
+                    },
+                );
+            }
+            if seq != 1 {
+                v.starts_mid_chain = true;
+            }
+        }
+        (_, None) => {
+            note(
+                v,
+                Break {
+                    at: at.clone(),
+                    seq: None,
+                    check: "seq",
+                    expected: "a sequence number".into(),
+                    found: "none".into(),
+                },
+            );
+        }
+    }
+    if let Some(seq) = seq {
+        let first = v.seq_range.map_or(seq, |(first, _)| first);
+        v.seq_range = Some((first, seq));
+        *prev = Some((seq, hash));
+    }
+}
+
+fn check_checkpoint(
+    path: &Path,
+    key: &Key,
+    hashes: &BTreeMap<u64, String>,
+    range: Option<(u64, u64)>,
+) -> Result<String, String> {
+    let cp = Checkpoint::read(path)
+        .map_err(|e| format!("unreadable checkpoint {}: {e}", path.display()))?;
+    if !cp.is_authentic(key) {
+        return Err(format!(
+            "checkpoint {} has a bad MAC (forged or wrong key)",
+            path.display()
+        ));
+    }
+    let last = range.map_or(0, |(_, last)| last);
+    match hashes.get(&cp.seq) {
+        Some(hash) if *hash == cp.hash => Ok(format!(
+            "checkpoint at seq {} ({}) matches; the log reaches seq {last}",
+            cp.seq, cp.time
+        )),
+        Some(hash) => Err(format!(
+            "checkpoint says seq {} has hash {}, the log has {hash}",
+            cp.seq, cp.hash
+        )),
+        None if cp.seq > last => Err(format!(
+            "the log ends at seq {last} but the checkpoint of {} vouches for seq {}: records were removed from the end",
+            cp.time, cp.seq
+        )),
+        None => Err(format!(
+            "seq {} of the checkpoint is not in the files given",
+            cp.seq
+        )),
+    }
+}
+
+fn note(v: &mut Verification, b: Break) {
+    if v.first_break.is_none() {
+        v.first_break = Some(b);
+    } else {
+        v.further_problems += 1;
+    }
+}
+
+/// A line that starts like a record but does not parse, followed by a good
+/// one: what a crash mid-write leaves once the next record is appended.
+fn looks_torn(raw: &[u8]) -> bool {
+    raw.starts_with(b"{") && serde_json::from_slice::<Value>(raw).is_err_and(|e| e.is_eof())
+}
+
+fn excerpt(raw: &[u8]) -> String {
+    let text = String::from_utf8_lossy(raw);
+    let cut: String = text.chars().take(60).collect();
+    if cut.len() < text.len() {
+        format!("{cut}…")
+    } else {
+        cut
+    }
+}

@@ -1,0 +1,162 @@
+//! Every kind of tampering a reviewer must catch is caught, and located.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test helpers
+
+use std::path::{Path, PathBuf};
+
+use audit::{Event, Key, Phase, Sink, checkpoint_path, verify};
+
+struct Log {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+    key: Key,
+}
+
+/// Ten records: five calls, intent + outcome each.
+fn log() -> Log {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let key = Key::load_or_create(&dir.path().join("audit.key")).unwrap();
+    let sink = Sink::open(&path, Some(key.clone()), None).unwrap();
+    for i in 0..5 {
+        let mut intent = Event::new(Phase::Intent, format!("call-{i}"));
+        intent.session_id = Some("s1".into());
+        sink.append(intent).unwrap();
+        let mut outcome = Event::new(Phase::Outcome, format!("call-{i}"));
+        outcome.exit_code = Some(0);
+        sink.append(outcome).unwrap();
+    }
+    Log {
+        _dir: dir,
+        path,
+        key,
+    }
+}
+
+fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn write(path: &Path, lines: &[String]) {
+    std::fs::write(
+        path,
+        lines.iter().map(|l| format!("{l}\n")).collect::<String>(),
+    )
+    .unwrap();
+}
+
+fn check(log: &Log) -> audit::Verification {
+    verify(
+        std::slice::from_ref(&log.path),
+        Some((&checkpoint_path(&log.path), &log.key)),
+    )
+    .unwrap()
+}
+
+#[test]
+fn an_untouched_log_verifies() {
+    let log = log();
+    let v = check(&log);
+    assert!(v.is_intact(), "{v:?}");
+    assert_eq!(v.records, 10);
+    assert!(v.dangling.is_empty());
+    assert!(matches!(v.checkpoint, Some(Ok(_))));
+}
+
+#[test]
+fn an_edited_byte_is_a_hash_break_at_that_line() {
+    let log = log();
+    let mut l = lines(&log.path);
+    l[3] = l[3].replacen("\"exit_code\":0", "\"exit_code\":1", 1);
+    write(&log.path, &l);
+    let b = check(&log).first_break.expect("edit must break the chain");
+    assert_eq!((b.at.line, b.seq, b.check), (4, Some(4), "hash"), "{b}");
+}
+
+#[test]
+fn a_deleted_middle_line_is_a_seq_break_at_the_next_one() {
+    let log = log();
+    let mut l = lines(&log.path);
+    l.remove(4);
+    write(&log.path, &l);
+    let b = check(&log)
+        .first_break
+        .expect("deletion must break the chain");
+    assert_eq!(
+        (b.at.line, b.check, b.expected.as_str(), b.found.as_str()),
+        (5, "seq", "5", "6"),
+        "{b}"
+    );
+}
+
+#[test]
+fn two_reordered_lines_break_the_chain() {
+    let log = log();
+    let mut l = lines(&log.path);
+    l.swap(2, 3);
+    write(&log.path, &l);
+    let b = check(&log)
+        .first_break
+        .expect("reordering must break the chain");
+    assert_eq!(b.at.line, 3, "{b}");
+}
+
+#[test]
+fn a_truncated_tail_is_caught_by_the_checkpoint() {
+    let log = log();
+    let l = lines(&log.path);
+    write(&log.path, &l[..7]);
+    let v = check(&log);
+    assert!(
+        v.first_break.is_none(),
+        "the remaining chain is consistent: {v:?}"
+    );
+    let Some(Err(why)) = &v.checkpoint else {
+        panic!("truncation not detected: {v:?}")
+    };
+    assert!(
+        why.contains("ends at seq 7") && why.contains("seq 10"),
+        "{why}"
+    );
+    assert!(!v.is_intact());
+    // …which the chain alone cannot see.
+    assert!(
+        verify(std::slice::from_ref(&log.path), None)
+            .unwrap()
+            .is_intact()
+    );
+}
+
+#[test]
+fn a_forged_checkpoint_is_rejected() {
+    let log = log();
+    let cp = checkpoint_path(&log.path);
+    let text = std::fs::read_to_string(&cp)
+        .unwrap()
+        .replace("\"seq\":10", "\"seq\":7");
+    std::fs::write(&cp, text).unwrap();
+    let Some(Err(why)) = check(&log).checkpoint else {
+        panic!("forgery not detected")
+    };
+    assert!(why.contains("bad MAC"), "{why}");
+}
+
+#[test]
+fn an_intent_without_outcome_is_listed_as_dangling() {
+    let log = log();
+    let sink = Sink::open(&log.path, Some(log.key.clone()), None).unwrap();
+    let mut intent = Event::new(Phase::Intent, "call-killed");
+    intent.session_id = Some("s2".into());
+    sink.append(intent).unwrap();
+    let v = check(&log);
+    assert!(v.is_intact(), "{v:?}");
+    assert_eq!(v.dangling.len(), 1);
+    assert_eq!(
+        (v.dangling[0].call_id.as_str(), v.dangling[0].seq),
+        ("call-killed", 11)
+    );
+}
