@@ -24,5 +24,6 @@ pub mod refusal;
 pub mod request;
 pub mod review;
 pub mod session;
+pub mod telemetry;
 pub mod tool;
 pub mod wire;

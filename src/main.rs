@@ -6,7 +6,8 @@
 
 use std::{process::ExitCode, sync::Arc};
 
-use browser_shell::{config, mcp, operator, pipeline, review, wire};
+use anyhow::Context;
+use browser_shell::{config, mcp, operator, pipeline, review, telemetry, wire};
 use clap::{Parser, Subcommand};
 use rmcp::ServiceExt;
 
@@ -80,7 +81,7 @@ fn main() -> ExitCode {
         .with_ansi(false)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,opentelemetry=warn")),
         )
         .init();
     let result = match cli.command {
@@ -133,10 +134,18 @@ fn serve(args: &config::ServeArgs) -> anyhow::Result<()> {
         audit_log = %prepared.audit.path().display(),
         "browser-shell ready on stdio"
     );
-    let pipeline = Arc::new(pipeline::Pipeline::new(prepared));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    // OTLP exporters must be built inside the runtime (tonic spawns a task).
+    let telemetry = {
+        let _entered = runtime.enter();
+        telemetry::Telemetry::from_env().context("bad OTEL_* configuration")?
+    };
+    if telemetry.is_enabled() {
+        tracing::info!("OTLP export on (best effort; the audit log is the record)");
+    }
+    let pipeline = Arc::new(pipeline::Pipeline::new(prepared, telemetry.clone()));
     runtime.block_on(async move {
         // stdin → wire → rmcp → wire → stdout: the wire frames and bounds
         // messages, answers malformed ones itself, and is stdout's only writer.
@@ -163,5 +172,8 @@ fn serve(args: &config::ServeArgs) -> anyhow::Result<()> {
         let _ = output.await;
         tracing::info!("stdin closed; browser-shell exiting");
         anyhow::Ok(())
-    })
+    })?;
+    // Flush OTLP with a bound; a dead collector cannot hold the exit longer.
+    telemetry.shutdown(std::time::Duration::from_secs(2));
+    Ok(())
 }

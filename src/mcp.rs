@@ -13,8 +13,6 @@ use rmcp::{
 
 use crate::{
     pipeline::{CallContext, Pipeline},
-    record::CallRecord,
-    refusal::Refusal,
     tool::{self, TOOL_NAME},
 };
 
@@ -60,28 +58,37 @@ impl ServerHandler for BrowserShellServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let meta = |key: &str| {
+            context
+                .meta
+                .get(key)
+                .or_else(|| request.meta.as_ref().and_then(|m| m.get(key)))
+                .and_then(|v| v.as_str())
+                .map(str::to_owned)
+        };
         let ctx = CallContext {
             request_id: Some(request_id_string(&context.id)),
             client: context
                 .peer
                 .peer_info()
                 .map(|info| format!("{}/{}", info.client_info.name, info.client_info.version)),
+            protocol_version: context
+                .peer
+                .peer_info()
+                .map(|info| info.protocol_version.to_string()),
+            traceparent: meta("traceparent"),
+            tracestate: meta("tracestate"),
             cancel: context.ct.clone(),
         };
         if request.name != TOOL_NAME {
             // Unknown tools are a protocol error, but still on the record.
-            let refusal = Refusal::new(
-                "tool.unknown",
-                format!("unknown tool; this server has exactly one tool, {TOOL_NAME}"),
-            );
-            let call = CallRecord::new(&ctx);
-            let reply =
-                self.pipeline
-                    .deny(&call, None, None, &refusal, std::time::Instant::now(), "");
-            if reply.exit_code == crate::outcome::exit_code::INTERNAL {
-                return Err(ErrorData::internal_error(reply.stderr, None));
-            }
-            return Err(ErrorData::invalid_params(refusal.message, None));
+            return Err(match self.pipeline.refuse_unknown_tool(&ctx) {
+                Ok(()) => ErrorData::invalid_params(
+                    format!("unknown tool; this server has exactly one tool, {TOOL_NAME}"),
+                    None,
+                ),
+                Err(audit_failure) => ErrorData::internal_error(audit_failure, None),
+            });
         }
         let reply = self.pipeline.handle(request.arguments.as_ref(), &ctx).await;
         let is_error = reply.is_error();

@@ -6,7 +6,9 @@
 //! Every branch ends in a [`Reply`] and at least one audit record. A refusal is
 //! recorded as a single `denied` record; an allowed call gets an `intent`
 //! record, synced to disk *before* the child is spawned, and an `outcome`
-//! record after. If the intent cannot be written, nothing runs.
+//! record after. If the intent cannot be written, nothing runs. Each record
+//! that reached the disk is then copied to OTLP, best effort, inside the
+//! call's span.
 
 use std::{
     collections::HashMap,
@@ -22,12 +24,13 @@ use crate::{
     command::{self, Slot},
     config::Prepared,
     exec::{Runner, Termination},
-    outcome::{self, Reply},
+    outcome::{self, Reply, exit_code},
     outputs, policy,
     record::{CallRecord, confinement_record, redact_argv},
     refusal::Refusal,
     request::{self, ValidRequest},
     session::SessionId,
+    telemetry::{ActiveCall, CallMeta, CallOutcome, Telemetry},
 };
 
 /// Who is calling, as far as the protocol tells us.
@@ -35,6 +38,10 @@ use crate::{
 pub struct CallContext {
     pub request_id: Option<String>,
     pub client: Option<String>,
+    pub protocol_version: Option<String>,
+    /// W3C trace context from `params._meta`.
+    pub traceparent: Option<String>,
+    pub tracestate: Option<String>,
     pub cancel: CancellationToken,
 }
 
@@ -44,17 +51,42 @@ pub struct Pipeline {
     pub runner: Runner,
     pub audit: audit::Sink,
     pub redactor: audit::Redactor,
+    pub telemetry: Telemetry,
     pub output_dir: PathBuf,
     pub max_output_bytes: usize,
     sessions: SessionLocks,
 }
 
+/// How a call ended, for its span.
+#[derive(Debug, Clone)]
+enum Verdict {
+    Allowed {
+        subcommand: String,
+        error_type: Option<&'static str>,
+    },
+    Denied {
+        rule: &'static str,
+        subcommand: Option<String>,
+    },
+    AuditUnavailable {
+        subcommand: Option<String>,
+    },
+}
+
+/// One call in flight: its identity in the audit log and its span.
+struct Call<'a> {
+    record: CallRecord,
+    span: &'a ActiveCall,
+    started: Instant,
+}
+
 impl Pipeline {
-    pub fn new(prepared: Prepared) -> Self {
+    pub fn new(prepared: Prepared, telemetry: Telemetry) -> Self {
         Self {
             runner: prepared.runner,
             audit: prepared.audit,
             redactor: prepared.redactor,
+            telemetry,
             output_dir: prepared.output_dir,
             max_output_bytes: prepared.max_output_bytes,
             sessions: SessionLocks::default(),
@@ -63,28 +95,31 @@ impl Pipeline {
 
     /// Handle a `tools/call` of `browser-shell` with these raw arguments.
     pub async fn handle(&self, arguments: Option<&Map<String, Value>>, ctx: &CallContext) -> Reply {
-        let started = Instant::now();
-        let call = CallRecord::new(ctx);
+        let hint = request::session_hint(arguments);
+        let span = self.start_span(ctx, hint.as_ref().map(SessionId::as_str));
+        let call = self.call(ctx, &span);
+        let (reply, verdict) = self.run(arguments, ctx, &call, hint).await;
+        self.finish_span(span, &reply, &verdict);
+        reply
+    }
+
+    async fn run(
+        &self,
+        arguments: Option<&Map<String, Value>>,
+        ctx: &CallContext,
+        call: &Call<'_>,
+        hint: Option<SessionId>,
+    ) -> (Reply, Verdict) {
         let request = match request::validate(arguments) {
             Ok(request) => request,
-            Err(refusal) => {
-                let session = request::session_hint(arguments);
-                let session_id = session.as_ref().map_or("", SessionId::as_str);
-                return self.deny(&call, session.as_ref(), None, &refusal, started, session_id);
-            }
+            Err(refusal) => return self.deny(call, hint.as_ref(), None, &refusal),
         };
         let session_id = request.session.as_str();
+        let subcommand = request.argv.first().cloned().unwrap_or_default();
         let tokens = match self.plan(&request) {
             Ok(tokens) => tokens,
             Err(refusal) => {
-                return self.deny(
-                    &call,
-                    Some(&request.session),
-                    Some(&request.argv),
-                    &refusal,
-                    started,
-                    session_id,
-                );
+                return self.deny(call, Some(&request.session), Some(&request.argv), &refusal);
             }
         };
 
@@ -95,21 +130,29 @@ impl Pipeline {
             guard = lock.lock() => guard,
             () = ctx.cancel.cancelled() => {
                 let refusal = Refusal::new("call.cancelled", "cancelled while waiting for the session's previous call");
-                return self.deny(&call, Some(&request.session), Some(&request.argv), &refusal, started, session_id);
+                return self.deny(call, Some(&request.session), Some(&request.argv), &refusal);
             }
         };
 
         let confinement = confinement_record(self.runner.confinement.report());
-        let mut intent = call.event(audit::Phase::Intent, Some(&request.session));
+        let mut intent = call
+            .record
+            .event(audit::Phase::Intent, Some(&request.session));
         intent.argv = Some(redact_argv(&self.redactor, &request.argv));
         intent.argv_mac = Some(self.redactor.argv_mac(&request.argv));
         intent.verdict = Some("allowed");
         intent.confinement = Some(confinement.clone());
-        if let Err(e) = self.audit.append(intent) {
+        if let Err(e) = self.append(call, intent) {
             tracing::error!(error = %e, "audit intent not written; refusing the call");
-            return Reply::internal(
+            let reply = Reply::internal(
                 session_id,
                 &format!("audit unavailable, nothing was run: {e}"),
+            );
+            return (
+                reply,
+                Verdict::AuditUnavailable {
+                    subcommand: Some(subcommand),
+                },
             );
         }
 
@@ -118,31 +161,47 @@ impl Pipeline {
             .runner
             .run(&request.session, &batch, request.timeout, &ctx.cancel)
             .await;
-        let reply = outcome::normalize(session_id, &raw, self.max_output_bytes);
+        let mut reply = outcome::normalize(session_id, &raw, self.max_output_bytes);
+        let (outcome_name, error_type) = match &raw.termination {
+            Termination::Exited(0) if reply.exit_code == 0 => ("ok", None),
+            Termination::Exited(_) | Termination::Signaled(_) => ("error", Some("tool_error")),
+            Termination::TimedOut => ("timeout", Some("timeout")),
+            Termination::Cancelled => ("cancelled", Some("cancelled")),
+            Termination::SpawnFailed(_) => ("spawn_failed", Some("spawn_failed")),
+        };
 
-        let mut done = call.event(audit::Phase::Outcome, Some(&request.session));
+        let mut done = call
+            .record
+            .event(audit::Phase::Outcome, Some(&request.session));
         done.verdict = Some("allowed");
         done.confinement = Some(confinement);
-        done.outcome = Some(match &raw.termination {
-            Termination::Exited(0) if reply.exit_code == 0 => "ok",
-            Termination::Exited(_) | Termination::Signaled(_) => "error",
-            Termination::TimedOut => "timeout",
-            Termination::Cancelled => "cancelled",
-            Termination::SpawnFailed(_) => "spawn_failed",
-        });
+        done.outcome = Some(outcome_name);
         if let Termination::SpawnFailed(why) = &raw.termination {
             done.reason = Some(why.clone());
         }
         done.exit_code = Some(reply.exit_code);
-        done.duration_ms = Some(millis(started));
+        done.duration_ms = Some(millis(call.started));
         done.stdout_bytes = Some(raw.stdout_total);
         done.stderr_bytes = Some(raw.stderr_total);
-        if let Err(e) = self.audit.append(done) {
-            // The command already ran; the intent record proves it was
-            // allowed. Surface the failure loudly rather than hide it.
+        if let Err(e) = self.append(call, done) {
+            // The command already ran and its intent proves it was allowed;
+            // say so loudly. The next call's intent write is the gate: while
+            // the log stays broken, every call is refused.
             tracing::error!(error = %e, "audit outcome not written");
+            reply.stderr = format!(
+                "{}\n[browser-shell: the audit outcome of this call could not be written: {e}]",
+                reply.stderr
+            )
+            .trim_start()
+            .to_owned();
         }
-        reply
+        (
+            reply,
+            Verdict::Allowed {
+                subcommand,
+                error_type,
+            },
+        )
     }
 
     /// Grammar, then the slot: the URL policy for `open`, the output dir for
@@ -175,39 +234,72 @@ impl Pipeline {
         batch.push(tokens);
         batch
     }
+}
 
+impl Pipeline {
     /// Record a refusal (the call's only record) and build its reply.
-    pub fn deny(
+    fn deny(
         &self,
-        call: &CallRecord,
+        call: &Call<'_>,
         session: Option<&SessionId>,
         argv: Option<&[String]>,
         refusal: &Refusal,
-        started: Instant,
-        session_id: &str,
-    ) -> Reply {
-        let mut event = call.event(audit::Phase::Denied, session);
+    ) -> (Reply, Verdict) {
+        let session_id = session.map_or("", SessionId::as_str);
+        let subcommand = argv.and_then(|a| a.first().cloned());
+        let mut event = call.record.event(audit::Phase::Denied, session);
         event.argv = argv.map(|argv| redact_argv(&self.redactor, argv));
         event.argv_mac = argv.map(|argv| self.redactor.argv_mac(argv));
         event.verdict = Some("denied");
         event.rule = Some(refusal.rule.to_owned());
         event.reason = Some(refusal.message.clone());
-        event.exit_code = Some(outcome::exit_code::REFUSED);
-        event.duration_ms = Some(millis(started));
-        match self.audit.append(event) {
-            Ok(_) => Reply::refused(session_id, refusal),
+        event.exit_code = Some(exit_code::REFUSED);
+        event.duration_ms = Some(millis(call.started));
+        match self.append(call, event) {
+            Ok(()) => (
+                Reply::refused(session_id, refusal),
+                Verdict::Denied {
+                    rule: refusal.rule,
+                    subcommand,
+                },
+            ),
             Err(e) => {
                 tracing::error!(error = %e, "audit record of a refusal not written");
-                Reply::internal(
-                    session_id,
-                    &format!("audit unavailable ({e}); the call was refused: {refusal}"),
+                let message = format!("audit unavailable ({e}); the call was refused: {refusal}");
+                (
+                    Reply::internal(session_id, &message),
+                    Verdict::AuditUnavailable { subcommand },
                 )
             }
         }
     }
-}
 
-impl Pipeline {
+    /// Audit a call of a tool this server does not have (answered with a
+    /// JSON-RPC error). Returns the audit failure, if any.
+    pub fn refuse_unknown_tool(&self, ctx: &CallContext) -> Result<(), String> {
+        let span = self.start_span(ctx, None);
+        let call = self.call(ctx, &span);
+        let refusal = Refusal::new(
+            "tool.unknown",
+            "unknown tool; this server has exactly one tool, browser-shell",
+        );
+        let (reply, _) = self.deny(&call, None, None, &refusal);
+        let failed = reply.exit_code == exit_code::INTERNAL;
+        let error_type = if failed {
+            "audit_unavailable"
+        } else {
+            "-32602"
+        };
+        span.finish(&CallOutcome {
+            verdict: "denied",
+            deny_reason: Some("tool.unknown"),
+            error_type: Some(error_type),
+            error_message: Some(&refusal.message),
+            ..CallOutcome::default()
+        });
+        if failed { Err(reply.stderr) } else { Ok(()) }
+    }
+
     /// Audit a message the wire answered itself (malformed JSON-RPC). There
     /// is no reply to build: the wire already sent the protocol error.
     pub fn record_protocol_fault(&self, fault: &crate::wire::Fault) {
@@ -215,14 +307,89 @@ impl Pipeline {
             request_id: fault.request_id.clone(),
             ..CallContext::default()
         };
-        let mut event = CallRecord::new(&ctx).event(audit::Phase::Denied, None);
+        let span = self.start_span(&ctx, None);
+        let call = self.call(&ctx, &span);
+        let mut event = call.record.event(audit::Phase::Denied, None);
         event.tool = None;
         event.verdict = Some("denied");
         event.rule = Some(fault.rule.to_owned());
         event.reason = Some(fault.message.clone());
-        if let Err(e) = self.audit.append(event) {
+        if let Err(e) = self.append(&call, event) {
             tracing::error!(error = %e, "audit record of a malformed message not written");
         }
+        span.finish(&CallOutcome {
+            verdict: "denied",
+            deny_reason: Some(fault.rule),
+            error_type: Some(if fault.rule == "jsonrpc.parse_error" {
+                "-32700"
+            } else {
+                "-32600"
+            }),
+            error_message: Some(&fault.message),
+            ..CallOutcome::default()
+        });
+    }
+
+    /// Append durably, then copy the sealed record to OTLP (best effort).
+    fn append(&self, call: &Call<'_>, event: audit::Event) -> Result<(), audit::AuditError> {
+        let sealed = self.audit.append(event)?;
+        call.span.log_audit_event(&sealed.record);
+        Ok(())
+    }
+
+    fn start_span(&self, ctx: &CallContext, session_id: Option<&str>) -> ActiveCall {
+        self.telemetry.start_call(&CallMeta {
+            request_id: ctx.request_id.as_deref(),
+            traceparent: ctx.traceparent.as_deref(),
+            tracestate: ctx.tracestate.as_deref(),
+            protocol_version: ctx.protocol_version.as_deref(),
+            session_id,
+        })
+    }
+
+    fn call<'a>(&self, ctx: &CallContext, span: &'a ActiveCall) -> Call<'a> {
+        Call {
+            record: CallRecord::new(ctx, span.trace_id(), span.span_id()),
+            span,
+            started: Instant::now(),
+        }
+    }
+
+    fn finish_span(&self, span: ActiveCall, reply: &Reply, verdict: &Verdict) {
+        // The span gets the error text only through the redactor, and only
+        // its first line: page text can hold secrets too.
+        let message = reply.stderr.lines().next().map(|l| self.redactor.text(l));
+        let message: Option<String> = message.map(|m| m.chars().take(200).collect());
+        let outcome = match verdict {
+            Verdict::Allowed {
+                subcommand,
+                error_type,
+            } => CallOutcome {
+                subcommand: Some(subcommand),
+                verdict: "allowed",
+                exit_code: Some(reply.exit_code),
+                error_type: *error_type,
+                error_message: error_type.and(message.as_deref()),
+                ..CallOutcome::default()
+            },
+            Verdict::Denied { rule, subcommand } => CallOutcome {
+                subcommand: subcommand.as_deref(),
+                verdict: "denied",
+                deny_reason: Some(rule),
+                exit_code: Some(reply.exit_code),
+                error_type: Some("policy_denied"),
+                error_message: message.as_deref(),
+            },
+            Verdict::AuditUnavailable { subcommand } => CallOutcome {
+                subcommand: subcommand.as_deref(),
+                verdict: "denied",
+                exit_code: Some(reply.exit_code),
+                error_type: Some("audit_unavailable"),
+                error_message: message.as_deref(),
+                ..CallOutcome::default()
+            },
+        };
+        span.finish(&outcome);
     }
 }
 

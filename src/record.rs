@@ -11,14 +11,18 @@ pub struct CallRecord {
     call_id: String,
     request_id: Option<String>,
     client: Option<String>,
+    trace_id: Option<String>,
+    span_id: Option<String>,
 }
 
 impl CallRecord {
-    pub fn new(ctx: &CallContext) -> Self {
+    pub fn new(ctx: &CallContext, trace_id: Option<String>, span_id: Option<String>) -> Self {
         Self {
             call_id: new_call_id(),
             request_id: ctx.request_id.clone(),
             client: ctx.client.clone(),
+            trace_id,
+            span_id,
         }
     }
 
@@ -28,6 +32,8 @@ impl CallRecord {
         event.session_id = session.map(|s| s.as_str().to_owned());
         event.request_id.clone_from(&self.request_id);
         event.client.clone_from(&self.client);
+        event.trace_id.clone_from(&self.trace_id);
+        event.span_id.clone_from(&self.span_id);
         event
     }
 }

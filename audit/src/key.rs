@@ -32,22 +32,37 @@ impl std::fmt::Debug for Key {
 impl Key {
     /// Load the key at `path`, creating it (mode 0600, random) if missing.
     ///
+    /// Creation is atomic: the key is written to a private temporary file and
+    /// hard-linked into place, so a concurrent starter either wins or loads
+    /// the winner's complete key — never a half-written one.
+    ///
     /// # Errors
     /// When the file cannot be read or created, or holds fewer than 32 bytes.
     pub fn load_or_create(path: &Path) -> io::Result<Self> {
-        match OpenOptions::new()
+        if path.exists() {
+            return Self::load(path);
+        }
+        let mut master = [0u8; 32];
+        std::fs::File::open("/dev/urandom")?.read_exact(&mut master)?;
+        let tmp = path.with_file_name(format!(
+            ".{}.{}.tmp",
+            path.file_name()
+                .map(|n| n.to_string_lossy())
+                .unwrap_or_default(),
+            std::process::id()
+        ));
+        let mut file = OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
-            .open(path)
-        {
-            Ok(mut file) => {
-                let mut master = [0u8; 32];
-                std::fs::File::open("/dev/urandom")?.read_exact(&mut master)?;
-                file.write_all(hex(&master).as_bytes())?;
-                file.sync_all()?;
-                Ok(Self::derive(&master))
-            }
+            .open(&tmp)?;
+        let written = file
+            .write_all(hex(&master).as_bytes())
+            .and_then(|()| file.sync_all());
+        let linked = written.and_then(|()| std::fs::hard_link(&tmp, path));
+        let _ = std::fs::remove_file(&tmp);
+        match linked {
+            Ok(()) => Ok(Self::derive(&master)),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Self::load(path),
             Err(e) => Err(e),
         }

@@ -147,6 +147,8 @@ class ServerConfig:
     evidence: Path
     env_extra: dict[str, str] = field(default_factory=dict)
     extra_read_exec: list[str] = field(default_factory=list)
+    audit_log_path: Path | None = None
+    extra_args: list[str] = field(default_factory=list)
 
     @property
     def state_dir(self) -> Path:
@@ -158,7 +160,7 @@ class ServerConfig:
 
     @property
     def audit_log(self) -> Path:
-        return self.evidence / "audit.jsonl"
+        return self.audit_log_path or self.evidence / "audit.jsonl"
 
     @property
     def policy(self) -> Path:
@@ -184,6 +186,7 @@ class ServerConfig:
             "--policy",
             str(self.policy),
             *[arg for path in self.extra_read_exec for arg in ("--extra-read-exec", path)],
+            *self.extra_args,
         ]
 
     def argv(self) -> list[str]:
@@ -439,8 +442,15 @@ def start_server(binaries: Binaries, chromium: harness.Chromium) -> Iterator[Any
     """Factory: start_server(agent_browser=None) -> started BlockingServer (stopped at teardown)."""
     started: list[BlockingServer] = []
 
-    def _start(agent_browser: Path | None = None, extra_read_exec: list[str] | None = None) -> BlockingServer:
+    def _start(
+        agent_browser: Path | None = None,
+        extra_read_exec: list[str] | None = None,
+        audit_log: Path | None = None,
+        extra_args: list[str] | None = None,
+    ) -> BlockingServer:
         cfg = new_server_config(binaries, chromium.port, agent_browser, extra_read_exec=extra_read_exec)
+        cfg.audit_log_path = audit_log
+        cfg.extra_args = list(extra_args or [])
         srv = BlockingServer(cfg)
         started.append(srv)
         return srv.start()

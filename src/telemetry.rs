@@ -1,0 +1,495 @@
+//! OTLP export: a best-effort copy of the audit trail, one SERVER span and one
+//! duration measurement per `tools/call`.
+//!
+//! The local audit file is the system of record; nothing here gates, delays or
+//! fails a call. Spans and log records go to batch processors and metrics to a
+//! periodic reader, each exporting from its own thread: a collector that is
+//! down, slow or refusing costs a call nothing (a full queue drops data).
+//! Everything is a cheap no-op unless an `OTEL_EXPORTER_OTLP_*ENDPOINT` is set.
+//! OTel's own diagnostics go through `tracing` (stderr); stdout is JSON-RPC.
+//!
+//! Names follow the MCP semantic conventions (semantic-conventions-genai,
+//! Development status), declared here because the crate constants are
+//! deprecated: span `tools/call browser-shell`, metric
+//! `mcp.server.operation.duration`, log event `browser_shell.audit`.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use opentelemetry::logs::{AnyValue, LogRecord as _, Logger as _, LoggerProvider as _, Severity};
+use opentelemetry::metrics::{Histogram, MeterProvider as _};
+use opentelemetry::propagation::TextMapPropagator as _;
+use opentelemetry::trace::{
+    Span as _, SpanContext, SpanKind, Status, TraceContextExt as _, Tracer as _,
+    TracerProvider as _,
+};
+use opentelemetry::{InstrumentationScope, KeyValue};
+use opentelemetry_otlp::{LogExporter, MetricExporter, SpanExporter, WithExportConfig as _};
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::logs::{SdkLogger, SdkLoggerProvider};
+use opentelemetry_sdk::metrics::SdkMeterProvider;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::resource::TelemetryResourceDetector;
+use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
+use serde_json::Value;
+
+const TOOL: &str = "browser-shell";
+const SPAN_NAME: &str = "tools/call browser-shell";
+const AUDIT_EVENT: &str = "browser_shell.audit";
+const DURATION_METRIC: &str = "mcp.server.operation.duration";
+const DURATION_BUCKETS: [f64; 14] = [
+    0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+];
+const ERROR_TYPE: &str = "error.type";
+const RPC_RESPONSE_STATUS_CODE: &str = "rpc.response.status_code";
+
+/// OTLP wire protocol of one signal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    Grpc,
+    HttpProtobuf,
+}
+
+/// Where one signal goes; `endpoint` is used verbatim (for http/protobuf it
+/// already ends in `/v1/traces`, `/v1/logs` or `/v1/metrics`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub endpoint: String,
+    pub protocol: Protocol,
+}
+
+/// Everything [`Telemetry::from_config`] needs; a signal left `None` is not exported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TelemetryConfig {
+    pub service_name: String,
+    pub resource_attributes: Vec<(String, String)>,
+    pub traces: Option<Target>,
+    pub logs: Option<Target>,
+    pub metrics: Option<Target>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TelemetryError {
+    #[error("{var}={value:?}: unsupported OTLP protocol (use grpc or http/protobuf)")]
+    Protocol { var: String, value: String },
+    #[error("OTLP export must be set up inside a multi-thread tokio runtime")]
+    NoRuntime,
+    #[error("OTLP {signal} exporter: {source}")]
+    Exporter {
+        signal: &'static str,
+        source: opentelemetry_otlp::ExporterBuildError,
+    },
+}
+
+impl TelemetryConfig {
+    /// Reads the standard `OTEL_*` variables from the process environment.
+    pub fn from_env() -> Result<Self, TelemetryError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Like [`Self::from_env`], with `lookup` standing in for the environment.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, TelemetryError> {
+        let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+        let resource_attributes: Vec<(String, String)> = get("OTEL_RESOURCE_ATTRIBUTES")
+            .unwrap_or_default()
+            .split_terminator(',')
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+            .collect();
+        let service_name = get("OTEL_SERVICE_NAME")
+            .or_else(|| {
+                resource_attributes
+                    .iter()
+                    .find(|(k, _)| k == "service.name")
+                    .map(|(_, v)| v.clone())
+            })
+            .unwrap_or_else(|| TOOL.to_owned());
+        let disabled =
+            get("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+        let target = |signal: &str, path: &str| -> Result<Option<Target>, TelemetryError> {
+            let exporter = get(&format!("OTEL_{signal}_EXPORTER"));
+            if disabled || exporter.is_some_and(|e| e.trim() == "none") {
+                return Ok(None);
+            }
+            let own = get(&format!("OTEL_EXPORTER_OTLP_{signal}_ENDPOINT"));
+            let Some(base) = own.clone().or_else(|| get("OTEL_EXPORTER_OTLP_ENDPOINT")) else {
+                return Ok(None);
+            };
+            let own_var = format!("OTEL_EXPORTER_OTLP_{signal}_PROTOCOL");
+            let (var, value) = match get(&own_var) {
+                Some(value) => (own_var, value),
+                None => (
+                    "OTEL_EXPORTER_OTLP_PROTOCOL".to_owned(),
+                    get("OTEL_EXPORTER_OTLP_PROTOCOL")
+                        .unwrap_or_else(|| "http/protobuf".to_owned()),
+                ),
+            };
+            let protocol = match value.trim() {
+                "grpc" => Protocol::Grpc,
+                "http/protobuf" => Protocol::HttpProtobuf,
+                _ => return Err(TelemetryError::Protocol { var, value }),
+            };
+            let endpoint = match (own, protocol) {
+                (None, Protocol::HttpProtobuf) => format!("{}/{path}", base.trim_end_matches('/')),
+                _ => base,
+            };
+            Ok(Some(Target { endpoint, protocol }))
+        };
+        Ok(Self {
+            traces: target("TRACES", "v1/traces")?,
+            logs: target("LOGS", "v1/logs")?,
+            metrics: target("METRICS", "v1/metrics")?,
+            service_name,
+            resource_attributes,
+        })
+    }
+}
+
+/// The OTLP side of the server; cheap to clone.
+#[derive(Clone, Default)]
+pub struct Telemetry(Option<Arc<Inner>>);
+
+#[derive(Default)]
+struct Inner {
+    traces: Option<(SdkTracerProvider, SdkTracer)>,
+    logs: Option<(SdkLoggerProvider, SdkLogger)>,
+    metrics: Option<(SdkMeterProvider, Histogram<f64>)>,
+}
+
+impl fmt::Debug for Telemetry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Telemetry")
+            .field("enabled", &self.is_enabled())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds one exporter for `target` over gRPC or http/protobuf.
+macro_rules! exporter {
+    ($ty:ty, $target:expr, $signal:literal) => {
+        match $target.protocol {
+            Protocol::Grpc => <$ty>::builder()
+                .with_tonic()
+                .with_endpoint($target.endpoint.clone())
+                .build(),
+            Protocol::HttpProtobuf => <$ty>::builder()
+                .with_http()
+                .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+                .with_endpoint($target.endpoint.clone())
+                .build(),
+        }
+        .map_err(|source| TelemetryError::Exporter {
+            signal: $signal,
+            source,
+        })?
+    };
+}
+
+impl Telemetry {
+    /// From the standard `OTEL_*` variables (see [`TelemetryConfig::from_lookup`]);
+    /// disabled when no endpoint is set. Call inside a multi-thread tokio runtime.
+    pub fn from_env() -> Result<Self, TelemetryError> {
+        Self::from_config(&TelemetryConfig::from_env()?)
+    }
+
+    /// Sets up the exporters named in `config`. Call inside a multi-thread tokio runtime.
+    pub fn from_config(config: &TelemetryConfig) -> Result<Self, TelemetryError> {
+        if config.traces.is_none() && config.logs.is_none() && config.metrics.is_none() {
+            return Ok(Self::disabled());
+        }
+        // The tonic channel spawns a task and the export threads wait on it.
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {}
+            _ => return Err(TelemetryError::NoRuntime),
+        }
+        let version = env!("CARGO_PKG_VERSION");
+        let resource = Resource::builder_empty()
+            .with_detector(Box::new(TelemetryResourceDetector))
+            .with_attribute(KeyValue::new("service.version", version))
+            .with_attributes(
+                config
+                    .resource_attributes
+                    .iter()
+                    .map(|(k, v)| KeyValue::new(k.clone(), v.clone())),
+            )
+            .with_service_name(config.service_name.clone())
+            .build();
+        let scope = InstrumentationScope::builder(TOOL)
+            .with_version(version)
+            .build();
+        let mut inner = Inner::default();
+        if let Some(target) = &config.traces {
+            let provider = SdkTracerProvider::builder()
+                .with_batch_exporter(exporter!(SpanExporter, target, "traces"))
+                .with_resource(resource.clone())
+                .build();
+            inner.traces = Some((provider.clone(), provider.tracer_with_scope(scope.clone())));
+        }
+        if let Some(target) = &config.logs {
+            let provider = SdkLoggerProvider::builder()
+                .with_batch_exporter(exporter!(LogExporter, target, "logs"))
+                .with_resource(resource.clone())
+                .build();
+            inner.logs = Some((provider.clone(), provider.logger_with_scope(scope.clone())));
+        }
+        if let Some(target) = &config.metrics {
+            let provider = SdkMeterProvider::builder()
+                .with_periodic_exporter(exporter!(MetricExporter, target, "metrics"))
+                .with_resource(resource)
+                .build();
+            let histogram = provider
+                .meter_with_scope(scope)
+                .f64_histogram(DURATION_METRIC)
+                .with_unit("s")
+                .with_description("Duration of MCP requests handled by the server")
+                .with_boundaries(DURATION_BUCKETS.to_vec())
+                .build();
+            inner.metrics = Some((provider, histogram));
+        }
+        Ok(Self(Some(Arc::new(inner))))
+    }
+
+    pub fn disabled() -> Self {
+        Self(None)
+    }
+
+    pub fn is_enabled(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// Starts the SERVER span `tools/call browser-shell`, child of a valid `traceparent`.
+    pub fn start_call(&self, meta: &CallMeta<'_>) -> ActiveCall {
+        let carrier: HashMap<String, String> = [
+            ("traceparent", meta.traceparent),
+            ("tracestate", meta.tracestate),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned())))
+        .collect();
+        let parent_cx = TraceContextPropagator::new().extract(&carrier);
+        let span = self
+            .0
+            .as_ref()
+            .and_then(|i| i.traces.as_ref())
+            .map(|(_, tracer)| {
+                let mut attributes = base_attributes(meta.protocol_version);
+                let optional = [
+                    ("jsonrpc.request.id", meta.request_id),
+                    ("browser_shell.session_id", meta.session_id),
+                ];
+                push_some(&mut attributes, optional);
+                tracer
+                    .span_builder(SPAN_NAME)
+                    .with_kind(SpanKind::Server)
+                    .with_attributes(attributes)
+                    .start_with_context(tracer, &parent_cx)
+            });
+        ActiveCall {
+            inner: self.0.clone(),
+            span,
+            parent: parent_cx.span().span_context().clone(),
+            protocol_version: meta.protocol_version.map(str::to_owned),
+            start: Instant::now(),
+        }
+    }
+
+    /// Flushes, then shuts down, every exporter; returns after `timeout` at the latest.
+    pub fn shutdown(&self, timeout: Duration) {
+        let Some(inner) = self.0.clone() else { return };
+        let (done, finished) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("otel-shutdown".into())
+            .spawn(move || {
+                let mut results = Vec::new();
+                if let Some((p, _)) = &inner.traces {
+                    results.extend([p.force_flush(), p.shutdown_with_timeout(timeout)]);
+                }
+                if let Some((p, _)) = &inner.logs {
+                    results.extend([p.force_flush(), p.shutdown_with_timeout(timeout)]);
+                }
+                if let Some((p, _)) = &inner.metrics {
+                    results.extend([p.force_flush(), p.shutdown_with_timeout(timeout)]);
+                }
+                for error in results.into_iter().filter_map(Result::err) {
+                    tracing::warn!("OTLP export at shutdown: {error}");
+                }
+                let _ = done.send(());
+            });
+        if let Err(error) = spawned {
+            tracing::warn!("OTLP shutdown skipped: {error}");
+        } else if finished.recv_timeout(timeout).is_err() {
+            tracing::warn!(
+                "OTLP shutdown still running after {timeout:?}; unsent telemetry is dropped"
+            );
+        }
+    }
+}
+
+/// What is known when a `tools/call` arrives.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CallMeta<'a> {
+    pub request_id: Option<&'a str>,
+    pub traceparent: Option<&'a str>,
+    pub tracestate: Option<&'a str>,
+    pub protocol_version: Option<&'a str>,
+    /// The tool's `session_id` argument (deliberately not `mcp.session.id`).
+    pub session_id: Option<&'a str>,
+}
+
+/// How a `tools/call` ended.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CallOutcome<'a> {
+    pub subcommand: Option<&'a str>,
+    pub verdict: &'a str,
+    pub deny_reason: Option<&'a str>,
+    pub exit_code: Option<i32>,
+    pub error_type: Option<&'a str>,
+    pub error_message: Option<&'a str>,
+}
+
+/// One call in flight: its span (when traces are exported) and start time.
+pub struct ActiveCall {
+    inner: Option<Arc<Inner>>,
+    span: Option<opentelemetry_sdk::trace::Span>,
+    parent: SpanContext,
+    protocol_version: Option<String>,
+    start: Instant,
+}
+
+impl fmt::Debug for ActiveCall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ActiveCall")
+            .field("trace_id", &self.trace_id())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ActiveCall {
+    /// This call's span context, else the incoming traceparent's.
+    fn context(&self) -> Option<&SpanContext> {
+        let own = self.span.as_ref().map(|s| s.span_context());
+        own.or(Some(&self.parent)).filter(|cx| cx.is_valid())
+    }
+
+    pub fn trace_id(&self) -> Option<String> {
+        self.context().map(|cx| cx.trace_id().to_string())
+    }
+
+    pub fn span_id(&self) -> Option<String> {
+        self.span
+            .as_ref()
+            .map(|s| s.span_context().span_id().to_string())
+    }
+
+    /// One log record for an (already redacted) audit event, on this call's span.
+    pub fn log_audit_event(&self, event: &Value) {
+        let Some((_, logger)) = self.inner.as_ref().and_then(|i| i.logs.as_ref()) else {
+            return;
+        };
+        let mut record = logger.create_log_record();
+        record.set_event_name(AUDIT_EVENT);
+        record.set_timestamp(SystemTime::now());
+        record.set_severity_number(Severity::Info);
+        record.set_severity_text("INFO");
+        let summary: Vec<&str> = ["phase", "verdict", "outcome"]
+            .iter()
+            .filter_map(|k| event.get(k).and_then(Value::as_str))
+            .collect();
+        record.set_body(AnyValue::from(format!("audit {}", summary.join(" "))));
+        let time = event
+            .get("time")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .unwrap_or_else(now_rfc3339);
+        record.add_attribute("time", time);
+        for (key, value) in event.as_object().into_iter().flatten() {
+            let value = match value {
+                Value::Null => continue,
+                Value::Bool(b) => AnyValue::Boolean(*b),
+                Value::Number(n) => n
+                    .as_i64()
+                    .map_or_else(|| AnyValue::from(n.to_string()), AnyValue::Int),
+                Value::String(s) => AnyValue::from(s.clone()),
+                other => AnyValue::from(other.to_string()), // objects and arrays as JSON
+            };
+            record.add_attribute(format!("browser_shell.audit.{key}"), value);
+        }
+        if let Some(cx) = self.context() {
+            record.set_trace_context(cx.trace_id(), cx.span_id(), Some(cx.trace_flags()));
+        }
+        logger.emit(record);
+    }
+
+    /// Ends the span with the outcome and records the duration.
+    pub fn finish(mut self, outcome: &CallOutcome<'_>) {
+        let Some(inner) = self.inner.take() else {
+            return;
+        };
+        // A JSON-RPC error code as `error.type` is also the response status code.
+        let code = outcome.error_type.filter(|e| e.parse::<i64>().is_ok());
+        let errors = [
+            (ERROR_TYPE, outcome.error_type),
+            (RPC_RESPONSE_STATUS_CODE, code),
+        ];
+        if let Some(mut span) = self.span.take() {
+            let mut attributes = vec![KeyValue::new(
+                "browser_shell.verdict",
+                outcome.verdict.to_owned(),
+            )];
+            let exit_code = outcome.exit_code.map(i64::from);
+            attributes.extend(exit_code.map(|c| KeyValue::new("browser_shell.exit_code", c)));
+            let optional = [
+                ("browser_shell.subcommand", outcome.subcommand),
+                ("browser_shell.deny_reason", outcome.deny_reason),
+            ];
+            push_some(&mut attributes, optional);
+            push_some(&mut attributes, errors);
+            span.set_attributes(attributes);
+            if let Some(error_type) = outcome.error_type {
+                span.set_status(Status::error(
+                    outcome.error_message.unwrap_or(error_type).to_owned(),
+                ));
+            }
+            span.end();
+        }
+        if let Some((_, histogram)) = &inner.metrics {
+            let mut attributes = base_attributes(self.protocol_version.as_deref());
+            push_some(&mut attributes, errors);
+            histogram.record(self.start.elapsed().as_secs_f64(), &attributes);
+        }
+    }
+}
+
+/// Attributes shared by the span and the metric.
+fn base_attributes(protocol_version: Option<&str>) -> Vec<KeyValue> {
+    let mut attributes = vec![
+        KeyValue::new("mcp.method.name", "tools/call"),
+        KeyValue::new("gen_ai.tool.name", TOOL),
+        KeyValue::new("gen_ai.operation.name", "execute_tool"),
+        KeyValue::new("network.transport", "pipe"),
+    ];
+    push_some(
+        &mut attributes,
+        [("mcp.protocol.version", protocol_version)],
+    );
+    attributes
+}
+
+fn push_some<const N: usize>(
+    attributes: &mut Vec<KeyValue>,
+    pairs: [(&'static str, Option<&str>); N],
+) {
+    attributes.extend(
+        pairs
+            .into_iter()
+            .filter_map(|(k, v)| Some(KeyValue::new(k, v?.to_owned()))),
+    );
+}
+
+fn now_rfc3339() -> String {
+    let now = time::OffsetDateTime::now_utc();
+    now.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}

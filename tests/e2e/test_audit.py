@@ -1,0 +1,194 @@
+"""Audit-first: nothing runs unless its intent is on disk; the chain survives kills and many
+writers; `audit verify` and `audit report` tell a reviewer what happened."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+import harness
+from conftest import Binaries, BlockingServer, describe, make_canary, new_server_config
+
+
+def run_cli(binaries: Binaries, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(binaries.server), *args], capture_output=True, text=True, timeout=60)
+
+
+def verify(binaries: Binaries, log: Path) -> subprocess.CompletedProcess[str]:
+    return run_cli(binaries, "audit", "verify", str(log))
+
+
+def records(log: Path) -> list[dict]:
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def canary_on(start_server, tmp: Path, **kwargs):
+    canary = make_canary(tmp / "canary")
+    srv = start_server(agent_browser=canary.script, extra_read_exec=["/usr"], **kwargs)
+    return srv, canary
+
+
+# --------------------------------------------------------------------------- unwritable audit log
+
+
+def test_a_full_disk_refuses_the_call_and_nothing_runs(start_server) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="bs-full-", dir="/var/tmp"))
+    srv, canary = canary_on(
+        start_server, Path(tempfile.mkdtemp(prefix="bsf", dir="/tmp")),
+        audit_log=Path("/dev/full"), extra_args=["--audit-key", str(tmp / "audit.key")],
+    )
+    before = canary.lines()  # the confined start-up self-test ran the canary once
+    is_error, reply = srv.call("full", ["get", "url"])
+    assert is_error and reply["exit_code"] == 125, describe(reply)
+    assert "audit unavailable" in reply["stderr"] and "No space left" in reply["stderr"], reply["stderr"]
+    assert canary.lines() == before, "a process was spawned although its intent was not recorded"
+    # A refusal cannot be recorded either, so it is answered as an audit failure too.
+    is_error, reply = srv.call("full", ["eval", "1"])
+    assert is_error and reply["exit_code"] == 125 and "audit unavailable" in reply["stderr"], describe(reply)
+
+
+def test_a_log_gone_read_only_refuses_the_call_and_nothing_runs(start_server, binaries: Binaries) -> None:
+    srv, canary = canary_on(start_server, Path(tempfile.mkdtemp(prefix="bsr", dir="/tmp")))
+    assert srv.call("ro", ["get", "url"])[1]["exit_code"] != 125  # audited and spawned
+    log = srv.cfg.audit_log
+    before = canary.lines()
+    subprocess.run(["chattr", "+i", str(log)], check=True)
+    try:
+        is_error, reply = srv.call("ro", ["get", "url"])
+    finally:
+        subprocess.run(["chattr", "-i", str(log)], check=True)
+    assert is_error and reply["exit_code"] == 125, describe(reply)
+    assert "audit unavailable" in reply["stderr"] and "Operation not permitted" in reply["stderr"], reply["stderr"]
+    assert canary.lines() == before, "a process was spawned although its intent was not recorded"
+    # Healthy again: calls run and the chain is intact.
+    assert srv.call("ro", ["get", "url"])[1]["exit_code"] != 125
+    run = verify(binaries, log)
+    assert run.returncode == 0 and "INTACT" in run.stdout, run.stdout
+
+
+def test_an_audit_dir_without_permission_refuses_to_start(binaries: Binaries, chromium: harness.Chromium) -> None:
+    """As an unprivileged user, a root-only audit directory cannot be opened: the server refuses to
+    start, before reading any JSON-RPC, and says why."""
+    locked = Path(tempfile.mkdtemp(prefix="bs-locked-", dir="/var/tmp"))
+    os.chmod(locked, 0o700)  # root-owned
+    cfg = new_server_config(binaries, chromium.port, tag="bsu")
+    cfg.audit_log_path = locked / "audit.jsonl"
+    for d in (cfg.base,):
+        os.chown(d, 65534, 65534)
+    cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cfg.argv()]
+    run = subprocess.run(cmd, input="", capture_output=True, text=True, timeout=30, env=cfg.env())
+    assert run.returncode != 0 and run.stdout == "", (run.returncode, run.stdout)
+    assert "Permission denied" in run.stderr and str(locked) in run.stderr, run.stderr
+
+
+# --------------------------------------------------------------------------- crash and concurrency
+
+
+def test_sigkill_mid_call_leaves_a_dangling_intent_and_an_intact_chain(
+    binaries: Binaries, chromium: harness.Chromium, web: harness.WebServer
+) -> None:
+    cfg = new_server_config(binaries, chromium.port, tag="bsk")
+    srv = BlockingServer(cfg).start()
+    try:
+        srv.ok("k1", ["open", web.url("/form")])
+        caller = threading.Thread(target=lambda: srv.call("k1", ["wait", "20000"], 60), daemon=True)
+        caller.start()
+        deadline = time.monotonic() + 10
+        while not any(r["phase"] == "intent" and r["argv"][0] == "wait" for r in records(cfg.audit_log)):
+            assert time.monotonic() < deadline, "the wait never got its intent record"
+            time.sleep(0.05)
+        os.kill(srv.pid, signal.SIGKILL)
+    finally:
+        try:
+            srv.stop()
+        except BaseException:  # the session died with the server
+            pass
+    run = verify(binaries, cfg.audit_log)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "chain: intact" in run.stdout and "dangling intents" in run.stdout, run.stdout
+    dangling = [r for r in records(cfg.audit_log) if r["phase"] == "intent" and r["argv"][0] == "wait"]
+    assert dangling[0]["call_id"] in run.stdout, run.stdout
+
+    # A new server appends correctly after the crash.
+    srv2 = BlockingServer(cfg).start()
+    try:
+        srv2.ok("k2", ["get", "title"])
+    finally:
+        srv2.stop()
+    run = verify(binaries, cfg.audit_log)
+    assert run.returncode == 0 and "INTACT" in run.stdout, run.stdout
+
+
+def test_eight_processes_appending_to_one_log_keep_one_exact_chain(
+    binaries: Binaries, chromium: harness.Chromium
+) -> None:
+    evidence = Path(tempfile.mkdtemp(prefix="bs-8p-", dir="/var/tmp"))
+    log = evidence / "audit.jsonl"
+    servers = []
+    for i in range(8):
+        cfg = new_server_config(binaries, chromium.port, tag=f"bs8{i}")
+        cfg.audit_log_path = log
+        servers.append(BlockingServer(cfg).start())
+    calls_per_server = 50
+    try:
+        def drive(srv: BlockingServer, i: int) -> None:
+            for n in range(calls_per_server):
+                # Every 5th call is allowed (intent + outcome), the rest are refused (one record).
+                argv = ["get", "url"] if n % 5 == 0 else ["eval", str(n)]
+                srv.call(f"p{i}", argv, 30)
+
+        threads = [threading.Thread(target=drive, args=(s, i)) for i, s in enumerate(servers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=300)
+    finally:
+        for srv in servers:
+            srv.stop()
+    allowed = 8 * calls_per_server // 5
+    denied = 8 * calls_per_server - allowed
+    recs = records(log)
+    assert len(recs) == 2 * allowed + denied, len(recs)
+    assert [r["seq"] for r in recs] == list(range(1, len(recs) + 1))
+    assert len({r["pid"] for r in recs}) == 8
+    run = verify(binaries, log)
+    assert run.returncode == 0 and "INTACT" in run.stdout, run.stdout
+
+
+# --------------------------------------------------------------------------- redaction and review
+
+
+def test_a_filled_password_never_reaches_the_log_or_the_server_stderr(server, web: harness.WebServer) -> None:
+    password = "pw-" + os.urandom(8).hex()
+    server.ok("pw", ["open", web.url("/form")])
+    server.ok("pw", ["fill", "#free", password])
+    server.ok("pw", ["type", "#q", password])
+    assert password not in server.cfg.audit_log.read_text()
+    assert password not in server.cfg.stderr_log.read_text()
+
+
+def test_report_summarises_sessions_denials_and_latency(binaries: Binaries, server, web: harness.WebServer) -> None:
+    server.ok("rep", ["open", web.url("/form")])
+    server.ok("rep", ["get", "url"])
+    server.call("rep", ["eval", "1"])
+    log = str(server.cfg.audit_log)
+    table = run_cli(binaries, "audit", "report", log, "--session", "rep")
+    assert table.returncode == 0, table.stderr
+    assert "session rep" in table.stdout and "subcommand.denied=1" in table.stdout and "p50" in table.stdout, table.stdout
+    data = json.loads(run_cli(binaries, "audit", "report", log, "--format", "json", "--session", "rep").stdout)
+    assert data["totals"]["allowed"] == 2 and data["totals"]["denied"] == 1, data["totals"]
+    html = run_cli(binaries, "audit", "report", log, "--format", "html").stdout
+    # Self-contained: no scripts, no external resources.
+    assert html.startswith("<!doctype html>") and "<script" not in html, html[:200]
+    assert "src=" not in html and "href=" not in html and "Session rep" in html, html[:300]
+    ocsf = [json.loads(line) for line in run_cli(binaries, "audit", "report", log, "--format", "ocsf").stdout.splitlines()]
+    assert ocsf and all(e["class_uid"] == 6003 and e["type_uid"] == 600399 for e in ocsf)

@@ -1,0 +1,539 @@
+//! OTLP export of `browser_shell::telemetry` against real receivers on
+//! 127.0.0.1: a tonic gRPC server and an axum http/protobuf server, both
+//! decoding the `opentelemetry-proto` messages the SDK sends.
+
+// Tests fail by panicking; unwrap/expect/panic are how they say so.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::routing::post;
+use browser_shell::telemetry::{
+    ActiveCall, CallMeta, CallOutcome, Protocol, Target, Telemetry, TelemetryConfig, TelemetryError,
+};
+use opentelemetry_proto::tonic::collector::logs::v1::logs_service_server::{
+    LogsService, LogsServiceServer,
+};
+use opentelemetry_proto::tonic::collector::logs::v1::{
+    ExportLogsServiceRequest, ExportLogsServiceResponse,
+};
+use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::{
+    MetricsService, MetricsServiceServer,
+};
+use opentelemetry_proto::tonic::collector::metrics::v1::{
+    ExportMetricsServiceRequest, ExportMetricsServiceResponse,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use opentelemetry_proto::tonic::common::v1::{KeyValue, any_value};
+use opentelemetry_proto::tonic::metrics::v1::metric;
+use opentelemetry_proto::tonic::trace::v1::{span, status};
+use prost::Message as _;
+use serde_json::json;
+
+const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const PARENT_SPAN_ID: &str = "00f067aa0ba902b7";
+const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+/// Everything a receiver was sent, undecoded beyond protobuf.
+#[derive(Default)]
+struct Received {
+    traces: Vec<ExportTraceServiceRequest>,
+    logs: Vec<ExportLogsServiceRequest>,
+    metrics: Vec<ExportMetricsServiceRequest>,
+}
+
+type Store = Arc<Mutex<Received>>;
+
+#[derive(Clone)]
+struct Grpc(Store);
+
+#[tonic::async_trait]
+impl TraceService for Grpc {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        self.0.lock().unwrap().traces.push(request.into_inner());
+        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+    }
+}
+
+#[tonic::async_trait]
+impl LogsService for Grpc {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportLogsServiceRequest>,
+    ) -> Result<tonic::Response<ExportLogsServiceResponse>, tonic::Status> {
+        self.0.lock().unwrap().logs.push(request.into_inner());
+        Ok(tonic::Response::new(ExportLogsServiceResponse::default()))
+    }
+}
+
+#[tonic::async_trait]
+impl MetricsService for Grpc {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportMetricsServiceRequest>,
+    ) -> Result<tonic::Response<ExportMetricsServiceResponse>, tonic::Status> {
+        self.0.lock().unwrap().metrics.push(request.into_inner());
+        Ok(tonic::Response::new(ExportMetricsServiceResponse::default()))
+    }
+}
+
+/// An OTLP/gRPC receiver on 127.0.0.1; returns its base endpoint.
+async fn grpc_receiver() -> (String, Store) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let store = Store::default();
+    let server = tonic::transport::Server::builder()
+        .add_service(TraceServiceServer::new(Grpc(store.clone())))
+        .add_service(LogsServiceServer::new(Grpc(store.clone())))
+        .add_service(MetricsServiceServer::new(Grpc(store.clone())));
+    tokio::spawn(server.serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)));
+    (endpoint, store)
+}
+
+/// An OTLP/HTTP (protobuf) receiver on 127.0.0.1; returns its base endpoint.
+async fn http_receiver() -> (String, Store) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let store = Store::default();
+    let app = axum::Router::new()
+        .route(
+            "/v1/traces",
+            post(
+                |State(s): State<Store>, body: axum::body::Bytes| async move {
+                    let request = ExportTraceServiceRequest::decode(body).unwrap();
+                    s.lock().unwrap().traces.push(request);
+                },
+            ),
+        )
+        .route(
+            "/v1/logs",
+            post(
+                |State(s): State<Store>, body: axum::body::Bytes| async move {
+                    let request = ExportLogsServiceRequest::decode(body).unwrap();
+                    s.lock().unwrap().logs.push(request);
+                },
+            ),
+        )
+        .route(
+            "/v1/metrics",
+            post(
+                |State(s): State<Store>, body: axum::body::Bytes| async move {
+                    let request = ExportMetricsServiceRequest::decode(body).unwrap();
+                    s.lock().unwrap().metrics.push(request);
+                },
+            ),
+        )
+        .with_state(store.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (endpoint, store)
+}
+
+/// The config `from_env` would build from `OTEL_EXPORTER_OTLP_ENDPOINT=base`.
+fn config(protocol: Protocol, base: &str) -> TelemetryConfig {
+    let target = |path: &str| {
+        let endpoint = match protocol {
+            Protocol::Grpc => base.to_owned(),
+            Protocol::HttpProtobuf => format!("{base}/{path}"),
+        };
+        Some(Target { endpoint, protocol })
+    };
+    TelemetryConfig {
+        service_name: "browser-shell-test".into(),
+        resource_attributes: vec![("deployment.environment.name".into(), "test".into())],
+        traces: target("v1/traces"),
+        logs: target("v1/logs"),
+        metrics: target("v1/metrics"),
+    }
+}
+
+/// Attributes as strings, the way a reviewer reads them.
+fn attrs(kvs: &[KeyValue]) -> BTreeMap<String, String> {
+    kvs.iter()
+        .map(|kv| {
+            let value = match kv.value.as_ref().and_then(|v| v.value.as_ref()) {
+                Some(any_value::Value::StringValue(s)) => s.clone(),
+                Some(any_value::Value::IntValue(i)) => i.to_string(),
+                Some(any_value::Value::BoolValue(b)) => b.to_string(),
+                Some(any_value::Value::DoubleValue(d)) => d.to_string(),
+                other => format!("{other:?}"),
+            };
+            (kv.key.clone(), value)
+        })
+        .collect()
+}
+
+async fn shutdown(telemetry: &Telemetry, timeout: Duration) {
+    let telemetry = telemetry.clone();
+    tokio::task::spawn_blocking(move || telemetry.shutdown(timeout))
+        .await
+        .unwrap();
+}
+
+fn assert_subset(got: &BTreeMap<String, String>, want: &[(&str, &str)]) {
+    for (key, value) in want {
+        assert_eq!(
+            got.get(*key).map(String::as_str),
+            Some(*value),
+            "{key} in {got:#?}"
+        );
+    }
+}
+
+/// One call with a traceparent, two audit events and an error outcome; then
+/// everything the receiver got is checked against the conventions.
+async fn one_call_exports_span_logs_and_metric(protocol: Protocol, base: String, store: Store) {
+    let telemetry = Telemetry::from_config(&config(protocol, &base)).unwrap();
+    assert!(telemetry.is_enabled());
+    let call = telemetry.start_call(&CallMeta {
+        request_id: Some("7"),
+        traceparent: Some(TRACEPARENT),
+        tracestate: Some("vendor=x"),
+        protocol_version: Some("2025-11-25"),
+        session_id: Some("s1"),
+    });
+    assert_eq!(call.trace_id().as_deref(), Some(TRACE_ID));
+    let span_id = call.span_id().unwrap();
+    assert_ne!(span_id, PARENT_SPAN_ID);
+    call.log_audit_event(&json!({
+        "phase": "intent", "verdict": "allowed", "seq": 1, "time": "2026-01-02T03:04:05Z",
+        "argv": ["fill", "#pw", {"redacted": true, "len": 7}],
+    }));
+    call.log_audit_event(&json!({"phase": "result", "outcome": "error", "exit_code": 1}));
+    call.finish(&CallOutcome {
+        subcommand: Some("fill"),
+        verdict: "allowed",
+        deny_reason: None,
+        exit_code: Some(1),
+        error_type: Some("tool_error"),
+        error_message: Some("agent-browser exited with status 1"),
+    });
+    shutdown(&telemetry, Duration::from_secs(10)).await;
+    let got = store.lock().unwrap();
+
+    let resource_spans: Vec<_> = got.traces.iter().flat_map(|r| &r.resource_spans).collect();
+    let resource = attrs(&resource_spans[0].resource.as_ref().unwrap().attributes);
+    assert_subset(
+        &resource,
+        &[
+            ("service.name", "browser-shell-test"),
+            ("deployment.environment.name", "test"),
+            ("telemetry.sdk.language", "rust"),
+        ],
+    );
+    let spans: Vec<_> = resource_spans
+        .iter()
+        .flat_map(|r| &r.scope_spans)
+        .flat_map(|s| &s.spans)
+        .collect();
+    assert_eq!(spans.len(), 1, "{spans:#?}");
+    let span = spans[0];
+    assert_eq!(span.name, "tools/call browser-shell");
+    assert_eq!(span.kind, span::SpanKind::Server as i32);
+    assert_eq!(hex(&span.trace_id), TRACE_ID);
+    assert_eq!(hex(&span.parent_span_id), PARENT_SPAN_ID);
+    assert_eq!(hex(&span.span_id), span_id);
+    let status = span.status.as_ref().unwrap();
+    assert_eq!(status.code, status::StatusCode::Error as i32);
+    assert_eq!(status.message, "agent-browser exited with status 1");
+    let span_attrs = attrs(&span.attributes);
+    assert_subset(
+        &span_attrs,
+        &[
+            ("mcp.method.name", "tools/call"),
+            ("gen_ai.tool.name", "browser-shell"),
+            ("gen_ai.operation.name", "execute_tool"),
+            ("jsonrpc.request.id", "7"),
+            ("mcp.protocol.version", "2025-11-25"),
+            ("network.transport", "pipe"),
+            ("error.type", "tool_error"),
+            ("browser_shell.session_id", "s1"),
+            ("browser_shell.verdict", "allowed"),
+            ("browser_shell.exit_code", "1"),
+            ("browser_shell.subcommand", "fill"),
+        ],
+    );
+    assert!(!span_attrs.contains_key("mcp.session.id"));
+    assert!(!span_attrs.contains_key("browser_shell.deny_reason"));
+
+    let logs: Vec<_> = got
+        .logs
+        .iter()
+        .flat_map(|r| &r.resource_logs)
+        .flat_map(|r| &r.scope_logs)
+        .flat_map(|s| &s.log_records)
+        .collect();
+    assert_eq!(logs.len(), 2, "{logs:#?}");
+    for log in &logs {
+        assert_eq!(log.event_name, "browser_shell.audit");
+        assert_eq!(hex(&log.trace_id), TRACE_ID);
+        assert_eq!(hex(&log.span_id), span_id);
+        assert_ne!(log.time_unix_nano, 0);
+    }
+    let intent = attrs(&logs[0].attributes);
+    assert_subset(
+        &intent,
+        &[
+            ("time", "2026-01-02T03:04:05Z"),
+            ("browser_shell.audit.phase", "intent"),
+            ("browser_shell.audit.verdict", "allowed"),
+            ("browser_shell.audit.seq", "1"),
+            (
+                "browser_shell.audit.argv",
+                r##"["fill","#pw",{"len":7,"redacted":true}]"##,
+            ),
+        ],
+    );
+    let body = logs[0].body.as_ref().and_then(|b| b.value.as_ref());
+    assert_eq!(
+        body,
+        Some(&any_value::Value::StringValue(
+            "audit intent allowed".into()
+        ))
+    );
+    let result = attrs(&logs[1].attributes);
+    assert_subset(
+        &result,
+        &[
+            ("browser_shell.audit.outcome", "error"),
+            ("browser_shell.audit.exit_code", "1"),
+        ],
+    );
+    assert!(
+        result["time"].ends_with('Z') && result["time"].contains('T'),
+        "{result:#?}"
+    );
+
+    let metrics: Vec<_> = got
+        .metrics
+        .iter()
+        .flat_map(|r| &r.resource_metrics)
+        .flat_map(|r| &r.scope_metrics)
+        .flat_map(|s| &s.metrics)
+        .filter(|m| m.name == "mcp.server.operation.duration")
+        .collect();
+    let metric = metrics.last().expect("duration metric exported");
+    assert_eq!(metric.unit, "s");
+    let Some(metric::Data::Histogram(histogram)) = &metric.data else {
+        panic!("not a histogram: {metric:#?}");
+    };
+    assert_eq!(histogram.data_points.len(), 1);
+    let point = &histogram.data_points[0];
+    assert_eq!(point.count, 1);
+    assert_eq!(
+        point.explicit_bounds,
+        [
+            0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0
+        ]
+    );
+    assert_subset(
+        &attrs(&point.attributes),
+        &[
+            ("mcp.method.name", "tools/call"),
+            ("gen_ai.tool.name", "browser-shell"),
+            ("gen_ai.operation.name", "execute_tool"),
+            ("network.transport", "pipe"),
+            ("error.type", "tool_error"),
+        ],
+    );
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_export_of_one_call() {
+    let (base, store) = grpc_receiver().await;
+    one_call_exports_span_logs_and_metric(Protocol::Grpc, base, store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_protobuf_export_of_one_call() {
+    let (base, store) = http_receiver().await;
+    one_call_exports_span_logs_and_metric(Protocol::HttpProtobuf, base, store).await;
+}
+
+/// A collector that is not there: every call still completes and shutdown
+/// returns within its bound. Timing is printed, never asserted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn collector_down_calls_still_complete() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    for protocol in [Protocol::Grpc, Protocol::HttpProtobuf] {
+        let telemetry = Telemetry::from_config(&config(protocol, &base)).unwrap();
+        let started = Instant::now();
+        let mut finished = 0;
+        for i in 0..200 {
+            let request_id = i.to_string();
+            let call = telemetry.start_call(&CallMeta {
+                request_id: Some(&request_id),
+                traceparent: Some(TRACEPARENT),
+                ..CallMeta::default()
+            });
+            call.log_audit_event(&json!({"phase": "intent", "verdict": "allowed", "seq": i}));
+            call.finish(&CallOutcome {
+                verdict: "allowed",
+                exit_code: Some(0),
+                ..CallOutcome::default()
+            });
+            finished += 1;
+        }
+        let calls = started.elapsed();
+        let started = Instant::now();
+        shutdown(&telemetry, Duration::from_secs(2)).await;
+        eprintln!(
+            "collector down ({protocol:?}): {finished} calls in {calls:?}, shutdown(2s) took {:?}",
+            started.elapsed()
+        );
+        assert_eq!(finished, 200);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disabled_is_a_no_op_that_still_reports_the_incoming_trace() {
+    let telemetry =
+        Telemetry::from_config(&TelemetryConfig::from_lookup(|_| None).unwrap()).unwrap();
+    assert!(!telemetry.is_enabled());
+    let call = telemetry.start_call(&CallMeta {
+        traceparent: Some(TRACEPARENT),
+        ..CallMeta::default()
+    });
+    assert_eq!(
+        (call.trace_id().as_deref(), call.span_id()),
+        (Some(TRACE_ID), None)
+    );
+    call.log_audit_event(&json!({"phase": "intent"}));
+    call.finish(&CallOutcome {
+        verdict: "denied",
+        ..CallOutcome::default()
+    });
+    let bad = telemetry.start_call(&CallMeta {
+        traceparent: Some("00-zz-00-01"),
+        ..CallMeta::default()
+    });
+    assert_eq!((bad.trace_id(), bad.span_id()), (None, None));
+    telemetry.shutdown(Duration::from_secs(1));
+    Telemetry::disabled().shutdown(Duration::from_secs(1));
+}
+
+#[test]
+fn exporters_need_a_multi_thread_runtime() {
+    let result = Telemetry::from_config(&config(Protocol::Grpc, "http://127.0.0.1:4317"));
+    assert!(
+        matches!(result, Err(TelemetryError::NoRuntime)),
+        "{result:?}"
+    );
+}
+
+#[test]
+fn active_call_can_cross_await_points() {
+    fn send<T: Send + 'static>() {}
+    send::<ActiveCall>();
+    send::<Telemetry>();
+}
+
+fn lookup(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    let vars: BTreeMap<String, String> = vars
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    move |name| vars.get(name).cloned()
+}
+
+#[test]
+fn config_from_otel_variables() {
+    let none = TelemetryConfig::from_lookup(lookup(&[])).unwrap();
+    assert_eq!((none.traces, none.logs, none.metrics), (None, None, None));
+    assert_eq!(none.service_name, "browser-shell");
+
+    // Default protocol http/protobuf: signal paths appended to the generic endpoint only.
+    let http = TelemetryConfig::from_lookup(lookup(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318/"),
+        (
+            "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT",
+            "http://logs:9999/custom",
+        ),
+        (
+            "OTEL_RESOURCE_ATTRIBUTES",
+            "service.name=from-attrs, deployment.environment.name=prod",
+        ),
+    ]))
+    .unwrap();
+    let target = |endpoint: &str, protocol| {
+        Some(Target {
+            endpoint: endpoint.into(),
+            protocol,
+        })
+    };
+    assert_eq!(
+        http.traces,
+        target("http://collector:4318/v1/traces", Protocol::HttpProtobuf)
+    );
+    assert_eq!(
+        http.logs,
+        target("http://logs:9999/custom", Protocol::HttpProtobuf)
+    );
+    assert_eq!(
+        http.metrics,
+        target("http://collector:4318/v1/metrics", Protocol::HttpProtobuf)
+    );
+    assert_eq!(http.service_name, "from-attrs");
+    assert_eq!(
+        http.resource_attributes[1],
+        ("deployment.environment.name".into(), "prod".into())
+    );
+
+    let grpc = TelemetryConfig::from_lookup(lookup(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4317"),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+        ("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "http/protobuf"),
+        ("OTEL_LOGS_EXPORTER", "none"),
+        ("OTEL_SERVICE_NAME", "svc"),
+        ("OTEL_RESOURCE_ATTRIBUTES", "service.name=ignored"),
+    ]))
+    .unwrap();
+    assert_eq!(grpc.traces, target("http://collector:4317", Protocol::Grpc));
+    assert_eq!(grpc.logs, None);
+    assert_eq!(
+        grpc.metrics,
+        target("http://collector:4317/v1/metrics", Protocol::HttpProtobuf)
+    );
+    assert_eq!(grpc.service_name, "svc");
+
+    let only_traces = TelemetryConfig::from_lookup(lookup(&[(
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "http://t:4318/v1/traces",
+    )]))
+    .unwrap();
+    assert!(
+        only_traces.traces.is_some() && only_traces.logs.is_none() && only_traces.metrics.is_none()
+    );
+
+    let off = TelemetryConfig::from_lookup(lookup(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),
+        ("OTEL_SDK_DISABLED", "true"),
+    ]))
+    .unwrap();
+    assert_eq!((off.traces, off.logs, off.metrics), (None, None, None));
+
+    let bad = TelemetryConfig::from_lookup(lookup(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+    ]));
+    assert!(
+        matches!(&bad, Err(TelemetryError::Protocol { var, value }) if var == "OTEL_EXPORTER_OTLP_PROTOCOL" && value == "http/json"),
+        "{bad:?}"
+    );
+}
