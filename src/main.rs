@@ -76,14 +76,7 @@ enum HardeningCmd {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,opentelemetry=warn")),
-        )
-        .init();
+    init_diagnostics();
     let result = match cli.command {
         Some(Cmd::Serve(args)) => serve(&args).map(|()| ExitCode::SUCCESS),
         None => serve(&cli.serve).map(|()| ExitCode::SUCCESS),
@@ -121,6 +114,26 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// Diagnostics go to stderr (stdout is JSON-RPC), filtered by `RUST_LOG`.
+/// rmcp logs whole requests — tool arguments, so typed passwords — at debug
+/// and below; those never get through, whatever `RUST_LOG` says.
+fn init_diagnostics() {
+    use tracing_subscriber::{
+        Layer, filter::filter_fn, layer::SubscriberExt, util::SubscriberInitExt,
+    };
+    let env = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,opentelemetry=warn"));
+    let no_request_bodies = filter_fn(|meta| {
+        !(meta.target().starts_with("rmcp") && *meta.level() > tracing::Level::INFO)
+    });
+    let layer = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_filter(env)
+        .with_filter(no_request_bodies);
+    tracing_subscriber::registry().with(layer).init();
 }
 
 /// Buffer between the wire and rmcp, each direction.

@@ -5,139 +5,25 @@
 // Tests fail by panicking; unwrap/expect/panic are how they say so.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[allow(dead_code)] // each test binary uses a different part
+mod common;
+
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::extract::State;
-use axum::routing::post;
+use common::otlp_receiver::{Store, attrs, grpc_receiver, hex, http_receiver};
+use opentelemetry_proto::tonic::common::v1::any_value;
+
 use browser_shell::telemetry::{
     ActiveCall, CallMeta, CallOutcome, Protocol, Target, Telemetry, TelemetryConfig, TelemetryError,
 };
-use opentelemetry_proto::tonic::collector::logs::v1::logs_service_server::{
-    LogsService, LogsServiceServer,
-};
-use opentelemetry_proto::tonic::collector::logs::v1::{
-    ExportLogsServiceRequest, ExportLogsServiceResponse,
-};
-use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::{
-    MetricsService, MetricsServiceServer,
-};
-use opentelemetry_proto::tonic::collector::metrics::v1::{
-    ExportMetricsServiceRequest, ExportMetricsServiceResponse,
-};
-use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
-    TraceService, TraceServiceServer,
-};
-use opentelemetry_proto::tonic::collector::trace::v1::{
-    ExportTraceServiceRequest, ExportTraceServiceResponse,
-};
-use opentelemetry_proto::tonic::common::v1::{KeyValue, any_value};
 use opentelemetry_proto::tonic::metrics::v1::metric;
 use opentelemetry_proto::tonic::trace::v1::{span, status};
-use prost::Message as _;
 use serde_json::json;
 
 const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const PARENT_SPAN_ID: &str = "00f067aa0ba902b7";
 const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-
-/// Everything a receiver was sent, undecoded beyond protobuf.
-#[derive(Default)]
-struct Received {
-    traces: Vec<ExportTraceServiceRequest>,
-    logs: Vec<ExportLogsServiceRequest>,
-    metrics: Vec<ExportMetricsServiceRequest>,
-}
-
-type Store = Arc<Mutex<Received>>;
-
-#[derive(Clone)]
-struct Grpc(Store);
-
-#[tonic::async_trait]
-impl TraceService for Grpc {
-    async fn export(
-        &self,
-        request: tonic::Request<ExportTraceServiceRequest>,
-    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
-        self.0.lock().unwrap().traces.push(request.into_inner());
-        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
-    }
-}
-
-#[tonic::async_trait]
-impl LogsService for Grpc {
-    async fn export(
-        &self,
-        request: tonic::Request<ExportLogsServiceRequest>,
-    ) -> Result<tonic::Response<ExportLogsServiceResponse>, tonic::Status> {
-        self.0.lock().unwrap().logs.push(request.into_inner());
-        Ok(tonic::Response::new(ExportLogsServiceResponse::default()))
-    }
-}
-
-#[tonic::async_trait]
-impl MetricsService for Grpc {
-    async fn export(
-        &self,
-        request: tonic::Request<ExportMetricsServiceRequest>,
-    ) -> Result<tonic::Response<ExportMetricsServiceResponse>, tonic::Status> {
-        self.0.lock().unwrap().metrics.push(request.into_inner());
-        Ok(tonic::Response::new(ExportMetricsServiceResponse::default()))
-    }
-}
-
-/// An OTLP/gRPC receiver on 127.0.0.1; returns its base endpoint.
-async fn grpc_receiver() -> (String, Store) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let endpoint = format!("http://{}", listener.local_addr().unwrap());
-    let store = Store::default();
-    let server = tonic::transport::Server::builder()
-        .add_service(TraceServiceServer::new(Grpc(store.clone())))
-        .add_service(LogsServiceServer::new(Grpc(store.clone())))
-        .add_service(MetricsServiceServer::new(Grpc(store.clone())));
-    tokio::spawn(server.serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)));
-    (endpoint, store)
-}
-
-/// An OTLP/HTTP (protobuf) receiver on 127.0.0.1; returns its base endpoint.
-async fn http_receiver() -> (String, Store) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let endpoint = format!("http://{}", listener.local_addr().unwrap());
-    let store = Store::default();
-    let app = axum::Router::new()
-        .route(
-            "/v1/traces",
-            post(
-                |State(s): State<Store>, body: axum::body::Bytes| async move {
-                    let request = ExportTraceServiceRequest::decode(body).unwrap();
-                    s.lock().unwrap().traces.push(request);
-                },
-            ),
-        )
-        .route(
-            "/v1/logs",
-            post(
-                |State(s): State<Store>, body: axum::body::Bytes| async move {
-                    let request = ExportLogsServiceRequest::decode(body).unwrap();
-                    s.lock().unwrap().logs.push(request);
-                },
-            ),
-        )
-        .route(
-            "/v1/metrics",
-            post(
-                |State(s): State<Store>, body: axum::body::Bytes| async move {
-                    let request = ExportMetricsServiceRequest::decode(body).unwrap();
-                    s.lock().unwrap().metrics.push(request);
-                },
-            ),
-        )
-        .with_state(store.clone());
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (endpoint, store)
-}
 
 /// The config `from_env` would build from `OTEL_EXPORTER_OTLP_ENDPOINT=base`.
 fn config(protocol: Protocol, base: &str) -> TelemetryConfig {
@@ -155,22 +41,6 @@ fn config(protocol: Protocol, base: &str) -> TelemetryConfig {
         logs: target("v1/logs"),
         metrics: target("v1/metrics"),
     }
-}
-
-/// Attributes as strings, the way a reviewer reads them.
-fn attrs(kvs: &[KeyValue]) -> BTreeMap<String, String> {
-    kvs.iter()
-        .map(|kv| {
-            let value = match kv.value.as_ref().and_then(|v| v.value.as_ref()) {
-                Some(any_value::Value::StringValue(s)) => s.clone(),
-                Some(any_value::Value::IntValue(i)) => i.to_string(),
-                Some(any_value::Value::BoolValue(b)) => b.to_string(),
-                Some(any_value::Value::DoubleValue(d)) => d.to_string(),
-                other => format!("{other:?}"),
-            };
-            (kv.key.clone(), value)
-        })
-        .collect()
 }
 
 async fn shutdown(telemetry: &Telemetry, timeout: Duration) {
@@ -346,10 +216,6 @@ async fn one_call_exports_span_logs_and_metric(protocol: Protocol, base: String,
             ("error.type", "tool_error"),
         ],
     );
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,36 +6,17 @@
 
 use std::{
     io::Write,
-    path::{Path, PathBuf},
     process::{Command, Output, Stdio},
 };
+
+#[allow(dead_code)] // each test binary uses a different part
+mod common;
+
+use common::agent_browser;
 
 const BIN: &str = env!("CARGO_BIN_EXE_browser-shell");
 
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
-
-/// The pinned agent-browser (the server runs it confined at start, so a
-/// stand-in script would not do): `BROWSER_SHELL_AGENT_BROWSER`, or the
-/// repository's pin as `deploy/local/install-deps` installs it.
-fn agent_browser() -> PathBuf {
-    if let Some(path) = std::env::var_os("BROWSER_SHELL_AGENT_BROWSER") {
-        return PathBuf::from(path);
-    }
-    let arch = if cfg!(target_arch = "aarch64") {
-        "arm64"
-    } else {
-        "x64"
-    };
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!(
-        "deploy/agent-browser/node_modules/agent-browser/bin/agent-browser-linux-musl-{arch}"
-    ));
-    assert!(
-        path.is_file(),
-        "{} is missing: run deploy/local/install-deps (tests/run does)",
-        path.display()
-    );
-    path
-}
 
 /// Scratch dirs for one server: state under /tmp (short socket paths),
 /// evidence under /var/tmp (outside the confinement's writable roots).

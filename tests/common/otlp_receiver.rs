@@ -1,0 +1,145 @@
+//! Real OTLP receivers for tests, on 127.0.0.1 only: a tonic gRPC server
+//! and an axum http/protobuf server, both keeping the decoded
+//! `opentelemetry-proto` requests they were sent.
+
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex},
+};
+
+use axum::{extract::State, routing::post};
+use opentelemetry_proto::tonic::{
+    collector::{
+        logs::v1::{
+            ExportLogsServiceRequest, ExportLogsServiceResponse,
+            logs_service_server::{LogsService, LogsServiceServer},
+        },
+        metrics::v1::{
+            ExportMetricsServiceRequest, ExportMetricsServiceResponse,
+            metrics_service_server::{MetricsService, MetricsServiceServer},
+        },
+        trace::v1::{
+            ExportTraceServiceRequest, ExportTraceServiceResponse,
+            trace_service_server::{TraceService, TraceServiceServer},
+        },
+    },
+    common::v1::{KeyValue, any_value},
+};
+use prost::Message as _;
+
+/// Everything a receiver was sent, undecoded beyond protobuf.
+#[derive(Default)]
+pub(crate) struct Received {
+    pub(crate) traces: Vec<ExportTraceServiceRequest>,
+    pub(crate) logs: Vec<ExportLogsServiceRequest>,
+    pub(crate) metrics: Vec<ExportMetricsServiceRequest>,
+}
+
+pub(crate) type Store = Arc<Mutex<Received>>;
+
+#[derive(Clone)]
+struct Grpc(Store);
+
+#[tonic::async_trait]
+impl TraceService for Grpc {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        self.0.lock().unwrap().traces.push(request.into_inner());
+        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+    }
+}
+
+#[tonic::async_trait]
+impl LogsService for Grpc {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportLogsServiceRequest>,
+    ) -> Result<tonic::Response<ExportLogsServiceResponse>, tonic::Status> {
+        self.0.lock().unwrap().logs.push(request.into_inner());
+        Ok(tonic::Response::new(ExportLogsServiceResponse::default()))
+    }
+}
+
+#[tonic::async_trait]
+impl MetricsService for Grpc {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportMetricsServiceRequest>,
+    ) -> Result<tonic::Response<ExportMetricsServiceResponse>, tonic::Status> {
+        self.0.lock().unwrap().metrics.push(request.into_inner());
+        Ok(tonic::Response::new(ExportMetricsServiceResponse::default()))
+    }
+}
+
+/// An OTLP/gRPC receiver on 127.0.0.1; returns its base endpoint.
+pub(crate) async fn grpc_receiver() -> (String, Store) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let store = Store::default();
+    let server = tonic::transport::Server::builder()
+        .add_service(TraceServiceServer::new(Grpc(store.clone())))
+        .add_service(LogsServiceServer::new(Grpc(store.clone())))
+        .add_service(MetricsServiceServer::new(Grpc(store.clone())));
+    tokio::spawn(server.serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)));
+    (endpoint, store)
+}
+
+/// An OTLP/HTTP (protobuf) receiver on 127.0.0.1; returns its base endpoint.
+pub(crate) async fn http_receiver() -> (String, Store) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let store = Store::default();
+    let app = axum::Router::new()
+        .route(
+            "/v1/traces",
+            post(
+                |State(s): State<Store>, body: axum::body::Bytes| async move {
+                    let request = ExportTraceServiceRequest::decode(body).unwrap();
+                    s.lock().unwrap().traces.push(request);
+                },
+            ),
+        )
+        .route(
+            "/v1/logs",
+            post(
+                |State(s): State<Store>, body: axum::body::Bytes| async move {
+                    let request = ExportLogsServiceRequest::decode(body).unwrap();
+                    s.lock().unwrap().logs.push(request);
+                },
+            ),
+        )
+        .route(
+            "/v1/metrics",
+            post(
+                |State(s): State<Store>, body: axum::body::Bytes| async move {
+                    let request = ExportMetricsServiceRequest::decode(body).unwrap();
+                    s.lock().unwrap().metrics.push(request);
+                },
+            ),
+        )
+        .with_state(store.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (endpoint, store)
+}
+
+/// Attributes as strings, the way a reviewer reads them.
+pub(crate) fn attrs(kvs: &[KeyValue]) -> BTreeMap<String, String> {
+    kvs.iter()
+        .map(|kv| {
+            let value = match kv.value.as_ref().and_then(|v| v.value.as_ref()) {
+                Some(any_value::Value::StringValue(s)) => s.clone(),
+                Some(any_value::Value::IntValue(i)) => i.to_string(),
+                Some(any_value::Value::BoolValue(b)) => b.to_string(),
+                Some(any_value::Value::DoubleValue(d)) => d.to_string(),
+                other => format!("{other:?}"),
+            };
+            (kv.key.clone(), value)
+        })
+        .collect()
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

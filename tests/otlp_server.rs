@@ -1,0 +1,203 @@
+//! The real server exports over OTLP: one span per `tools/call`, one log
+//! record per audit record, correlated, honouring the client's
+//! `traceparent` — and a filled password reaches neither the OTLP payload,
+//! the audit log, nor the server's stderr.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test helpers
+
+#[allow(dead_code)] // each test binary uses a different part
+mod common;
+
+use std::{
+    io::{BufRead, BufReader, Write},
+    net::TcpListener,
+    process::{Command, Stdio},
+};
+
+use common::{
+    agent_browser,
+    otlp_receiver::{attrs, grpc_receiver, hex},
+};
+use prost::Message as _;
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_browser-shell");
+const TRACE_ID: &str = "0af7651916cd43dd8448eb211c80319c";
+const TRACEPARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+
+fn call(id: u64, name: &str, arguments: Value, meta: Option<Value>) -> String {
+    let mut params = json!({"name": name, "arguments": arguments});
+    if let Some(meta) = meta {
+        params["_meta"] = meta;
+    }
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}).to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_server_exports_one_span_per_call_and_one_log_per_record() {
+    let (endpoint, store) = grpc_receiver().await;
+    let scratch = tempfile::Builder::new()
+        .prefix("bs")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let evidence = tempfile::Builder::new()
+        .prefix("bs-otlp")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let closed_port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let audit_log = evidence.path().join("audit.jsonl");
+    let password = format!("pw-{}", std::process::id());
+
+    let stderr = tokio::task::spawn_blocking({
+        let (scratch, audit_log, password) = (scratch.path().to_owned(), audit_log.clone(), password.clone());
+        move || {
+            let mut child = Command::new(BIN)
+                .args(["serve", "--agent-browser"])
+                .arg(agent_browser())
+                .args(["--cdp-port", &closed_port.to_string(), "--state-dir"])
+                .arg(scratch.join("s"))
+                .arg("--output-dir")
+                .arg(scratch.join("o"))
+                .arg("--audit-log")
+                .arg(&audit_log)
+                .arg("--policy")
+                .arg(scratch.join("none"))
+                .env_clear()
+                .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+                .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+                .env("OTEL_SERVICE_NAME", "browser-shell-e2e")
+                .env("RUST_LOG", "debug")
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut stdin = child.stdin.take().unwrap();
+            let mut stdout = BufReader::new(child.stdout.take().unwrap());
+            let mut send = |line: String| {
+                writeln!(stdin, "{line}").unwrap();
+                let mut reply = String::new();
+                stdout.read_line(&mut reply).unwrap();
+                serde_json::from_str::<Value>(&reply).unwrap()
+            };
+            send(json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"otlp-test","version":"1"}}}).to_string());
+            let denied = send(call(1, "browser-shell", json!({"session_id":"o1","argv":["eval","1"]}), Some(json!({"traceparent": TRACEPARENT}))));
+            assert_eq!(denied["result"]["structuredContent"]["exit_code"], 126, "{denied}");
+            // Allowed: spawns agent-browser, which fails (no browser on that port).
+            let filled = send(call(2, "browser-shell", json!({"session_id":"o1","argv":["fill","#pw",password]}), None));
+            assert_eq!(filled["result"]["structuredContent"]["exit_code"], 1, "{filled}");
+            let unknown = send(call(3, "nope", json!({}), None));
+            assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+            drop(stdin);
+            let out = child.wait_with_output().unwrap();
+            assert!(out.status.success(), "{out:?}");
+            String::from_utf8_lossy(&out.stderr).into_owned()
+        }
+    })
+    .await
+    .unwrap();
+
+    let received = store.lock().unwrap();
+    let spans: Vec<_> = received
+        .traces
+        .iter()
+        .flat_map(|r| &r.resource_spans)
+        .flat_map(|r| &r.scope_spans)
+        .flat_map(|s| &s.spans)
+        .collect();
+    assert_eq!(spans.len(), 3, "one span per tools/call");
+    for span in &spans {
+        assert_eq!(span.name, "tools/call browser-shell");
+        let a = attrs(&span.attributes);
+        assert_eq!(a["mcp.method.name"], "tools/call");
+        assert_eq!(a["gen_ai.operation.name"], "execute_tool");
+        assert_eq!(a["network.transport"], "pipe");
+    }
+    let by_request = |id: &str| {
+        spans
+            .iter()
+            .find(|s| {
+                attrs(&s.attributes)
+                    .get("jsonrpc.request.id")
+                    .map(String::as_str)
+                    == Some(id)
+            })
+            .unwrap()
+    };
+    let denied = by_request("1");
+    assert_eq!(
+        hex(&denied.trace_id),
+        TRACE_ID,
+        "the client's traceparent is the parent"
+    );
+    let a = attrs(&denied.attributes);
+    assert_eq!(
+        (
+            a["browser_shell.verdict"].as_str(),
+            a["browser_shell.deny_reason"].as_str()
+        ),
+        ("denied", "subcommand.denied")
+    );
+    assert_eq!(a["error.type"], "policy_denied");
+    let filled = attrs(&by_request("2").attributes);
+    assert_eq!(
+        (
+            filled["browser_shell.subcommand"].as_str(),
+            filled["error.type"].as_str()
+        ),
+        ("fill", "tool_error")
+    );
+    assert_eq!(attrs(&by_request("3").attributes)["error.type"], "-32602");
+
+    let logs: Vec<_> = received
+        .logs
+        .iter()
+        .flat_map(|r| &r.resource_logs)
+        .flat_map(|r| &r.scope_logs)
+        .flat_map(|s| &s.log_records)
+        .collect();
+    let audit_lines = std::fs::read_to_string(&audit_log).unwrap();
+    assert_eq!(
+        logs.len(),
+        audit_lines.lines().count(),
+        "one OTLP log per audit record"
+    );
+    for log in &logs {
+        assert_eq!(log.event_name, "browser_shell.audit");
+        assert!(
+            spans
+                .iter()
+                .any(|s| s.trace_id == log.trace_id && s.span_id == log.span_id),
+            "log not correlated to a span"
+        );
+    }
+    // The audit records carry the same trace/span ids as the spans.
+    let first: Value = serde_json::from_str(audit_lines.lines().next().unwrap()).unwrap();
+    assert_eq!(first["trace_id"], TRACE_ID);
+
+    // The password went into the page (and failed) but nowhere else.
+    let mut payload = Vec::new();
+    for r in &received.traces {
+        payload.extend(r.encode_to_vec());
+    }
+    for r in &received.logs {
+        payload.extend(r.encode_to_vec());
+    }
+    let needle = password.as_bytes();
+    assert!(
+        !payload.windows(needle.len()).any(|w| w == needle),
+        "password in the OTLP payload"
+    );
+    assert!(
+        !audit_lines.contains(&password),
+        "password in the audit log"
+    );
+    assert!(
+        !stderr.contains(&password),
+        "password in the server's stderr (RUST_LOG=debug)"
+    );
+}
