@@ -14,10 +14,10 @@ use std::{
     io::{self, Read, Seek, SeekFrom, Write},
     os::unix::fs::{MetadataExt, OpenOptionsExt},
     path::{Path, PathBuf},
-    sync::Mutex,
+    sync::{Arc, Mutex},
 };
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 use time::{OffsetDateTime, format_description::well_known::Rfc3339};
 
 use crate::{
@@ -135,7 +135,16 @@ pub struct Sink {
     key: Option<Key>,
     lock: Option<File>,
     state: Mutex<State>,
+    /// Records waiting for the next group commit, with where to put each result.
+    queue: Mutex<Vec<Queued>>,
 }
+
+/// A record body waiting for a group commit, and where its result goes.
+type Queued = (Map<String, Value>, Arc<Slot>);
+
+/// Where a leader leaves one follower's result.
+#[derive(Debug, Default)]
+struct Slot(Mutex<Option<Result<Sealed, AuditError>>>);
 
 #[derive(Debug)]
 struct State {
@@ -188,6 +197,7 @@ impl Sink {
             key: key.filter(|_| regular),
             lock,
             state: Mutex::new(State { file, head: None }),
+            queue: Mutex::new(Vec::new()),
         })
     }
 
@@ -199,15 +209,54 @@ impl Sink {
     /// Chain, append and sync `event`. Only when this returns `Ok` is the
     /// record durable.
     ///
+    /// Group commit: callers queue their record; whoever then holds the
+    /// writer lock writes *every* queued record with one `write`, one
+    /// `fdatasync` and one checkpoint, and hands each caller its result. A
+    /// caller returns only after the sync that covers its own record.
+    ///
     /// # Errors
     /// Any failure to lock, read the tail, write, sync, rotate or checkpoint;
     /// the caller must then treat the record as not written.
     pub fn append(&self, event: Event) -> Result<Sealed, AuditError> {
-        let mut body = match serde_json::to_value(&event)? {
+        let body = match serde_json::to_value(&event)? {
             Value::Object(map) => map,
             _ => return Err(AuditError::Poisoned),
         };
+        let slot = Arc::new(Slot::default());
+        self.queue
+            .lock()
+            .map_err(|_| AuditError::Poisoned)?
+            .push((body, Arc::clone(&slot)));
         let mut state = self.state.lock().map_err(|_| AuditError::Poisoned)?;
+        // A leader may have committed our record while we waited.
+        if let Some(result) = slot.take() {
+            return result;
+        }
+        let batch = std::mem::take(&mut *self.queue.lock().map_err(|_| AuditError::Poisoned)?);
+        match self.commit(
+            &mut state,
+            batch.iter().map(|(body, _)| body.clone()).collect(),
+        ) {
+            Ok(sealed) => {
+                for ((_, follower), sealed) in batch.iter().zip(sealed) {
+                    follower.put(Ok(sealed));
+                }
+            }
+            Err(e) => {
+                for (_, follower) in &batch {
+                    follower.put(Err(e.duplicate()));
+                }
+            }
+        }
+        slot.take().unwrap_or(Err(AuditError::Poisoned))
+    }
+
+    /// Write `bodies` as consecutive records: one write, one sync.
+    fn commit(
+        &self,
+        state: &mut State,
+        bodies: Vec<Map<String, Value>>,
+    ) -> Result<Vec<Sealed>, AuditError> {
         let _lock = match &self.lock {
             Some(lock) => Some(
                 FileLock::exclusive(lock).map_err(|source| AuditError::Lock {
@@ -221,30 +270,37 @@ impl Sink {
             path: self.path.clone(),
             source,
         };
-        self.reopen_if_rotated(&mut state).map_err(read_err)?;
+        self.reopen_if_rotated(state).map_err(read_err)?;
         let meta = state.file.metadata().map_err(read_err)?;
-        let mut tail = match state.head.take() {
+        let tail = match state.head.take() {
             Some((ino, len, tail)) if ino == meta.ino() && len == meta.len() => tail,
             _ => self.find_head(&state.file, &meta).map_err(read_err)?,
         };
 
-        let seq = tail.seq + 1;
         let time = now_rfc3339();
-        body.insert("seq".into(), seq.into());
-        body.insert("time".into(), time.clone().into());
-        body.insert("prev_hash".into(), tail.hash.clone().into());
-        let hash = record_hash(&body);
-        body.insert("hash".into(), hash.clone().into());
+        let (mut seq, mut prev) = (tail.seq, tail.hash);
+        let mut sealed = Vec::with_capacity(bodies.len());
+        let mut records = String::new();
+        for mut body in bodies {
+            seq += 1;
+            body.insert("seq".into(), seq.into());
+            body.insert("time".into(), time.clone().into());
+            body.insert("prev_hash".into(), prev.clone().into());
+            let hash = record_hash(&body);
+            body.insert("hash".into(), hash.clone().into());
+            let record = Value::Object(body);
+            records.push_str(&canonical_json(&record));
+            records.push('\n');
+            prev.clone_from(&hash);
+            sealed.push(Sealed { seq, hash, record });
+        }
         let mut line = String::new();
         if tail.needs_newline {
             // A torn last line (crash mid-write) stays visible as its own bad
             // line for the verifier; it is never merged into this record.
             line.push('\n');
         }
-        let record = Value::Object(body);
-        line.push_str(&canonical_json(&record));
-        line.push('\n');
-
+        line.push_str(&records);
         if let Some(rotation) = self.rotation
             && meta.len() > 0
             && meta.len() + line.len() as u64 > rotation.max_bytes
@@ -253,8 +309,7 @@ impl Sink {
                 path: self.path.clone(),
                 source,
             })?;
-            tail.needs_newline = false;
-            line = format!("{}\n", canonical_json(&record));
+            line = records;
         }
 
         state
@@ -274,7 +329,7 @@ impl Sink {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            Checkpoint::new(key, &name, seq, &hash, &time)
+            Checkpoint::new(key, &name, seq, &prev, &time)
                 .write(&checkpoint_path(&self.path))
                 .map_err(|source| AuditError::Checkpoint {
                     path: self.path.clone(),
@@ -284,12 +339,12 @@ impl Sink {
         if let Ok(meta) = state.file.metadata() {
             let head = Tail {
                 seq,
-                hash: hash.clone(),
+                hash: prev,
                 needs_newline: false,
             };
             state.head = Some((meta.ino(), meta.len(), head));
         }
-        Ok(Sealed { seq, hash, record })
+        Ok(sealed)
     }
 
     /// Another process may have rotated the log: make sure our descriptor
@@ -422,6 +477,64 @@ fn now_rfc3339() -> String {
     OffsetDateTime::now_utc()
         .format(&Rfc3339)
         .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_owned())
+}
+
+impl Slot {
+    fn put(&self, result: Result<Sealed, AuditError>) {
+        if let Ok(mut slot) = self.0.lock() {
+            *slot = Some(result);
+        }
+    }
+
+    fn take(&self) -> Option<Result<Sealed, AuditError>> {
+        self.0.lock().ok()?.take()
+    }
+}
+
+impl AuditError {
+    /// The same failure for another caller of the same group commit (the OS
+    /// error code, and so its message, is kept).
+    fn duplicate(&self) -> Self {
+        let io = |e: &io::Error| {
+            e.raw_os_error().map_or_else(
+                || io::Error::new(e.kind(), e.to_string()),
+                io::Error::from_raw_os_error,
+            )
+        };
+        let path = |p: &Path| p.to_owned();
+        match self {
+            Self::Open { path: p, source } => Self::Open {
+                path: path(p),
+                source: io(source),
+            },
+            Self::Lock { path: p, source } => Self::Lock {
+                path: path(p),
+                source: io(source),
+            },
+            Self::ReadTail { path: p, source } => Self::ReadTail {
+                path: path(p),
+                source: io(source),
+            },
+            Self::Write { path: p, source } => Self::Write {
+                path: path(p),
+                source: io(source),
+            },
+            Self::Sync { path: p, source } => Self::Sync {
+                path: path(p),
+                source: io(source),
+            },
+            Self::Rotate { path: p, source } => Self::Rotate {
+                path: path(p),
+                source: io(source),
+            },
+            Self::Checkpoint { path: p, source } => Self::Checkpoint {
+                path: path(p),
+                source: io(source),
+            },
+            Self::Encode(e) => Self::Encode(serde_json::Error::io(io::Error::other(e.to_string()))),
+            Self::Poisoned => Self::Poisoned,
+        }
+    }
 }
 
 /// An exclusive `flock` held for the life of the value.

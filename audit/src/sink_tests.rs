@@ -170,3 +170,57 @@ fn a_second_writer_follows_a_rotation_done_by_the_first() {
     let v = verify(&files, None).unwrap();
     assert!(v.is_intact() && v.records == 40, "{v:?}");
 }
+
+#[test]
+fn concurrent_callers_each_get_their_own_durable_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.jsonl");
+    let sink = std::sync::Arc::new(Sink::open(&path, Some(key(dir.path())), None).unwrap());
+    let handles: Vec<_> = (0..16)
+        .map(|t| {
+            let sink = std::sync::Arc::clone(&sink);
+            std::thread::spawn(move || {
+                (0..20)
+                    .map(|i| {
+                        let sealed = sink
+                            .append(Event::new(Phase::Intent, format!("t{t}-{i}")))
+                            .unwrap();
+                        assert_eq!(
+                            sealed.record["call_id"],
+                            format!("t{t}-{i}"),
+                            "a caller got someone else's record"
+                        );
+                        sealed.seq
+                    })
+                    .collect::<Vec<u64>>()
+            })
+        })
+        .collect();
+    let mut seqs: Vec<u64> = handles
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    seqs.sort_unstable();
+    assert_eq!(seqs, (1..=320).collect::<Vec<u64>>());
+    let v = verify(
+        &[path.clone()],
+        Some((&checkpoint_path(&path), &key(dir.path()))),
+    )
+    .unwrap();
+    assert!(v.is_intact() && v.records == 320, "{v:?}");
+}
+
+#[test]
+fn every_caller_of_a_failed_group_commit_gets_the_error() {
+    let sink = std::sync::Arc::new(Sink::open(Path::new("/dev/full"), None, None).unwrap());
+    let handles: Vec<_> = (0..8)
+        .map(|t| {
+            let sink = std::sync::Arc::clone(&sink);
+            std::thread::spawn(move || sink.append(Event::new(Phase::Intent, format!("t{t}"))))
+        })
+        .collect();
+    for h in handles {
+        let err = h.join().unwrap().unwrap_err();
+        assert!(err.to_string().contains("No space left"), "{err}");
+    }
+}
