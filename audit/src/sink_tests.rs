@@ -175,10 +175,10 @@ fn a_second_writer_follows_a_rotation_done_by_the_first() {
 fn concurrent_callers_each_get_their_own_durable_record() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("a.jsonl");
-    let sink = std::sync::Arc::new(Sink::open(&path, Some(key(dir.path())), None).unwrap());
+    let sink = Arc::new(Sink::open(&path, Some(key(dir.path())), None).unwrap());
     let handles: Vec<_> = (0..16)
         .map(|t| {
-            let sink = std::sync::Arc::clone(&sink);
+            let sink = Arc::clone(&sink);
             std::thread::spawn(move || {
                 (0..20)
                     .map(|i| {
@@ -212,10 +212,10 @@ fn concurrent_callers_each_get_their_own_durable_record() {
 
 #[test]
 fn every_caller_of_a_failed_group_commit_gets_the_error() {
-    let sink = std::sync::Arc::new(Sink::open(Path::new("/dev/full"), None, None).unwrap());
+    let sink = Arc::new(Sink::open(Path::new("/dev/full"), None, None).unwrap());
     let handles: Vec<_> = (0..8)
         .map(|t| {
-            let sink = std::sync::Arc::clone(&sink);
+            let sink = Arc::clone(&sink);
             std::thread::spawn(move || sink.append(Event::new(Phase::Intent, format!("t{t}"))))
         })
         .collect();
