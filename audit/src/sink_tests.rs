@@ -203,7 +203,7 @@ fn concurrent_callers_each_get_their_own_durable_record() {
     seqs.sort_unstable();
     assert_eq!(seqs, (1..=320).collect::<Vec<u64>>());
     let v = verify(
-        &[path.clone()],
+        std::slice::from_ref(&path),
         Some((&checkpoint_path(&path), &key(dir.path()))),
     )
     .unwrap();
