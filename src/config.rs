@@ -53,9 +53,9 @@ pub struct ServeArgs {
     )]
     pub output_dir: PathBuf,
 
-    /// URL policy file. This version enforces the built-in policy (http,
-    /// https and about:blank); it refuses to start if this file exists rather
-    /// than ignore it.
+    /// URL policy file (JSON; see deploy/policy/). Missing: the safe default
+    /// (http/https to public addresses only, about:blank, navigation guard
+    /// on). Invalid: the server refuses to start, naming the key.
     #[arg(
         long,
         env = "BROWSER_SHELL_POLICY",
@@ -142,6 +142,8 @@ pub struct Prepared {
     pub confinement: Arc<hardening::Prepared>,
     /// Masks secrets in audit records (keyed by the audit key).
     pub redactor: audit::Redactor,
+    /// What `open` (and the navigation guard) may reach.
+    pub url_policy: crate::policy::UrlPolicy,
     pub runner: Runner,
     pub audit: audit::Sink,
     pub output_dir: PathBuf,
@@ -152,14 +154,7 @@ impl ServeArgs {
     /// Check the configuration and prepare the state directory.
     pub fn prepare(&self) -> anyhow::Result<Prepared> {
         check_executable(&self.agent_browser)?;
-        if self.policy.exists() {
-            bail!(
-                "policy file {} exists, but this version only enforces its built-in URL policy \
-                 (http, https, about:blank); refusing to start rather than ignore it \
-                 (remove the file or point --policy elsewhere)",
-                self.policy.display()
-            );
-        }
+        let url_policy = crate::policy::UrlPolicy::load(&self.policy)?;
         let state_dir = absolute(&self.state_dir, "--state-dir")?;
         let output_dir = absolute(&self.output_dir, "--output-dir")?;
         let home_dir = state_dir.join("home");
@@ -242,6 +237,7 @@ impl ServeArgs {
             runner,
             audit,
             redactor,
+            url_policy,
             output_dir,
             max_output_bytes: usize::try_from(self.max_output_bytes).unwrap_or(usize::MAX),
         })

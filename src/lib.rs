@@ -10,6 +10,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod address;
 pub mod command;
 pub mod config;
 pub mod exec;
@@ -22,6 +23,7 @@ pub mod policy;
 pub mod record;
 pub mod refusal;
 pub mod request;
+pub mod resolve;
 pub mod review;
 pub mod session;
 pub mod telemetry;

@@ -61,8 +61,36 @@ impl Reply {
     }
 }
 
+/// The command the navigation guard appends to a batch.
+pub const GUARD_COMMAND: [&str; 2] = ["get", "url"];
+
+/// The page URL the guard's trailing `get url` reported, when the batch got
+/// that far (with `--bail`, a failing command stops the batch before it).
+pub fn guard_page_url(raw: &RawOutcome) -> Option<String> {
+    let Ok(Value::Array(items)) = serde_json::from_slice::<Value>(&raw.stdout) else {
+        return None;
+    };
+    let last = items.last()?;
+    let is_guard = items.len() >= 2
+        && last
+            .get("command")
+            .and_then(Value::as_array)
+            .is_some_and(|c| {
+                c.iter()
+                    .map(Value::as_str)
+                    .eq(GUARD_COMMAND.iter().map(|s| Some(*s)))
+            });
+    if !is_guard || last.get("success").and_then(Value::as_bool) != Some(true) {
+        return None;
+    }
+    last.pointer("/result/url")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
 /// Turn a finished child into a reply, each stream truncated to `max_bytes`.
-pub fn normalize(session_id: &str, raw: &RawOutcome, max_bytes: usize) -> Reply {
+/// With `guarded`, a trailing guard entry is not part of the reply.
+pub fn normalize(session_id: &str, raw: &RawOutcome, max_bytes: usize, guarded: bool) -> Reply {
     let raw_stderr = String::from_utf8_lossy(&raw.stderr);
     let (exit_code, stdout, stderr) = match &raw.termination {
         Termination::TimedOut => (
@@ -94,7 +122,10 @@ pub fn normalize(session_id: &str, raw: &RawOutcome, max_bytes: usize) -> Reply 
                 &raw_stderr,
             ),
         ),
-        Termination::Exited(code) => from_envelope(*code, &raw.stdout, &raw_stderr),
+        Termination::Exited(code) => {
+            let skip_guard = guarded && guard_page_url(raw).is_some();
+            from_envelope(*code, &raw.stdout, &raw_stderr, skip_guard)
+        }
     };
     let stdout = truncate(
         &stdout,
@@ -113,10 +144,20 @@ pub fn normalize(session_id: &str, raw: &RawOutcome, max_bytes: usize) -> Reply 
 /// error}, …]` whose last entry is the agent's command (or, with `--bail`,
 /// the wrapper step that failed), or the plain envelope `{success, data,
 /// error}` the CLI prints for errors it catches before running the batch.
-fn from_envelope(code: i32, stdout: &[u8], stderr: &str) -> (i32, String, String) {
+fn from_envelope(
+    code: i32,
+    stdout: &[u8],
+    stderr: &str,
+    skip_guard: bool,
+) -> (i32, String, String) {
     let parsed: Option<Value> = serde_json::from_slice(stdout).ok();
     let entry = match parsed {
-        Some(Value::Array(mut items)) => items.pop(),
+        Some(Value::Array(mut items)) => {
+            if skip_guard {
+                items.pop();
+            }
+            items.pop()
+        }
         Some(obj @ Value::Object(_)) => Some(obj),
         _ => None,
     };
@@ -213,7 +254,7 @@ mod tests {
     #[test]
     fn success_keeps_only_the_data_without_lifecycle() {
         let out = r#"[{"command":["get","url"],"error":null,"result":{"lifecycle":{"x":1},"url":"about:blank"},"success":true}]"#;
-        let reply = normalize("u1", &raw(Termination::Exited(0), out, ""), 30_000);
+        let reply = normalize("u1", &raw(Termination::Exited(0), out, ""), 30_000, false);
         assert_eq!(reply.exit_code, 0);
         assert_eq!(reply.stdout, "{\"url\":\"about:blank\"}\n");
         assert_eq!(reply.stderr, "");
@@ -222,14 +263,25 @@ mod tests {
     #[test]
     fn only_the_last_batch_entry_is_the_reply() {
         let out = r#"[{"command":["tab","AB12"],"error":null,"result":{"tabId":"t2"},"success":true},{"command":["screenshot","/o/x.png"],"error":null,"result":{"path":"/o/x.png"},"success":true}]"#;
-        let reply = normalize("u1", &raw(Termination::Exited(0), out, ""), 30_000);
+        let reply = normalize("u1", &raw(Termination::Exited(0), out, ""), 30_000, false);
         assert_eq!(reply.stdout, "{\"path\":\"/o/x.png\"}\n");
+    }
+
+    #[test]
+    fn the_guard_entry_is_not_the_reply() {
+        let out = r#"[{"command":["click","a"],"error":null,"result":{"clicked":"a"},"success":true},{"command":["get","url"],"error":null,"result":{"url":"http://x/"},"success":true}]"#;
+        let raw = raw(Termination::Exited(0), out, "");
+        assert_eq!(guard_page_url(&raw).as_deref(), Some("http://x/"));
+        assert_eq!(
+            normalize("u1", &raw, 30_000, true).stdout,
+            "{\"clicked\":\"a\"}\n"
+        );
     }
 
     #[test]
     fn failure_puts_the_error_in_stderr() {
         let out = r##"[{"command":["click","#x"],"error":"Element not found: #x","result":null,"success":false}]"##;
-        let reply = normalize("u1", &raw(Termination::Exited(1), out, ""), 30_000);
+        let reply = normalize("u1", &raw(Termination::Exited(1), out, ""), 30_000, false);
         assert_eq!(reply.exit_code, 1);
         assert_eq!(reply.stdout, "");
         assert_eq!(reply.stderr, "Element not found: #x");
@@ -238,14 +290,24 @@ mod tests {
     #[test]
     fn success_false_with_exit_zero_is_forced_to_one() {
         let out = r#"{"success":false,"data":null,"error":"nope"}"#;
-        let reply = normalize("u1", &raw(Termination::Exited(0), out, "⚠ warn"), 30_000);
+        let reply = normalize(
+            "u1",
+            &raw(Termination::Exited(0), out, "⚠ warn"),
+            30_000,
+            false,
+        );
         assert_eq!(reply.exit_code, 1);
         assert_eq!(reply.stderr, "nope\n⚠ warn");
     }
 
     #[test]
     fn non_json_output_is_a_failure_not_data() {
-        let reply = normalize("u1", &raw(Termination::Exited(0), "hello", ""), 30_000);
+        let reply = normalize(
+            "u1",
+            &raw(Termination::Exited(0), "hello", ""),
+            30_000,
+            false,
+        );
         assert_eq!(reply.exit_code, 1);
         assert!(reply.stderr.contains("no JSON"));
     }
@@ -253,15 +315,15 @@ mod tests {
     #[test]
     fn timeout_and_cancel_have_their_own_codes() {
         assert_eq!(
-            normalize("u", &raw(Termination::TimedOut, "", ""), 100).exit_code,
+            normalize("u", &raw(Termination::TimedOut, "", ""), 100, false).exit_code,
             124
         );
         assert_eq!(
-            normalize("u", &raw(Termination::Cancelled, "", ""), 100).exit_code,
+            normalize("u", &raw(Termination::Cancelled, "", ""), 100, false).exit_code,
             130
         );
         assert_eq!(
-            normalize("u", &raw(Termination::Signaled(9), "", ""), 100).exit_code,
+            normalize("u", &raw(Termination::Signaled(9), "", ""), 100, false).exit_code,
             137
         );
     }

@@ -12,6 +12,7 @@
 
 use std::{
     collections::HashMap,
+    net::IpAddr,
     path::PathBuf,
     sync::{Arc, Mutex},
     time::Instant,
@@ -25,10 +26,12 @@ use crate::{
     config::Prepared,
     exec::{Runner, Termination},
     outcome::{self, Reply, exit_code},
-    outputs, policy,
+    outputs,
+    policy::UrlPolicy,
     record::{CallRecord, confinement_record, redact_argv},
     refusal::Refusal,
     request::{self, ValidRequest},
+    resolve::{Resolve, SystemResolver},
     session::SessionId,
     telemetry::{ActiveCall, CallMeta, CallOutcome, Telemetry},
 };
@@ -46,16 +49,34 @@ pub struct CallContext {
 }
 
 /// Shared state of the server: built once, used by every call.
-#[derive(Debug)]
 pub struct Pipeline {
     pub runner: Runner,
     pub audit: audit::Sink,
     pub redactor: audit::Redactor,
     pub telemetry: Telemetry,
+    pub url_policy: UrlPolicy,
+    pub resolver: Arc<dyn Resolve>,
     pub output_dir: PathBuf,
     pub max_output_bytes: usize,
     sessions: SessionLocks,
 }
+
+impl std::fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pipeline")
+            .field("runner", &self.runner)
+            .field("url_policy", &self.url_policy)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Commands after which the navigation guard re-checks the page URL: they
+/// can make the page navigate (links, form submissions, history, scripts
+/// reacting to input, or a server-side redirect after `open`).
+const NAVIGATING: &[&str] = &[
+    "open", "click", "dblclick", "press", "type", "select", "check", "uncheck", "back", "forward",
+    "reload", "wait",
+];
 
 /// How a call ended, for its span.
 #[derive(Debug, Clone)]
@@ -87,6 +108,10 @@ impl Pipeline {
             audit: prepared.audit,
             redactor: prepared.redactor,
             telemetry,
+            resolver: Arc::new(SystemResolver {
+                timeout: prepared.url_policy.dns_timeout,
+            }),
+            url_policy: prepared.url_policy,
             output_dir: prepared.output_dir,
             max_output_bytes: prepared.max_output_bytes,
             sessions: SessionLocks::default(),
@@ -116,8 +141,8 @@ impl Pipeline {
         };
         let session_id = request.session.as_str();
         let subcommand = request.argv.first().cloned().unwrap_or_default();
-        let tokens = match self.plan(&request) {
-            Ok(tokens) => tokens,
+        let (tokens, resolved) = match self.plan(&request).await {
+            Ok(planned) => planned,
             Err(refusal) => {
                 return self.deny(call, Some(&request.session), Some(&request.argv), &refusal);
             }
@@ -142,6 +167,9 @@ impl Pipeline {
         intent.argv_mac = Some(self.redactor.argv_mac(&request.argv));
         intent.verdict = Some("allowed");
         intent.confinement = Some(confinement.clone());
+        if !resolved.is_empty() {
+            intent.resolved = Some(resolved.iter().map(ToString::to_string).collect());
+        }
         if let Err(e) = self.append(call, intent) {
             tracing::error!(error = %e, "audit intent not written; refusing the call");
             let reply = Reply::internal(
@@ -156,19 +184,47 @@ impl Pipeline {
             );
         }
 
-        let batch = self.batch_for(&request.session, tokens);
+        let guarded = self.url_policy.navigation_guard
+            && tokens
+                .first()
+                .is_some_and(|t| NAVIGATING.contains(&t.as_str()));
+        let batch = self.batch_for(&request.session, tokens, guarded);
         let raw = self
             .runner
             .run(&request.session, &batch, request.timeout, &ctx.cancel)
             .await;
-        let mut reply = outcome::normalize(session_id, &raw, self.max_output_bytes);
-        let (outcome_name, error_type) = match &raw.termination {
+        let mut reply = outcome::normalize(session_id, &raw, self.max_output_bytes, guarded);
+        let (mut outcome_name, mut error_type) = match &raw.termination {
             Termination::Exited(0) if reply.exit_code == 0 => ("ok", None),
             Termination::Exited(_) | Termination::Signaled(_) => ("error", Some("tool_error")),
             Termination::TimedOut => ("timeout", Some("timeout")),
             Termination::Cancelled => ("cancelled", Some("cancelled")),
             Termination::SpawnFailed(_) => ("spawn_failed", Some("spawn_failed")),
         };
+        let mut blocked = None;
+        if guarded
+            && let Some(page) = outcome::guard_page_url(&raw)
+            && let Err(refusal) = self.guard(&page).await
+        {
+            // The page already went there (a browser follows links and
+            // redirects before anyone can look); take it away again.
+            let reset = vec![vec!["open".to_owned(), "about:blank".to_owned()]];
+            let _ = self
+                .runner
+                .run(&request.session, &reset, request.timeout, &ctx.cancel)
+                .await;
+            let refusal = Refusal::new(
+                "navigation.blocked",
+                format!(
+                    "the page navigated to {}: {}; the session was sent to about:blank",
+                    self.redactor.url(&page),
+                    refusal.message
+                ),
+            );
+            reply = Reply::refused(session_id, &refusal);
+            (outcome_name, error_type) = ("navigation_blocked", Some("navigation_blocked"));
+            blocked = Some(refusal);
+        }
 
         let mut done = call
             .record
@@ -178,6 +234,10 @@ impl Pipeline {
         done.outcome = Some(outcome_name);
         if let Termination::SpawnFailed(why) = &raw.termination {
             done.reason = Some(why.clone());
+        }
+        if let Some(refusal) = blocked {
+            done.rule = Some(refusal.rule.to_owned());
+            done.reason = Some(refusal.message);
         }
         done.exit_code = Some(reply.exit_code);
         done.duration_ms = Some(millis(call.started));
@@ -205,38 +265,73 @@ impl Pipeline {
     }
 
     /// Grammar, then the slot: the URL policy for `open`, the output dir for
-    /// `screenshot`. Returns the exact tokens agent-browser will receive.
-    fn plan(&self, request: &ValidRequest) -> Result<Vec<String>, Refusal> {
+    /// `screenshot`. Returns the exact tokens agent-browser will receive and
+    /// the addresses a URL was checked against.
+    async fn plan(&self, request: &ValidRequest) -> Result<(Vec<String>, Vec<IpAddr>), Refusal> {
         let command = command::parse(&request.argv)?;
         let mut tokens = command.tokens;
+        let mut resolved = Vec::new();
         match command.slot {
             Slot::None => {}
-            Slot::Url(raw) => tokens.push(policy::check_open(&raw)?),
+            Slot::Url(raw) => {
+                let checked = self
+                    .url_policy
+                    .check_open(&raw, self.resolver.as_ref())
+                    .await?;
+                tokens.push(checked.url);
+                resolved = checked.resolved;
+            }
             Slot::OutputFile(name) => {
                 let path = outputs::resolve(&self.output_dir, &request.session, name.as_deref())?;
                 tokens.push(path.display().to_string());
             }
         }
-        Ok(tokens)
+        Ok((tokens, resolved))
+    }
+
+    /// Is the page URL a navigating command left the session on allowed?
+    /// Chromium's own error page (a failed load) is not a destination.
+    async fn guard(&self, page: &str) -> Result<(), Refusal> {
+        let url = url::Url::parse(page)
+            .map_err(|e| Refusal::new("url.invalid", format!("unparsable page URL: {e}")))?;
+        if url.scheme() == "chrome-error" {
+            return Ok(());
+        }
+        self.url_policy
+            .check_url(&url, self.resolver.as_ref())
+            .await
+            .map(drop)
     }
 
     /// The batch sent on stdin: the agent's command, preceded for
-    /// `screenshot` by foregrounding the session's own tab. Chromium captures
+    /// `screenshot` by foregrounding the session's own tab (Chromium captures
     /// only the visible tab of a window; a background tab's capture hangs
-    /// until agent-browser's 30 s CDP timeout.
-    fn batch_for(&self, session: &SessionId, tokens: Vec<String>) -> Vec<Vec<String>> {
-        let mut batch = Vec::with_capacity(2);
+    /// until agent-browser's 30 s CDP timeout), and followed, when guarded,
+    /// by `get url` for the navigation guard.
+    fn batch_for(
+        &self,
+        session: &SessionId,
+        tokens: Vec<String>,
+        guarded: bool,
+    ) -> Vec<Vec<String>> {
+        let mut batch = Vec::with_capacity(3);
         if tokens.first().is_some_and(|t| t == "screenshot")
             && let Some(target) = self.runner.session_target(session)
         {
             batch.push(vec!["tab".to_owned(), target]);
         }
         batch.push(tokens);
+        if guarded {
+            batch.push(
+                outcome::GUARD_COMMAND
+                    .iter()
+                    .map(|s| (*s).to_owned())
+                    .collect(),
+            );
+        }
         batch
     }
-}
 
-impl Pipeline {
     /// Record a refusal (the call's only record) and build its reply.
     fn deny(
         &self,

@@ -1,48 +1,385 @@
-//! The URL policy for `open`: which URLs the browser may be sent to.
+//! The URL policy: which URLs the browser may be sent to.
 //!
-//! This is the seam the full policy (host allowlists, private ranges after
-//! DNS, a policy file) plugs into. Today it enforces the scheme rule: only
-//! `http`, `https` and exactly `about:blank`. It returns the URL the browser
-//! will load, so the decision is made on exactly that string.
+//! Decided in order, on exactly the URL the browser will load (WHATWG
+//! parsing by the `url` crate, never a regex): scheme → host syntax →
+//! `deny_hosts` → allowlists → addresses. Addresses come from the host when it
+//! is an IP literal (in any form the URL standard accepts), otherwise from DNS;
+//! if **any** address is not globally routable (loopback, private, link-local,
+//! metadata, …) the URL is refused unless `allow_private_cidrs` covers it.
+//! Resolution failure refuses too (fail closed).
 //!
 //! A scheme-less argument (`example.com/a`, `localhost:8080`) gets `https://`,
-//! as agent-browser itself would do; browser-shell prepends it here so that the
-//! policy sees and passes on the final URL instead of guessing what the
-//! browser will do.
+//! as agent-browser itself would do; browser-shell prepends it here so the
+//! policy decides on, and passes on, the final URL.
+//!
+//! What a wrapper cannot see: the browser resolves the name again (DNS
+//! rebinding), and redirects and subresources inside a page never pass
+//! through here. The navigation guard re-checks the page URL after commands
+//! that can navigate; an egress firewall and Chrome's `URLBlocklist` policy
+//! close the rest.
 
-use url::Url;
+use std::{net::IpAddr, path::Path, time::Duration};
 
-use crate::refusal::Refusal;
+use ipnet::IpNet;
+use serde::{Deserialize, Serialize};
+use url::{Host, Url};
 
-/// Schemes `open` accepts.
-const ALLOWED_SCHEMES: &[&str] = &["http", "https"];
+use crate::{
+    address,
+    refusal::Refusal,
+    resolve::{Resolve, reserved_localhost},
+};
 
-/// Decide an `open` argument; on success return the URL to load.
-pub fn check_open(raw: &str) -> Result<String, Refusal> {
-    let raw = raw.trim();
-    if raw.eq_ignore_ascii_case("about:blank") {
-        return Ok("about:blank".to_owned());
+/// Schemes an operator may allow.
+const SUPPORTED_SCHEMES: &[&str] = &["http", "https"];
+
+/// The policy file, as written (every key optional, unknown keys refused).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct PolicyFile {
+    #[serde(default)]
+    open: OpenSection,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct OpenSection {
+    allow_schemes: Option<Vec<String>>,
+    allow_about_blank: Option<bool>,
+    allow_hosts: Option<Vec<String>>,
+    allow_host_suffixes: Option<Vec<String>>,
+    allow_private_cidrs: Option<Vec<String>>,
+    deny_hosts: Option<Vec<String>>,
+    navigation_guard: Option<bool>,
+    dns_timeout_ms: Option<u64>,
+}
+
+/// A policy file that cannot be used; the server refuses to start.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("cannot read policy file {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("policy file {path}: {message}")]
+    Invalid { path: String, message: String },
+}
+
+/// The effective policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UrlPolicy {
+    pub allow_schemes: Vec<String>,
+    pub allow_about_blank: bool,
+    /// Normalized hosts; `None` when no host allowlist is configured.
+    pub allow_hosts: Option<Vec<String>>,
+    /// Normalized suffixes, each starting with a dot.
+    pub allow_host_suffixes: Option<Vec<String>>,
+    pub allow_private_cidrs: Vec<IpNet>,
+    /// Normalized hosts; an entry starting with a dot denies that suffix.
+    pub deny_hosts: Vec<String>,
+    /// Re-check the page URL after commands that can navigate.
+    pub navigation_guard: bool,
+    #[serde(with = "millis")]
+    pub dns_timeout: Duration,
+}
+
+mod millis {
+    pub(super) fn serialize<S: serde::Serializer>(
+        d: &std::time::Duration,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        s.serialize_u128(d.as_millis())
     }
-    let candidate = if has_scheme(raw) {
-        raw.to_owned()
-    } else {
-        format!("https://{raw}")
+}
+
+impl Default for UrlPolicy {
+    /// What a missing policy file means: http and https to public addresses,
+    /// about:blank, the navigation guard on.
+    fn default() -> Self {
+        Self {
+            allow_schemes: SUPPORTED_SCHEMES.iter().map(|s| (*s).to_owned()).collect(),
+            allow_about_blank: true,
+            allow_hosts: None,
+            allow_host_suffixes: None,
+            allow_private_cidrs: Vec::new(),
+            deny_hosts: Vec::new(),
+            navigation_guard: true,
+            dns_timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+/// An allowed URL: what the browser will load, and the addresses checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checked {
+    pub url: String,
+    pub resolved: Vec<IpAddr>,
+}
+
+impl UrlPolicy {
+    /// Load `path`; a missing file is the default policy.
+    ///
+    /// # Errors
+    /// An unreadable or invalid file, naming the key and the problem.
+    pub fn load(path: &Path) -> Result<Self, PolicyError> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => Self::parse(&text, &path.display().to_string()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(source) => Err(PolicyError::Read {
+                path: path.display().to_string(),
+                source,
+            }),
+        }
+    }
+
+    /// Parse a policy file's JSON text.
+    ///
+    /// # Errors
+    /// Bad JSON, an unknown key, a wrong type, a bad CIDR or host, or an
+    /// unsupported scheme — each named.
+    pub fn from_json(text: &str) -> Result<Self, PolicyError> {
+        Self::parse(text, "<inline>")
+    }
+
+    fn parse(text: &str, path: &str) -> Result<Self, PolicyError> {
+        let invalid = |message: String| PolicyError::Invalid {
+            path: path.to_owned(),
+            message,
+        };
+        let file: PolicyFile = serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        let open = file.open;
+        let defaults = Self::default();
+        let allow_schemes = match open.allow_schemes {
+            None => defaults.allow_schemes,
+            Some(schemes) => {
+                let schemes: Vec<String> = schemes.iter().map(|s| s.to_ascii_lowercase()).collect();
+                if let Some(bad) = schemes
+                    .iter()
+                    .find(|s| !SUPPORTED_SCHEMES.contains(&s.as_str()))
+                {
+                    return Err(invalid(format!(
+                        "open.allow_schemes: {bad:?} cannot be allowed (only http and https)"
+                    )));
+                }
+                schemes
+            }
+        };
+        let hosts =
+            |key: &str, list: Option<Vec<String>>| -> Result<Option<Vec<String>>, PolicyError> {
+                list.map(|items| {
+                    items
+                        .iter()
+                        .map(|h| {
+                            normalize_host_entry(h)
+                                .map_err(|why| invalid(format!("open.{key}: {h:?}: {why}")))
+                        })
+                        .collect()
+                })
+                .transpose()
+            };
+        let allow_hosts = hosts("allow_hosts", open.allow_hosts)?;
+        let allow_host_suffixes =
+            hosts("allow_host_suffixes", open.allow_host_suffixes)?.map(|list| {
+                list.into_iter()
+                    .map(|s| {
+                        if s.starts_with('.') {
+                            s
+                        } else {
+                            format!(".{s}")
+                        }
+                    })
+                    .collect()
+            });
+        let deny_hosts = hosts("deny_hosts", open.deny_hosts)?.unwrap_or_default();
+        let allow_private_cidrs = open
+            .allow_private_cidrs
+            .unwrap_or_default()
+            .iter()
+            .map(|c| {
+                c.parse::<IpNet>()
+                    .or_else(|_| c.parse::<IpAddr>().map(IpNet::from))
+                    .map_err(|e| {
+                        invalid(format!(
+                            "open.allow_private_cidrs: {c:?} is not a CIDR: {e}"
+                        ))
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let dns_timeout = match open.dns_timeout_ms {
+            None => defaults.dns_timeout,
+            Some(ms @ 1..=30_000) => Duration::from_millis(ms),
+            Some(ms) => {
+                return Err(invalid(format!(
+                    "open.dns_timeout_ms: {ms} is not within 1..=30000"
+                )));
+            }
+        };
+        Ok(Self {
+            allow_schemes,
+            allow_about_blank: open.allow_about_blank.unwrap_or(defaults.allow_about_blank),
+            allow_hosts,
+            allow_host_suffixes,
+            allow_private_cidrs,
+            deny_hosts,
+            navigation_guard: open.navigation_guard.unwrap_or(defaults.navigation_guard),
+            dns_timeout,
+        })
+    }
+
+    /// Decide an `open` argument; on success, the URL to load and the
+    /// addresses that were checked.
+    pub async fn check_open(&self, raw: &str, resolver: &dyn Resolve) -> Result<Checked, Refusal> {
+        let raw = raw.trim();
+        let candidate = if has_scheme(raw) {
+            raw.to_owned()
+        } else {
+            format!("https://{raw}")
+        };
+        let url = Url::parse(&candidate)
+            .map_err(|e| Refusal::new("url.invalid", format!("not a valid URL: {e}")))?;
+        if url.scheme() == "about" {
+            return if url.as_str() == "about:blank" && self.allow_about_blank {
+                Ok(Checked {
+                    url: "about:blank".into(),
+                    resolved: Vec::new(),
+                })
+            } else {
+                Err(Refusal::new(
+                    "url.scheme",
+                    "only about:blank may be opened of the about: URLs",
+                ))
+            };
+        }
+        self.check_url(&url, resolver).await
+    }
+
+    /// The policy for a URL the page itself arrived at (navigation guard).
+    pub async fn check_url(&self, url: &Url, resolver: &dyn Resolve) -> Result<Checked, Refusal> {
+        if url.as_str() == "about:blank" && self.allow_about_blank {
+            return Ok(Checked {
+                url: url.to_string(),
+                resolved: Vec::new(),
+            });
+        }
+        if !self.allow_schemes.iter().any(|s| s == url.scheme()) {
+            return Err(Refusal::new(
+                "url.scheme",
+                format!(
+                    "the {}: scheme is not allowed (allowed: {}, and about:blank)",
+                    url.scheme(),
+                    self.allow_schemes.join(", ")
+                ),
+            ));
+        }
+        let host = url
+            .host()
+            .ok_or_else(|| Refusal::new("url.invalid", "the URL has no host"))?;
+        let name = host_key(&host);
+        if name.is_empty() {
+            return Err(Refusal::new("url.invalid", "the URL has an empty host"));
+        }
+        if let Some(entry) = self.deny_hosts.iter().find(|d| matches_host(&name, d)) {
+            return Err(Refusal::new(
+                "host.denied",
+                format!("{name} is denied by the policy ({entry})"),
+            ));
+        }
+        if self.allow_hosts.is_some() || self.allow_host_suffixes.is_some() {
+            let exact = self.allow_hosts.iter().flatten().any(|h| *h == name);
+            let suffix = self
+                .allow_host_suffixes
+                .iter()
+                .flatten()
+                .any(|s| name.ends_with(s.as_str()) && name.len() > s.len());
+            if !(exact || suffix) {
+                return Err(Refusal::new(
+                    "host.not_allowed",
+                    format!("{name} is not in the policy's allowed hosts"),
+                ));
+            }
+        }
+        let resolved = match host {
+            Host::Ipv4(v4) => vec![IpAddr::V4(v4)],
+            Host::Ipv6(v6) => vec![IpAddr::V6(v6)],
+            Host::Domain(_) => match reserved_localhost(&name) {
+                Some(loopback) => loopback,
+                None => resolver.resolve(&name).await.map_err(|e| {
+                    Refusal::new("dns.failed", format!("cannot resolve {name}: {e}"))
+                })?,
+            },
+        };
+        if resolved.is_empty() {
+            return Err(Refusal::new(
+                "dns.failed",
+                format!("{name} resolved to no address"),
+            ));
+        }
+        for ip in &resolved {
+            if let Some(kind) = address::special_kind(*ip)
+                && !address::allowed_by(*ip, &self.allow_private_cidrs)
+            {
+                return Err(Refusal::new(
+                    "address.private",
+                    format!(
+                        "{name} is {ip} ({kind}); only public addresses may be opened unless the \
+                         policy's allow_private_cidrs covers it"
+                    ),
+                ));
+            }
+        }
+        Ok(Checked {
+            url: url.to_string(),
+            resolved,
+        })
+    }
+}
+
+/// A host as compared with the lists: WHATWG-normalized (lowercase,
+/// punycode, dotted-quad IPv4, bracket-free IPv6), without a trailing dot.
+fn host_key(host: &Host<&str>) -> String {
+    match host {
+        Host::Domain(d) => d.trim_end_matches('.').to_owned(),
+        Host::Ipv4(v4) => v4.to_string(),
+        Host::Ipv6(v6) => v6.to_string(),
+    }
+}
+
+/// Normalize a host written in the policy file the same way URLs are.
+fn normalize_host_entry(entry: &str) -> Result<String, String> {
+    let (dot, bare) = match entry.strip_prefix('.') {
+        Some(rest) => (".", rest),
+        None => ("", entry),
     };
-    let url = Url::parse(&candidate)
-        .map_err(|e| Refusal::new("url.invalid", format!("not a valid URL: {e}")))?;
-    if !ALLOWED_SCHEMES.contains(&url.scheme()) {
-        return Err(Refusal::new(
-            "url.scheme",
-            format!(
-                "the {}: scheme is not allowed; open takes http, https or about:blank",
-                url.scheme()
-            ),
-        ));
+    let bare = bare.trim_matches(|c| c == '[' || c == ']');
+    let host = Host::parse(bare)
+        .or_else(|_| Host::parse(&format!("[{bare}]")))
+        .map_err(|e| e.to_string())?;
+    Ok(format!("{dot}{}", host_key(&host.as_ref())))
+}
+
+trait AsRefHost {
+    fn as_ref(&self) -> Host<&str>;
+}
+
+impl AsRefHost for Host<String> {
+    fn as_ref(&self) -> Host<&str> {
+        match self {
+            Host::Domain(d) => Host::Domain(d.as_str()),
+            Host::Ipv4(v4) => Host::Ipv4(*v4),
+            Host::Ipv6(v6) => Host::Ipv6(*v6),
+        }
     }
-    if url.host_str().is_none_or(str::is_empty) {
-        return Err(Refusal::new("url.invalid", "the URL has no host"));
+}
+
+/// `entry` is a host, or a `.suffix` matching on a label boundary.
+fn matches_host(name: &str, entry: &str) -> bool {
+    if entry.starts_with('.') {
+        name.ends_with(entry) && name.len() > entry.len()
+    } else {
+        name == entry
     }
-    Ok(url.into())
 }
 
 /// True when `raw` starts with `scheme:` in the RFC 3986 sense, except the
@@ -62,59 +399,5 @@ fn has_scheme(raw: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn http_https_and_about_blank_are_allowed() {
-        assert_eq!(
-            check_open("http://127.0.0.1:8080/x").unwrap(),
-            "http://127.0.0.1:8080/x"
-        );
-        assert_eq!(
-            check_open("HTTPS://Example.COM").unwrap(),
-            "https://example.com/"
-        );
-        assert_eq!(check_open("about:blank").unwrap(), "about:blank");
-    }
-
-    #[test]
-    fn scheme_less_urls_get_https() {
-        assert_eq!(
-            check_open("example.com/a?b").unwrap(),
-            "https://example.com/a?b"
-        );
-        assert_eq!(
-            check_open("localhost:8080/x").unwrap(),
-            "https://localhost:8080/x"
-        );
-    }
-
-    #[test]
-    fn other_schemes_are_refused() {
-        for bad in [
-            "file:///etc/passwd",
-            "javascript:alert(1)",
-            "chrome://version",
-            "chrome-extension://abc/x",
-            "devtools://devtools/x",
-            "view-source:http://example.com",
-            "data:text/html,x",
-            "blob:http://example.com/uuid",
-            "ws://example.com",
-            "wss://example.com",
-            "ftp://example.com",
-            "about:config",
-            "JaVaScRiPt:alert(1)",
-        ] {
-            assert_eq!(check_open(bad).unwrap_err().rule, "url.scheme", "{bad}");
-        }
-    }
-
-    #[test]
-    fn unparsable_urls_are_refused() {
-        for bad in ["http://", "https://exa mple.com", "http://[::1"] {
-            assert_eq!(check_open(bad).unwrap_err().rule, "url.invalid", "{bad}");
-        }
-    }
-}
+#[path = "policy_tests.rs"]
+mod tests;

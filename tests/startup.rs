@@ -144,12 +144,19 @@ fn state_dir_too_long_for_unix_sockets_is_refused_at_start() {
 }
 
 #[test]
-fn an_existing_policy_file_is_never_silently_ignored() {
+fn an_invalid_policy_file_is_refused_at_start_naming_the_key() {
     let d = dirs();
-    let policy = d.scratch.path().join("policy.json");
-    std::fs::write(&policy, "{}").unwrap();
-    let output = run(&d, &[("--policy", policy.display().to_string())]);
-    assert_refused_at_start(&output, "refusing to start rather than ignore it");
+    for (text, needle) in [
+        ("{not json", "key must be a string"),
+        (r#"{"open": {"allow_hostz": []}}"#, "unknown field `allow_hostz`"),
+        (r#"{"open": {"allow_private_cidrs": ["10.0.0.0/33"]}}"#, "open.allow_private_cidrs: \"10.0.0.0/33\""),
+        (r#"{"open": {"allow_schemes": ["file"]}}"#, "open.allow_schemes: \"file\" cannot be allowed"),
+    ] {
+        let policy = d.scratch.path().join("policy.json");
+        std::fs::write(&policy, text).unwrap();
+        let output = run(&d, &[("--policy", policy.display().to_string())]);
+        assert_refused_at_start(&output, needle);
+    }
 }
 
 #[test]

@@ -149,6 +149,9 @@ class ServerConfig:
     extra_read_exec: list[str] = field(default_factory=list)
     audit_log_path: Path | None = None
     extra_args: list[str] = field(default_factory=list)
+    # The URL policy written for this server; None: no file (the built-in default policy).
+    # Tests serve pages on 127.0.0.1, which the default refuses as loopback.
+    policy_json: dict | None = field(default_factory=lambda: {"open": {"allow_private_cidrs": ["127.0.0.1/32"]}})
 
     @property
     def state_dir(self) -> Path:
@@ -164,7 +167,11 @@ class ServerConfig:
 
     @property
     def policy(self) -> Path:
-        return self.base / "no-such-policy.json"
+        return self.base / "policy.json"
+
+    def write_policy(self) -> None:
+        if self.policy_json is not None:
+            self.policy.write_text(json.dumps(self.policy_json))
 
     @property
     def stderr_log(self) -> Path:
@@ -286,6 +293,7 @@ async def open_session(cfg: ServerConfig, faults: list[str] | None = None):
     """stdio_client + ClientSession + initialize. Transport faults (e.g. a stdout line that is not
     JSON-RPC) are appended to `faults` instead of being silently dropped."""
     cfg.base.mkdir(parents=True, exist_ok=True)
+    cfg.write_policy()
     params = StdioServerParameters(command=str(cfg.server_bin), args=cfg.args(), env=cfg.env())
 
     async def on_message(message: Any) -> None:
