@@ -37,6 +37,9 @@ const V6: &[(&str, &str)] = &[
     ("100::/64", "discard"),
     ("2001::/23", "IETF protocol assignments"),
     ("2001:db8::/32", "documentation"),
+    ("3fff::/20", "documentation"),
+    ("5f00::/16", "SRv6 SIDs"),
+    ("100:0:0:1::/64", "dummy prefix"),
     ("fc00::/7", "unique local"),
     ("fe80::/10", "link-local"),
     ("fec0::/10", "site-local"),
@@ -57,14 +60,17 @@ pub fn special_kind(ip: IpAddr) -> Option<&'static str> {
 }
 
 /// The IPv4 address an IPv6 address carries, for the forms that route to it:
-/// IPv4-mapped `::ffff:0:0/96`, IPv4-compatible `::/96`, NAT64 `64:ff9b::/96`
+/// IPv4-mapped `::ffff:0:0/96`, IPv4-compatible `::/96` (from 1.0.0.0 up), NAT64 `64:ff9b::/96`
 /// and 6to4 `2002::/16`.
 pub fn embedded_v4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
     let s = v6.segments();
     let v4_from =
         |hi: u16, lo: u16| Ipv4Addr::new((hi >> 8) as u8, hi as u8, (lo >> 8) as u8, lo as u8);
     match s {
-        [0, 0, 0, 0, 0, 0xffff, hi, lo] | [0, 0, 0, 0, 0, 0, hi, lo] => Some(v4_from(hi, lo)),
+        [0, 0, 0, 0, 0, 0xffff, hi, lo] => Some(v4_from(hi, lo)),
+        // IPv4-compatible embeds a global IPv4 (RFC 4291 2.5.5.1): `::1` and
+        // `::` are IPv6 loopback and unspecified, never 0.0.0.x.
+        [0, 0, 0, 0, 0, 0, hi, lo] if hi >> 8 != 0 => Some(v4_from(hi, lo)),
         [0x64, 0xff9b, 0, 0, 0, 0, hi, lo] => Some(v4_from(hi, lo)),
         [0x2002, hi, lo, ..] => Some(v4_from(hi, lo)),
         _ => None,

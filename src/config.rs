@@ -227,6 +227,7 @@ impl ServeArgs {
             output_dir: output_dir.clone(),
             idle_timeout_ms: self.idle_timeout_sec * 1000,
             confinement: Arc::clone(&confinement),
+            http: reqwest::Client::new(),
         };
         let version = runner
             .self_test()

@@ -44,6 +44,8 @@ pub struct Runner {
     pub idle_timeout_ms: u64,
     /// Applied to every spawn, and so inherited by the daemon it forks.
     pub confinement: Arc<hardening::Prepared>,
+    /// For Chromium's DevTools HTTP endpoint (bringing a tab to the front).
+    pub http: reqwest::Client,
 }
 
 /// How the child ended.
@@ -251,6 +253,27 @@ impl Runner {
     fn session_file(&self, session: &SessionId, suffix: &str) -> PathBuf {
         self.socket_dir
             .join(format!("{}.{suffix}", session.daemon_name()))
+    }
+
+    /// Bring the session's pinned tab to the front of its window, through
+    /// Chromium's DevTools HTTP endpoint on 127.0.0.1. Best effort: a failure
+    /// only costs the next command time, so it is logged, not returned.
+    pub async fn foreground(&self, session: &SessionId) {
+        let Some(target) = self.session_target(session) else {
+            return;
+        };
+        let url = format!("http://127.0.0.1:{}/json/activate/{target}", self.cdp_port);
+        let request = reqwest::Client::new()
+            .get(&url)
+            .timeout(Duration::from_secs(2))
+            .send();
+        match request.await {
+            Ok(response) if response.status().is_success() => {}
+            Ok(response) => {
+                tracing::warn!(status = %response.status(), "could not bring the session's tab to the front")
+            }
+            Err(e) => tracing::warn!(error = %e, "could not bring the session's tab to the front"),
+        }
     }
 
     /// The CDP target id of the session's pinned tab, once it has one.

@@ -32,6 +32,9 @@ struct Cli {
 enum Cmd {
     /// Run the MCP server on stdin/stdout (the default).
     Serve(config::ServeArgs),
+    /// Validate a URL policy file, or explain the verdict on one URL.
+    #[command(subcommand)]
+    Policy(PolicyCmd),
     /// Check and summarise audit logs (for reviewers; reads only).
     #[command(subcommand)]
     Audit(AuditCmd),
@@ -44,6 +47,15 @@ enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum PolicyCmd {
+    /// Validate FILE and print the effective policy (exit 2 when invalid).
+    Check(review::PolicyCheckArgs),
+    /// Print the verdict on URL and the rule that decided it (resolves DNS).
+    /// Exits 0 when allowed, 1 when refused.
+    Explain(review::PolicyExplainArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -80,6 +92,16 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Some(Cmd::Serve(args)) => serve(&args).map(|()| ExitCode::SUCCESS),
         None => serve(&cli.serve).map(|()| ExitCode::SUCCESS),
+        Some(Cmd::Policy(PolicyCmd::Check(args))) => {
+            review::policy_check(&args).map(|()| ExitCode::SUCCESS)
+        }
+        Some(Cmd::Policy(PolicyCmd::Explain(args))) => review::policy_explain(&args).map(|ok| {
+            if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }),
         Some(Cmd::Audit(AuditCmd::Verify(args))) => review::verify(&args).map(|ok| {
             if ok {
                 ExitCode::SUCCESS

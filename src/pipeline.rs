@@ -188,7 +188,18 @@ impl Pipeline {
             && tokens
                 .first()
                 .is_some_and(|t| NAVIGATING.contains(&t.as_str()));
-        let batch = self.batch_for(&request.session, tokens, guarded);
+        // Chromium renders only the visible tab of a window: in a background
+        // tab agent-browser's actions wait out a 5 s timeout and screenshots
+        // hang for 30 s. Each session has its own pinned tab; bring it to the
+        // front first (through Chromium, not agent-browser, whose `tab`
+        // command would drop the session's snapshot refs).
+        if tokens
+            .first()
+            .is_some_and(|t| !matches!(t.as_str(), "open" | "get" | "close"))
+        {
+            self.runner.foreground(&request.session).await;
+        }
+        let batch = Self::batch_for(tokens, guarded);
         let raw = self
             .runner
             .run(&request.session, &batch, request.timeout, &ctx.cancel)
@@ -303,24 +314,10 @@ impl Pipeline {
             .map(drop)
     }
 
-    /// The batch sent on stdin: the agent's command, preceded for
-    /// `screenshot` by foregrounding the session's own tab (Chromium captures
-    /// only the visible tab of a window; a background tab's capture hangs
-    /// until agent-browser's 30 s CDP timeout), and followed, when guarded,
-    /// by `get url` for the navigation guard.
-    fn batch_for(
-        &self,
-        session: &SessionId,
-        tokens: Vec<String>,
-        guarded: bool,
-    ) -> Vec<Vec<String>> {
-        let mut batch = Vec::with_capacity(3);
-        if tokens.first().is_some_and(|t| t == "screenshot")
-            && let Some(target) = self.runner.session_target(session)
-        {
-            batch.push(vec!["tab".to_owned(), target]);
-        }
-        batch.push(tokens);
+    /// The batch sent on stdin: the agent's command, followed, when
+    /// guarded, by `get url` for the navigation guard.
+    fn batch_for(tokens: Vec<String>, guarded: bool) -> Vec<Vec<String>> {
+        let mut batch = vec![tokens];
         if guarded {
             batch.push(
                 outcome::GUARD_COMMAND

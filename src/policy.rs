@@ -81,7 +81,7 @@ pub struct UrlPolicy {
     pub deny_hosts: Vec<String>,
     /// Re-check the page URL after commands that can navigate.
     pub navigation_guard: bool,
-    #[serde(with = "millis")]
+    #[serde(rename = "dns_timeout_ms", with = "millis")]
     pub dns_timeout: Duration,
 }
 
@@ -148,7 +148,19 @@ impl UrlPolicy {
             path: path.to_owned(),
             message,
         };
-        let file: PolicyFile = serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        // serde would read a struct from an array, positionally: refuse that.
+        if !value.is_object() {
+            return Err(invalid("the policy must be a JSON object".into()));
+        }
+        if value.get("open").is_some_and(|open| !open.is_object()) {
+            return Err(invalid("open: must be a JSON object".into()));
+        }
+        let file: PolicyFile = serde_path_to_error::deserialize(value).map_err(|e| {
+            let path = e.path().to_string();
+            invalid(format!("{path}: {}", e.into_inner()))
+        })?;
         let open = file.open;
         let defaults = Self::default();
         let allow_schemes = match open.allow_schemes {
@@ -347,7 +359,15 @@ fn host_key(host: &Host<&str>) -> String {
 }
 
 /// Normalize a host written in the policy file the same way URLs are.
+/// Wildcards are refused: they would match nothing and fail open silently
+/// (`*.example.com` in `deny_hosts` denies nothing); suffixes are written
+/// with a leading dot instead.
 fn normalize_host_entry(entry: &str) -> Result<String, String> {
+    if entry.contains('*') {
+        return Err(
+            "wildcards are not supported; write a suffix with a leading dot (.example.com)".into(),
+        );
+    }
     let (dot, bare) = match entry.strip_prefix('.') {
         Some(rest) => (".", rest),
         None => ("", entry),
@@ -356,6 +376,16 @@ fn normalize_host_entry(entry: &str) -> Result<String, String> {
     let host = Host::parse(bare)
         .or_else(|_| Host::parse(&format!("[{bare}]")))
         .map_err(|e| e.to_string())?;
+    if let Host::Domain(d) = &host
+        && !d.trim_end_matches('.').split('.').all(|label| {
+            !label.is_empty()
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
+    {
+        return Err("not a host name".into());
+    }
     Ok(format!("{dot}{}", host_key(&host.as_ref())))
 }
 
@@ -373,12 +403,12 @@ impl AsRefHost for Host<String> {
     }
 }
 
-/// `entry` is a host, or a `.suffix` matching on a label boundary.
+/// For `deny_hosts`: `entry` is a host, or a `.suffix` that denies that
+/// domain and everything under it (denying more is the safe reading).
 fn matches_host(name: &str, entry: &str) -> bool {
-    if entry.starts_with('.') {
-        name.ends_with(entry) && name.len() > entry.len()
-    } else {
-        name == entry
+    match entry.strip_prefix('.') {
+        Some(apex) => name == apex || name.ends_with(entry),
+        None => name == entry,
     }
 }
 

@@ -1,5 +1,6 @@
-//! Reviewer commands over audit log files: `audit verify` and `audit report`.
-//! Neither needs the server's configuration; both only read.
+//! Reviewer and operator commands that only read: `audit verify`, `audit
+//! report` over audit log files, and `policy check`, `policy explain` over a
+//! URL policy file. None needs the server's other configuration.
 
 use std::{io::Write, path::PathBuf};
 
@@ -208,4 +209,72 @@ pub fn report(args: &ReportArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// `browser-shell policy check`.
+#[derive(Debug, Clone, Args)]
+pub struct PolicyCheckArgs {
+    /// The policy file (default: `--policy`'s default or `BROWSER_SHELL_POLICY`).
+    #[arg(
+        env = "BROWSER_SHELL_POLICY",
+        default_value = "/etc/agent-browser/browser-shell.policy.json"
+    )]
+    pub file: PathBuf,
+}
+
+/// `browser-shell policy explain`.
+#[derive(Debug, Clone, Args)]
+pub struct PolicyExplainArgs {
+    /// The URL (or `open` argument) to decide.
+    pub url: String,
+    /// The policy file.
+    #[arg(
+        long,
+        env = "BROWSER_SHELL_POLICY",
+        default_value = "/etc/agent-browser/browser-shell.policy.json"
+    )]
+    pub policy: PathBuf,
+}
+
+/// Validate a policy file and print the effective policy (JSON).
+pub fn policy_check(args: &PolicyCheckArgs) -> anyhow::Result<()> {
+    let exists = args.file.exists();
+    let policy = crate::policy::UrlPolicy::load(&args.file)?;
+    let mut out = std::io::stdout().lock();
+    if !exists {
+        writeln!(
+            out,
+            "# {} does not exist: the built-in default policy applies",
+            args.file.display()
+        )?;
+    }
+    writeln!(out, "{}", serde_json::to_string_pretty(&policy)?)?;
+    Ok(())
+}
+
+/// Decide one URL with the real resolver; returns whether it is allowed.
+pub fn policy_explain(args: &PolicyExplainArgs) -> anyhow::Result<bool> {
+    let policy = crate::policy::UrlPolicy::load(&args.policy)?;
+    let resolver = crate::resolve::SystemResolver {
+        timeout: policy.dns_timeout,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let verdict = runtime.block_on(policy.check_open(&args.url, &resolver));
+    let mut out = std::io::stdout().lock();
+    match verdict {
+        Ok(checked) => {
+            writeln!(out, "allowed: {}", checked.url)?;
+            if !checked.resolved.is_empty() {
+                let addrs: Vec<String> = checked.resolved.iter().map(ToString::to_string).collect();
+                writeln!(out, "addresses: {}", addrs.join(", "))?;
+            }
+            Ok(true)
+        }
+        Err(refusal) => {
+            writeln!(out, "refused [{}]: {}", refusal.rule, refusal.message)?;
+            Ok(false)
+        }
+    }
 }

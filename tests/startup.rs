@@ -148,9 +148,18 @@ fn an_invalid_policy_file_is_refused_at_start_naming_the_key() {
     let d = dirs();
     for (text, needle) in [
         ("{not json", "key must be a string"),
-        (r#"{"open": {"allow_hostz": []}}"#, "unknown field `allow_hostz`"),
-        (r#"{"open": {"allow_private_cidrs": ["10.0.0.0/33"]}}"#, "open.allow_private_cidrs: \"10.0.0.0/33\""),
-        (r#"{"open": {"allow_schemes": ["file"]}}"#, "open.allow_schemes: \"file\" cannot be allowed"),
+        (
+            r#"{"open": {"allow_hostz": []}}"#,
+            "unknown field `allow_hostz`",
+        ),
+        (
+            r#"{"open": {"allow_private_cidrs": ["10.0.0.0/33"]}}"#,
+            "open.allow_private_cidrs: \"10.0.0.0/33\"",
+        ),
+        (
+            r#"{"open": {"allow_schemes": ["file"]}}"#,
+            "open.allow_schemes: \"file\" cannot be allowed",
+        ),
     ] {
         let policy = d.scratch.path().join("policy.json");
         std::fs::write(&policy, text).unwrap();

@@ -455,10 +455,13 @@ def start_server(binaries: Binaries, chromium: harness.Chromium) -> Iterator[Any
         extra_read_exec: list[str] | None = None,
         audit_log: Path | None = None,
         extra_args: list[str] | None = None,
+        **overrides: Any,
     ) -> BlockingServer:
         cfg = new_server_config(binaries, chromium.port, agent_browser, extra_read_exec=extra_read_exec)
         cfg.audit_log_path = audit_log
         cfg.extra_args = list(extra_args or [])
+        for key, value in overrides.items():
+            setattr(cfg, key, value)
         srv = BlockingServer(cfg)
         started.append(srv)
         return srv.start()

@@ -236,8 +236,9 @@ class WebServer:
 
 
 @contextmanager
-def run_web_server() -> Iterator[WebServer]:
-    state = WebServer(host="127.0.0.1", port=0)
+def run_web_server(host: str = "127.0.0.1") -> Iterator[WebServer]:
+    """Serve the fixture pages on `host` (a loopback address) and a free port."""
+    state = WebServer(host=host, port=0)
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -275,12 +276,22 @@ def run_web_server() -> Iterator[WebServer]:
             elif parsed.path == "/slow":
                 time.sleep(1.0)
                 self._send(200, _page("Slow page", "<p>slow</p>"))
+            elif parsed.path == "/redirect":
+                # A server-side redirect to wherever ?to= says (tests point it at loopback only).
+                target = urllib.parse.parse_qs(parsed.query).get("to", ["/"])[0]
+                self.send_response(302)
+                self.send_header("Location", target)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+            elif parsed.path == "/links":
+                target = html.escape(urllib.parse.parse_qs(parsed.query).get("to", ["/"])[0], quote=True)
+                self._send(200, _page("Links", f'<a id="away" href="{target}">away</a>'))
             elif parsed.path == "/favicon.ico":
                 self._send(404, b"", "image/x-icon")
             else:
                 self._send(404, _page("Not found"))
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd = ThreadingHTTPServer((host, 0), Handler)
     httpd.daemon_threads = True
     state.port = httpd.server_address[1]
     thread = threading.Thread(target=httpd.serve_forever, name="e2e-http", daemon=True)

@@ -1,0 +1,97 @@
+"""The URL policy through MCP with real Chromium. Only 127.0.0.1/32 is allowed by the test policy;
+the "private" targets are other loopback addresses (127.0.0.2, 127.0.0.3) — never a real private or
+public address, because the browser connects before any guard can look."""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+from collections.abc import Iterator
+
+import pytest
+
+import harness
+from conftest import describe
+
+
+@pytest.fixture(scope="module")
+def elsewhere() -> Iterator[tuple[harness.WebServer, harness.WebServer]]:
+    """Two more web servers on loopback addresses outside the allowed 127.0.0.1/32."""
+    with harness.run_web_server("127.0.0.2") as two, harness.run_web_server("127.0.0.3") as three:
+        yield two, three
+
+
+def rules_in_audit(server) -> list[str]:
+    return [
+        json.loads(line).get("rule", "")
+        for line in server.cfg.audit_log.read_text().splitlines()
+    ]
+
+
+def test_an_allowed_local_page_opens(server, web: harness.WebServer) -> None:
+    assert server.ok("pol-1", ["open", web.url("/form")])["url"] == web.url("/form")
+    record = [json.loads(l) for l in server.cfg.audit_log.read_text().splitlines() if '"intent"' in l][-1]
+    assert record["resolved"] == ["127.0.0.1"], record
+
+
+def test_the_default_policy_refuses_the_devtools_endpoint(start_server, chromium: harness.Chromium) -> None:
+    srv = start_server(policy_json=None)  # no file: the built-in default
+    is_error, reply = srv.call("pol-2", ["open", f"http://127.0.0.1:{chromium.port}/json/version"])
+    assert is_error and reply["exit_code"] == 126, describe(reply)
+    assert reply["stderr"].startswith("refused [address.private]") and "loopback" in reply["stderr"], reply["stderr"]
+    for url in ["http://localhost:1/", "http://[::1]/", "http://2130706433/", "http://0x7f.1/"]:
+        is_error, reply = srv.call("pol-2", ["open", url])
+        assert reply["exit_code"] == 126 and "address.private" in reply["stderr"], (url, reply)
+    assert rules_in_audit(srv).count("address.private") == 5
+
+
+def test_an_address_outside_the_allowed_cidr_is_refused_before_the_browser_sees_it(
+    server, elsewhere: tuple[harness.WebServer, harness.WebServer]
+) -> None:
+    two, _ = elsewhere
+    is_error, reply = server.call("pol-3", ["open", two.url("/form")])
+    assert is_error and "address.private" in reply["stderr"] and "127.0.0.2" in reply["stderr"], describe(reply)
+    assert two.seen_paths() == [], "the browser was sent to the refused address"
+
+
+def test_a_redirect_to_a_disallowed_address_is_caught_by_the_navigation_guard(
+    server, web: harness.WebServer, elsewhere: tuple[harness.WebServer, harness.WebServer]
+) -> None:
+    two, _ = elsewhere
+    start = web.url("/redirect?to=" + urllib.parse.quote(two.url("/next"), safe=""))
+    is_error, reply = server.call("pol-4", ["open", start])
+    assert is_error and reply["exit_code"] == 126, describe(reply)
+    assert reply["stderr"].startswith("refused [navigation.blocked]: the page navigated to http://127.0.0.2"), reply["stderr"]
+    assert "about:blank" in reply["stderr"]
+    assert server.ok("pol-4", ["get", "url"]) == {"url": "about:blank"}
+    assert "navigation.blocked" in rules_in_audit(server)
+
+
+def test_a_link_to_a_disallowed_address_is_caught_after_the_click(
+    server, web: harness.WebServer, elsewhere: tuple[harness.WebServer, harness.WebServer]
+) -> None:
+    _, three = elsewhere
+    server.ok("pol-5", ["open", web.url("/links?to=" + urllib.parse.quote(three.url("/next"), safe=""))])
+    is_error, reply = server.call("pol-5", ["click", "#away"])
+    assert is_error and "navigation.blocked" in reply["stderr"] and "127.0.0.3" in reply["stderr"], describe(reply)
+    assert server.ok("pol-5", ["get", "url"]) == {"url": "about:blank"}
+
+
+def test_a_link_to_an_allowed_page_passes_the_guard(server, web: harness.WebServer) -> None:
+    server.ok("pol-6", ["open", web.url("/links?to=" + urllib.parse.quote(web.url("/next"), safe=""))])
+    assert server.ok("pol-6", ["click", "#away"]) == {"clicked": "#away"}
+    assert server.ok("pol-6", ["get", "title"]) == {"title": "Next page"}
+
+
+def test_other_schemes_are_refused_and_audited_with_their_rule(server) -> None:
+    for url, rule in [
+        ("file:///etc/passwd", "url.scheme"),
+        ("javascript:alert(1)", "url.scheme"),
+        ("chrome://version", "url.scheme"),
+        ("view-source:http://127.0.0.1/", "url.scheme"),
+        ("http://[fe80::1%25eth0]/", "url.invalid"),
+    ]:
+        is_error, reply = server.call("pol-7", ["open", url])
+        assert reply["exit_code"] == 126 and f"[{rule}]" in reply["stderr"], (url, reply)
+    rules = rules_in_audit(server)
+    assert rules.count("url.scheme") >= 4 and "url.invalid" in rules
