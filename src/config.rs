@@ -100,6 +100,11 @@ pub struct ServeArgs {
     )]
     pub audit_secret_param: Vec<String>,
 
+    /// Also write the server's diagnostics (not the audit trail) to a daily
+    /// rolling file `browser-shell.log` in this directory.
+    #[arg(long, env = "BROWSER_SHELL_DIAGNOSTICS_DIR", value_name = "DIR")]
+    pub diagnostics_dir: Option<PathBuf>,
+
     /// Seconds an idle agent-browser daemon lives before it exits by itself.
     #[arg(long, env = "BROWSER_SHELL_IDLE_TIMEOUT_SEC", value_name = "SECONDS",
           default_value_t = 900, value_parser = clap::value_parser!(u64).range(1..=86_400))]
@@ -206,7 +211,13 @@ impl ServeArgs {
         });
         let audit = audit::Sink::open(&self.audit_log, Some(key.clone()), rotation)
             .with_context(|| "the audit log must be writable before any call can run")?;
-        let redactor = audit::Redactor::new(key, &self.audit_secret_param);
+        let secret_params: Vec<String> = self
+            .audit_secret_param
+            .iter()
+            .chain(&url_policy.secret_query_params)
+            .cloned()
+            .collect();
+        let redactor = audit::Redactor::new(key, &secret_params);
 
         let policy = self.confinement_policy(&state_dir, &output_dir)?;
         self.check_evidence_outside(&policy, &key_path)?;

@@ -88,7 +88,12 @@ enum HardeningCmd {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_diagnostics();
+    let diagnostics_dir = match &cli.command {
+        Some(Cmd::Serve(args)) => args.diagnostics_dir.clone(),
+        None => cli.serve.diagnostics_dir.clone(),
+        _ => None,
+    };
+    init_diagnostics(diagnostics_dir.as_deref());
     let result = match cli.command {
         Some(Cmd::Serve(args)) => serve(&args).map(|()| ExitCode::SUCCESS),
         None => serve(&cli.serve).map(|()| ExitCode::SUCCESS),
@@ -138,24 +143,45 @@ fn main() -> ExitCode {
     }
 }
 
-/// Diagnostics go to stderr (stdout is JSON-RPC), filtered by `RUST_LOG`.
-/// rmcp logs whole requests — tool arguments, so typed passwords — at debug
-/// and below; those never get through, whatever `RUST_LOG` says.
-fn init_diagnostics() {
+/// Diagnostics go to stderr (stdout is JSON-RPC), filtered by `RUST_LOG`, and
+/// optionally to a daily rolling file. rmcp logs whole requests — tool
+/// arguments, so typed passwords — at debug and below; those never get
+/// through, whatever `RUST_LOG` says. (The audit trail is not diagnostics: it
+/// has its own durable writer.)
+fn init_diagnostics(dir: Option<&std::path::Path>) {
     use tracing_subscriber::{
-        Layer, filter::filter_fn, layer::SubscriberExt, util::SubscriberInitExt,
+        EnvFilter, Layer, filter::filter_fn, layer::SubscriberExt, util::SubscriberInitExt,
     };
-    let env = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,opentelemetry=warn"));
-    let no_request_bodies = filter_fn(|meta| {
-        !(meta.target().starts_with("rmcp") && *meta.level() > tracing::Level::INFO)
-    });
-    let layer = tracing_subscriber::fmt::layer()
+    let env = || {
+        EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| EnvFilter::new("info,opentelemetry=warn"))
+    };
+    let no_request_bodies = || {
+        filter_fn(|meta| {
+            !(meta.target().starts_with("rmcp") && *meta.level() > tracing::Level::INFO)
+        })
+    };
+    let stderr = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(false)
-        .with_filter(env)
-        .with_filter(no_request_bodies);
-    tracing_subscriber::registry().with(layer).init();
+        .with_filter(env())
+        .with_filter(no_request_bodies());
+    // A plain (blocking) appender: tracing-appender's non_blocking writer can
+    // drop lines, and print to stdout when its worker misses the shutdown.
+    let file = dir.map(|dir| {
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::sync::Mutex::new(tracing_appender::rolling::daily(
+                dir,
+                "browser-shell.log",
+            )))
+            .with_ansi(false)
+            .with_filter(env())
+            .with_filter(no_request_bodies())
+    });
+    tracing_subscriber::registry()
+        .with(stderr)
+        .with(file)
+        .init();
 }
 
 /// Buffer between the wire and rmcp, each direction.

@@ -39,6 +39,15 @@ const SUPPORTED_SCHEMES: &[&str] = &["http", "https"];
 struct PolicyFile {
     #[serde(default)]
     open: OpenSection,
+    #[serde(default)]
+    redact: RedactSection,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct RedactSection {
+    /// More query-parameter names whose values the audit log masks.
+    secret_query_params: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -83,6 +92,8 @@ pub struct UrlPolicy {
     pub navigation_guard: bool,
     #[serde(rename = "dns_timeout_ms", with = "millis")]
     pub dns_timeout: Duration,
+    /// Extra query-parameter names masked in audited URLs (`redact` section).
+    pub secret_query_params: Vec<String>,
 }
 
 mod millis {
@@ -107,6 +118,7 @@ impl Default for UrlPolicy {
             deny_hosts: Vec::new(),
             navigation_guard: true,
             dns_timeout: Duration::from_secs(2),
+            secret_query_params: Vec::new(),
         }
     }
 }
@@ -154,13 +166,21 @@ impl UrlPolicy {
         if !value.is_object() {
             return Err(invalid("the policy must be a JSON object".into()));
         }
-        if value.get("open").is_some_and(|open| !open.is_object()) {
-            return Err(invalid("open: must be a JSON object".into()));
+        for section in ["open", "redact"] {
+            if value.get(section).is_some_and(|v| !v.is_object()) {
+                return Err(invalid(format!("{section}: must be a JSON object")));
+            }
         }
         let file: PolicyFile = serde_path_to_error::deserialize(value).map_err(|e| {
             let path = e.path().to_string();
             invalid(format!("{path}: {}", e.into_inner()))
         })?;
+        let secret_query_params = file.redact.secret_query_params.unwrap_or_default();
+        if let Some(bad) = secret_query_params.iter().find(|p| p.trim().is_empty()) {
+            return Err(invalid(format!(
+                "redact.secret_query_params: {bad:?} is empty"
+            )));
+        }
         let open = file.open;
         let defaults = Self::default();
         let allow_schemes = match open.allow_schemes {
@@ -237,6 +257,7 @@ impl UrlPolicy {
             deny_hosts,
             navigation_guard: open.navigation_guard.unwrap_or(defaults.navigation_guard),
             dns_timeout,
+            secret_query_params,
         })
     }
 

@@ -192,3 +192,25 @@ def test_report_summarises_sessions_denials_and_latency(binaries: Binaries, serv
     assert "src=" not in html and "href=" not in html and "Session rep" in html, html[:300]
     ocsf = [json.loads(line) for line in run_cli(binaries, "audit", "report", log, "--format", "ocsf").stdout.splitlines()]
     assert ocsf and all(e["class_uid"] == 6003 and e["type_uid"] == 600399 for e in ocsf)
+
+
+def test_the_policy_file_can_add_secret_query_parameters(start_server, web: harness.WebServer) -> None:
+    srv = start_server(
+        policy_json={"open": {"allow_private_cidrs": ["127.0.0.1/32"]}, "redact": {"secret_query_params": ["x-custom"]}}
+    )
+    secret = "s-" + os.urandom(6).hex()
+    srv.ok("red", ["open", web.url(f"/form?x-custom={secret}&q=visible")])
+    intent = [r for r in records(srv.cfg.audit_log) if r["phase"] == "intent"][-1]
+    assert intent["argv"][1].endswith("/form?x-custom=***&q=visible"), intent["argv"]
+    assert secret not in srv.cfg.audit_log.read_text()
+
+
+def test_diagnostics_can_also_go_to_a_rolling_file(start_server) -> None:
+    logs = Path(tempfile.mkdtemp(prefix="bs-diag-", dir="/var/tmp"))
+    srv = start_server(extra_args=["--diagnostics-dir", str(logs)])
+    srv.call("diag", ["fill", "#x", "typed-secret-123"])
+    files = list(logs.glob("browser-shell.log*"))
+    assert files, list(logs.iterdir())
+    text = "".join(f.read_text() for f in files)
+    assert "browser-shell ready on stdio" in text, text[:500]
+    assert "typed-secret-123" not in text
