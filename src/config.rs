@@ -100,6 +100,17 @@ pub struct ServeArgs {
     )]
     pub audit_secret_param: Vec<String>,
 
+    /// Largest file the confined agent-browser (and its daemon) may write,
+    /// e.g. one screenshot (RLIMIT_FSIZE).
+    #[arg(long, env = "BROWSER_SHELL_CHILD_MAX_FILE_BYTES", value_name = "BYTES", default_value_t = 64 * 1024 * 1024)]
+    pub child_max_file_bytes: u64,
+
+    /// Open files the confined agent-browser (and its daemon) may hold
+    /// (RLIMIT_NOFILE). Core dumps are always off (RLIMIT_CORE 0).
+    #[arg(long, env = "BROWSER_SHELL_CHILD_MAX_OPEN_FILES", value_name = "N", default_value_t = 1024,
+          value_parser = clap::value_parser!(u64).range(64..=1_048_576))]
+    pub child_max_open_files: u64,
+
     /// Also write the server's diagnostics (not the audit trail) to a daily
     /// rolling file `browser-shell.log` in this directory.
     #[arg(long, env = "BROWSER_SHELL_DIAGNOSTICS_DIR", value_name = "DIR")]
@@ -285,6 +296,20 @@ impl ServeArgs {
         ];
         policy.connect_tcp_ports = vec![self.cdp_port];
         policy.socket_families = vec![hardening::SocketFamily::Unix, hardening::SocketFamily::Inet];
+        policy.rlimits = vec![
+            hardening::Limit {
+                resource: hardening::Resource::Core,
+                value: 0,
+            },
+            hardening::Limit {
+                resource: hardening::Resource::FileSize,
+                value: self.child_max_file_bytes,
+            },
+            hardening::Limit {
+                resource: hardening::Resource::NoFile,
+                value: self.child_max_open_files,
+            },
+        ];
         policy.degraded = if self.allow_degraded_confinement {
             hardening::Degraded::Allow
         } else {

@@ -62,6 +62,15 @@ pub fn hardening_check(args: &ServeArgs) -> anyhow::Result<bool> {
         policy.connect_tcp_ports
     )?;
     writeln!(out, "  TCP bind            : denied")?;
+    for limit in &report.rlimits {
+        writeln!(
+            out,
+            "  rlimit              : {} = {}",
+            limit.resource.proc_name(),
+            limit.value
+        )?;
+    }
+    writeln!(out, "  memory/CPU          : {}", report.cgroup)?;
     writeln!(
         out,
         "  seccomp denies      : {}",

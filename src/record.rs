@@ -76,6 +76,11 @@ pub fn confinement_record(report: &hardening::Report) -> Value {
         "no_new_privs": true,
         "uid": report.uid,
         "degraded": report.is_degraded(),
+        "rlimits": report
+            .rlimits
+            .iter()
+            .map(|l| (l.resource.proc_name().to_owned(), l.value))
+            .collect::<std::collections::BTreeMap<String, u64>>(),
     })
 }
 

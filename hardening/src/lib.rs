@@ -6,7 +6,7 @@
 //! a spawned process — and everything it forks, since every layer is
 //! inherited — unable to do anything else:
 //!
-//! 1. inherited descriptors marked close-on-exec,
+//! 1. inherited descriptors marked close-on-exec, resource limits set,
 //! 2. securebits locked, bounding set emptied (needs `CAP_SETPCAP`),
 //! 3. optional uid/gid switch,
 //! 4. ambient/effective/inheritable/permitted capabilities cleared,
@@ -43,6 +43,7 @@ mod landlock;
 mod policy;
 pub mod probe;
 mod process_group;
+mod rlimits;
 mod seccomp;
 mod step;
 
@@ -51,6 +52,7 @@ use std::{fmt, os::unix::process::CommandExt, path::PathBuf, sync::Arc};
 pub use landlock::kernel_abi;
 pub use policy::{Degraded, Identity, Policy, SocketFamily};
 pub use process_group::{kill_process, kill_process_group};
+pub use rlimits::{Limit, Resource};
 pub use seccomp::denied_syscalls;
 pub use step::{ConfineError, Step};
 
@@ -127,6 +129,11 @@ pub struct Report {
     pub bounding_set_dropped: bool,
     /// The uid the child runs as, when switched.
     pub uid: Option<u32>,
+    /// Resource limits set on the child.
+    pub rlimits: Vec<Limit>,
+    /// Memory and CPU: this crate sets no cgroup limits; what the machine
+    /// offers, so an operator knows where to set them.
+    pub cgroup: String,
 }
 
 impl Report {
@@ -154,9 +161,25 @@ impl Report {
     }
 }
 
+/// What the machine offers for memory/CPU limits (not applied here).
+fn cgroup_note() -> String {
+    let root = std::path::Path::new("/sys/fs/cgroup");
+    let version = if root.join("cgroup.controllers").exists() {
+        "cgroup v2"
+    } else if root.join("memory").exists() {
+        "cgroup v1"
+    } else {
+        "no cgroup filesystem"
+    };
+    format!(
+        "{version}; memory/CPU limits are not set per call: set them on the container or service"
+    )
+}
+
 /// A policy compiled for this kernel, shared by every spawn.
 #[derive(Debug)]
 pub struct Prepared {
+    rlimits: Vec<Limit>,
     ruleset: Option<::landlock::RulesetCreated>,
     require_full_landlock: bool,
     filters: Option<seccomp::Filters>,
@@ -173,6 +196,7 @@ impl Prepared {
     /// Child side, in `pre_exec` order. Only syscalls on prepared memory.
     fn apply(&self) -> std::io::Result<()> {
         fds::apply()?;
+        rlimits::apply(&self.rlimits)?;
         caps::apply(&self.caps)?;
         if let Some(ruleset) = &self.ruleset {
             landlock::apply(ruleset, self.require_full_landlock)?;
@@ -233,6 +257,7 @@ fn prepare_for(
 
     let caps = caps::build(policy.identity)?;
     Ok(Prepared {
+        rlimits: policy.rlimits.clone(),
         ruleset,
         require_full_landlock: require_full,
         filters,
@@ -242,6 +267,8 @@ fn prepare_for(
             seccomp: seccomp_layer,
             bounding_set_dropped: caps.can_set_pcap,
             uid: policy.identity.map(|i| i.uid),
+            rlimits: policy.rlimits.clone(),
+            cgroup: cgroup_note(),
         },
         caps,
     })

@@ -23,6 +23,8 @@ pub struct Policy {
     pub scoped: bool,
     /// Socket families `socket(2)` may create.
     pub socket_families: Vec<SocketFamily>,
+    /// Resource limits (soft = hard) for the process and its descendants.
+    pub rlimits: Vec<crate::rlimits::Limit>,
     /// Switch to this identity after dropping the bounding set.
     pub identity: Option<Identity>,
     /// What to do when the kernel cannot enforce all of this.
@@ -78,6 +80,7 @@ impl Default for Policy {
                 SocketFamily::Inet6,
                 SocketFamily::NetlinkRoute,
             ],
+            rlimits: Vec::new(),
             identity: None,
             degraded: Degraded::Refuse,
         }

@@ -17,6 +17,8 @@ const MAGIC_MASK: i32 = 0x7fff_0000;
 pub enum Step {
     /// Mark inherited descriptors close-on-exec.
     CloseFds = 1,
+    /// Set resource limits.
+    Rlimits = 10,
     /// Lock securebits.
     Securebits = 2,
     /// Empty the capability bounding set.
@@ -36,8 +38,9 @@ pub enum Step {
 }
 
 impl Step {
-    const ALL: [Self; 9] = [
+    const ALL: [Self; 10] = [
         Self::CloseFds,
+        Self::Rlimits,
         Self::Securebits,
         Self::BoundingSet,
         Self::Identity,
@@ -65,6 +68,7 @@ impl Step {
     fn name(self) -> &'static str {
         match self {
             Self::CloseFds => "mark inherited fds close-on-exec",
+            Self::Rlimits => "set resource limits",
             Self::Securebits => "lock securebits",
             Self::BoundingSet => "drop the capability bounding set",
             Self::Identity => "switch uid/gid",

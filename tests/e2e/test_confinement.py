@@ -69,6 +69,15 @@ def test_real_daemon_runs_confined_and_audit_records_say_so(server, web: harness
     for key in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
         assert status[key] == ZERO, (key, status[key])
     assert status["NoNewPrivs"] == "1" and status["Seccomp"] == "2", status
+    limits = Path(f"/proc/{pid}/limits").read_text()
+
+    def limit(name: str) -> list[str]:
+        line = next(l for l in limits.splitlines() if l.startswith(name))
+        return line[len(name):].split()[:2]
+
+    assert limit("Max core file size") == ["0", "0"], limits
+    assert limit("Max file size") == [str(64 * 1024 * 1024)] * 2, limits
+    assert limit("Max open files") == ["1024", "1024"], limits
     records = [json.loads(line) for line in server.cfg.audit_log.read_text().splitlines()]
     spawned = [r for r in records if r.get("session_id") == "conf-1" and r["phase"] in ("intent", "outcome")]
     assert spawned, records
@@ -76,6 +85,7 @@ def test_real_daemon_runs_confined_and_audit_records_say_so(server, web: harness
         confinement = record["confinement"]
         assert confinement["landlock"] == "enforced" and confinement["seccomp"] == "enforced", confinement
         assert confinement["degraded"] is False and confinement["no_new_privs"] is True, confinement
+        assert confinement["rlimits"]["Max core file size"] == 0, confinement
 
 
 def test_screenshot_outside_the_output_dir_is_refused_by_validation(server, web: harness.WebServer) -> None:
