@@ -100,6 +100,18 @@ pub struct ServeArgs {
     )]
     pub audit_secret_param: Vec<String>,
 
+    /// Calls that may run at once across all sessions; one more waits
+    /// (bounded by --busy-wait-sec), then is refused as busy.
+    #[arg(long, env = "BROWSER_SHELL_MAX_INFLIGHT", value_name = "N", default_value_t = 16,
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub max_inflight: u32,
+
+    /// Seconds a call waits for its session's previous call, or for a free
+    /// in-flight slot, before it is refused as busy (never queued forever).
+    #[arg(long, env = "BROWSER_SHELL_BUSY_WAIT_SEC", value_name = "SECONDS", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(0..=600))]
+    pub busy_wait_sec: u64,
+
     /// Largest file the confined agent-browser (and its daemon) may write,
     /// e.g. one screenshot (RLIMIT_FSIZE).
     #[arg(long, env = "BROWSER_SHELL_CHILD_MAX_FILE_BYTES", value_name = "BYTES", default_value_t = 64 * 1024 * 1024)]
@@ -160,6 +172,8 @@ pub struct Prepared {
     pub redactor: audit::Redactor,
     /// What `open` (and the navigation guard) may reach.
     pub url_policy: crate::policy::UrlPolicy,
+    /// Concurrency limits.
+    pub limits: crate::pipeline::Limits,
     pub runner: Runner,
     pub audit: audit::Sink,
     pub output_dir: PathBuf,
@@ -261,6 +275,10 @@ impl ServeArgs {
             audit,
             redactor,
             url_policy,
+            limits: crate::pipeline::Limits {
+                max_inflight: self.max_inflight,
+                busy_wait: std::time::Duration::from_secs(self.busy_wait_sec),
+            },
             output_dir,
             max_output_bytes: usize::try_from(self.max_output_bytes).unwrap_or(usize::MAX),
         })

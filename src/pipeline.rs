@@ -58,7 +58,16 @@ pub struct Pipeline {
     pub resolver: Arc<dyn Resolve>,
     pub output_dir: PathBuf,
     pub max_output_bytes: usize,
+    limits: Limits,
+    inflight: tokio::sync::Semaphore,
     sessions: SessionLocks,
+}
+
+/// How much may run at once, and how long a call waits for its turn.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_inflight: u32,
+    pub busy_wait: std::time::Duration,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -114,6 +123,8 @@ impl Pipeline {
             url_policy: prepared.url_policy,
             output_dir: prepared.output_dir,
             max_output_bytes: prepared.max_output_bytes,
+            limits: prepared.limits,
+            inflight: tokio::sync::Semaphore::new(prepared.limits.max_inflight as usize),
             sessions: SessionLocks::default(),
         }
     }
@@ -148,13 +159,34 @@ impl Pipeline {
             }
         };
 
-        // One call at a time per session: agent-browser serialises in its
-        // daemon anyway, and the wrapper's own bookkeeping must not interleave.
+        // One call at a time per session (agent-browser serialises in its
+        // daemon anyway, and the wrapper's own bookkeeping must not
+        // interleave), and at most `max_inflight` calls at all. Each wait is
+        // bounded: a call that cannot start in time is refused as busy.
         let lock = self.sessions.lock_for(request.session.daemon_name());
-        let _guard = tokio::select! {
-            guard = lock.lock() => guard,
+        let wait = self.limits.busy_wait;
+        let busy = |what: String| Refusal::new("limits.busy", what);
+        let _session_turn = tokio::select! {
+            turn = tokio::time::timeout(wait, lock.lock()) => match turn {
+                Ok(turn) => turn,
+                Err(_) => {
+                    let refusal = busy(format!("the session is still busy with its previous call after {} s; try again", wait.as_secs()));
+                    return self.deny(call, Some(&request.session), Some(&request.argv), &refusal);
+                }
+            },
             () = ctx.cancel.cancelled() => {
                 let refusal = Refusal::new("call.cancelled", "cancelled while waiting for the session's previous call");
+                return self.deny(call, Some(&request.session), Some(&request.argv), &refusal);
+            }
+        };
+        let _slot = match tokio::time::timeout(wait, self.inflight.acquire()).await {
+            Ok(Ok(slot)) => slot,
+            _ => {
+                let refusal = busy(format!(
+                    "{} calls are already running; none finished within {} s; try again",
+                    self.limits.max_inflight,
+                    wait.as_secs()
+                ));
                 return self.deny(call, Some(&request.session), Some(&request.argv), &refusal);
             }
         };

@@ -158,3 +158,27 @@ def test_hundred_concurrent_calls_all_answered(server, web: harness.WebServer) -
     assert not problems, f"{len(problems)}/100 concurrent calls went wrong:\n" + "\n".join(problems[:20])
     assert server.alive(), "browser-shell died under load"
     print(f"\n[e2e] 100 concurrent calls answered in {elapsed:.2f}s")
+
+
+def test_calls_that_cannot_start_in_time_are_refused_as_busy(start_server, web: harness.WebServer) -> None:
+    """One slot in flight, one second of patience: a second call, on another session or on the
+    same one, is refused as busy (and audited) instead of queueing forever."""
+    import threading
+
+    srv = start_server(extra_args=["--max-inflight", "1", "--busy-wait-sec", "1"])
+    srv.ok("busy-a", ["open", web.url("/form")])
+    long_call = threading.Thread(target=lambda: srv.call("busy-a", ["wait", "4000"], 30))
+    long_call.start()
+    time.sleep(0.5)
+    try:
+        is_error, other = srv.call("busy-b", ["get", "url"], 10)
+        is_error_same, same = srv.call("busy-a", ["get", "url"], 10)
+    finally:
+        long_call.join()
+    assert is_error and other["exit_code"] == 126 and "refused [limits.busy]" in other["stderr"], describe(other)
+    assert "1 calls are already running" in other["stderr"], other["stderr"]
+    assert is_error_same and "session is still busy" in same["stderr"], describe(same)
+    rules = [json.loads(l).get("rule") for l in srv.cfg.audit_log.read_text().splitlines()]
+    assert rules.count("limits.busy") == 2, rules
+    # Once the long call is done, both sessions are served again.
+    assert srv.ok("busy-b", ["get", "url"])["url"] == "about:blank"
