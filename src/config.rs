@@ -112,6 +112,12 @@ pub struct ServeArgs {
           value_parser = clap::value_parser!(u64).range(0..=600))]
     pub busy_wait_sec: u64,
 
+    /// On SIGTERM: new calls are refused at once; calls in flight get this
+    /// many seconds to finish, then are cancelled (and audited as such).
+    #[arg(long, env = "BROWSER_SHELL_SHUTDOWN_GRACE_SEC", value_name = "SECONDS", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(0..=600))]
+    pub shutdown_grace_sec: u64,
+
     /// Largest file the confined agent-browser (and its daemon) may write,
     /// e.g. one screenshot (RLIMIT_FSIZE).
     #[arg(long, env = "BROWSER_SHELL_CHILD_MAX_FILE_BYTES", value_name = "BYTES", default_value_t = 64 * 1024 * 1024)]

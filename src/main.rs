@@ -189,6 +189,7 @@ const PIPE_BYTES: usize = 256 * 1024;
 
 fn serve(args: &config::ServeArgs) -> anyhow::Result<()> {
     let prepared = args.prepare()?;
+    let grace = std::time::Duration::from_secs(args.shutdown_grace_sec);
     tracing::info!(
         agent_browser = %prepared.runner.agent_browser.display(),
         cdp_port = prepared.runner.cdp_port,
@@ -225,16 +226,31 @@ fn serve(args: &config::ServeArgs) -> anyhow::Result<()> {
             answers_rx,
             tokio::io::stdout(),
         ));
-        let service = mcp::BrowserShellServer::new(pipeline)
+        let service = mcp::BrowserShellServer::new(Arc::clone(&pipeline))
             .serve((rmcp_in, rmcp_out))
             .await?;
-        service.waiting().await?;
-        let _ = input.await;
-        let _ = output.await;
-        tracing::info!("stdin closed; browser-shell exiting");
+        let stop = service.cancellation_token();
+        let mut sigterm =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            quit = service.waiting() => { quit?; }
+            _ = sigterm.recv() => {
+                tracing::info!("SIGTERM: refusing new calls, letting in-flight calls finish");
+                pipeline.drain(grace).await;
+                stop.cancel();
+                input.abort();
+            }
+        }
+        // Everything rmcp and the wire still have to say reaches stdout; a
+        // client that stops reading cannot hold the exit.
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), output).await;
+        tracing::info!("browser-shell exiting");
         anyhow::Ok(())
     })?;
     // Flush OTLP with a bound; a dead collector cannot hold the exit longer.
     telemetry.shutdown(std::time::Duration::from_secs(2));
+    // tokio reads stdin on a blocking thread that cannot be interrupted while
+    // the client keeps stdin open (SIGTERM): do not wait for it.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
     Ok(())
 }

@@ -61,6 +61,10 @@ pub struct Pipeline {
     limits: Limits,
     inflight: tokio::sync::Semaphore,
     sessions: SessionLocks,
+    /// Set on SIGTERM: new calls are refused.
+    draining: std::sync::atomic::AtomicBool,
+    /// Cancelled when draining runs out of patience: in-flight calls stop.
+    shutdown: CancellationToken,
 }
 
 /// How much may run at once, and how long a call waits for its turn.
@@ -126,6 +130,8 @@ impl Pipeline {
             limits: prepared.limits,
             inflight: tokio::sync::Semaphore::new(prepared.limits.max_inflight as usize),
             sessions: SessionLocks::default(),
+            draining: std::sync::atomic::AtomicBool::new(false),
+            shutdown: CancellationToken::new(),
         }
     }
 
@@ -146,6 +152,13 @@ impl Pipeline {
         call: &Call<'_>,
         hint: Option<SessionId>,
     ) -> (Reply, Verdict) {
+        if self.draining.load(std::sync::atomic::Ordering::SeqCst) {
+            let refusal = Refusal::new(
+                "server.shutting_down",
+                "the server is shutting down; call again later",
+            );
+            return self.deny(call, hint.as_ref(), None, &refusal);
+        }
         let request = match request::validate(arguments) {
             Ok(request) => request,
             Err(refusal) => return self.deny(call, hint.as_ref(), None, &refusal),
@@ -232,10 +245,20 @@ impl Pipeline {
             self.runner.foreground(&request.session).await;
         }
         let batch = Self::batch_for(tokens, guarded);
+        // The client's cancellation, or the server's shutdown, stops the call.
+        let cancel = self.shutdown.child_token();
+        let forward = {
+            let (from_client, to_call) = (ctx.cancel.clone(), cancel.clone());
+            tokio::spawn(async move {
+                from_client.cancelled().await;
+                to_call.cancel();
+            })
+        };
         let raw = self
             .runner
-            .run(&request.session, &batch, request.timeout, &ctx.cancel)
+            .run(&request.session, &batch, request.timeout, &cancel)
             .await;
+        forward.abort();
         let mut reply = outcome::normalize(session_id, &raw, self.max_output_bytes, guarded);
         let (mut outcome_name, mut error_type) = match &raw.termination {
             Termination::Exited(0) if reply.exit_code == 0 => ("ok", None),
@@ -359,6 +382,34 @@ impl Pipeline {
             );
         }
         batch
+    }
+
+    /// Graceful shutdown: refuse new calls, give in-flight calls up to
+    /// `patience` to finish, then cancel the rest (their outcome is audited
+    /// as `cancelled`) and wait a little for those records.
+    pub async fn drain(&self, patience: std::time::Duration) {
+        use std::sync::atomic::Ordering;
+        self.draining.store(true, Ordering::SeqCst);
+        let all = self.limits.max_inflight;
+        let idle = async {
+            // Holding every slot means nothing is running.
+            if let Ok(slots) = self.inflight.acquire_many(all).await {
+                drop(slots);
+            }
+        };
+        if tokio::time::timeout(patience, idle).await.is_err() {
+            tracing::warn!(
+                "calls still running after {} s; cancelling them",
+                patience.as_secs()
+            );
+            self.shutdown.cancel();
+            let settled = async {
+                if let Ok(slots) = self.inflight.acquire_many(all).await {
+                    drop(slots);
+                }
+            };
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), settled).await;
+        }
     }
 
     /// Record a refusal (the call's only record) and build its reply.

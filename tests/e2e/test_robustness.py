@@ -182,3 +182,43 @@ def test_calls_that_cannot_start_in_time_are_refused_as_busy(start_server, web: 
     assert rules.count("limits.busy") == 2, rules
     # Once the long call is done, both sessions are served again.
     assert srv.ok("busy-b", ["get", "url"])["url"] == "about:blank"
+
+
+def test_sigterm_lets_calls_finish_within_the_grace_then_cancels_and_exits_zero(
+    binaries, chromium: harness.Chromium, web: harness.WebServer
+) -> None:
+    import signal
+    import subprocess
+
+    from conftest import new_server_config
+
+    cfg = new_server_config(binaries, chromium.port, tag="bst")
+    cfg.extra_args = ["--shutdown-grace-sec", "1"]
+    cfg.base.mkdir(parents=True, exist_ok=True)
+    cfg.write_policy()
+    proc = subprocess.Popen(cfg.argv(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=cfg.env())
+
+    def send(obj: dict) -> None:
+        proc.stdin.write(json.dumps(obj) + "\n")
+        proc.stdin.flush()
+
+    def call(i: int, argv: list) -> None:
+        send({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "browser-shell", "arguments": {"session_id": "term", "argv": argv}}})
+
+    send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
+    assert json.loads(proc.stdout.readline())["id"] == 0
+    call(1, ["open", web.url("/form")])
+    assert json.loads(proc.stdout.readline())["result"]["structuredContent"]["exit_code"] == 0
+    call(2, ["wait", "20000"])
+    deadline = time.monotonic() + 10
+    while '"wait"' not in cfg.audit_log.read_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    reply = json.loads(proc.stdout.readline())
+    assert reply["id"] == 2 and reply["result"]["structuredContent"]["exit_code"] == 130, reply
+    assert proc.wait(timeout=15) == 0
+    outcomes = [json.loads(l) for l in cfg.audit_log.read_text().splitlines() if '"outcome"' in l]
+    assert outcomes[-1]["outcome"] == "cancelled", outcomes[-1]
+    run = subprocess.run([str(binaries.server), "audit", "verify", str(cfg.audit_log)], capture_output=True, text=True)
+    assert run.returncode == 0 and "dangling intents (allowed calls with no outcome: crash or kill mid-call): 0" in run.stdout, run.stdout
