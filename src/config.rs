@@ -112,6 +112,22 @@ pub struct ServeArgs {
           value_parser = clap::value_parser!(u64).range(0..=600))]
     pub busy_wait_sec: u64,
 
+    /// Sessions (agent-browser daemons and tabs) this server keeps live.
+    #[arg(long, env = "BROWSER_SHELL_MAX_SESSIONS", value_name = "N", default_value_t = 16,
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub max_sessions: u32,
+
+    /// A new session beyond --max-sessions: `refuse` it, or `evict-lru` the
+    /// least recently used idle session (audited as evicted).
+    #[arg(long, env = "BROWSER_SHELL_SESSION_OVERFLOW", value_enum, default_value_t = crate::sessions::Overflow::Refuse)]
+    pub session_overflow: crate::sessions::Overflow,
+
+    /// A session idle this long is reaped: daemon stopped, tab closed,
+    /// socket files and screenshots removed (audited as reaped).
+    #[arg(long, env = "BROWSER_SHELL_SESSION_IDLE_SEC", value_name = "SECONDS", default_value_t = 900,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub session_idle_sec: u64,
+
     /// On SIGTERM: new calls are refused at once; calls in flight get this
     /// many seconds to finish, then are cancelled (and audited as such).
     #[arg(long, env = "BROWSER_SHELL_SHUTDOWN_GRACE_SEC", value_name = "SECONDS", default_value_t = 10,
@@ -284,6 +300,9 @@ impl ServeArgs {
             limits: crate::pipeline::Limits {
                 max_inflight: self.max_inflight,
                 busy_wait: std::time::Duration::from_secs(self.busy_wait_sec),
+                max_sessions: self.max_sessions as usize,
+                overflow: self.session_overflow,
+                session_idle: std::time::Duration::from_secs(self.session_idle_sec),
             },
             output_dir,
             max_output_bytes: usize::try_from(self.max_output_bytes).unwrap_or(usize::MAX),

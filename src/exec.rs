@@ -250,9 +250,8 @@ impl Runner {
         }
     }
 
-    fn session_file(&self, session: &SessionId, suffix: &str) -> PathBuf {
-        self.socket_dir
-            .join(format!("{}.{suffix}", session.daemon_name()))
+    fn session_file(&self, daemon_name: &str, suffix: &str) -> PathBuf {
+        self.socket_dir.join(format!("{daemon_name}.{suffix}"))
     }
 
     /// Bring the session's pinned tab to the front of its window, through
@@ -279,22 +278,18 @@ impl Runner {
     /// The CDP target id of the session's pinned tab, once it has one.
     ///
     /// The daemon writes `<name>.target`; its content is not trusted beyond
-    /// being a hex target id, which is only ever used as a `tab` argument of
-    /// this same session.
+    /// being a hex target id, only ever used to address that tab through
+    /// Chromium's DevTools HTTP endpoint.
     pub fn session_target(&self, session: &SessionId) -> Option<String> {
-        let text = std::fs::read_to_string(self.session_file(session, "target")).ok()?;
-        let value: serde_json::Value = serde_json::from_str(&text).ok()?;
-        let id = value.get("targetId")?.as_str()?;
-        let well_formed = (8..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_hexdigit());
-        well_formed.then(|| id.to_owned())
+        self.target_of(session.daemon_name())
     }
 
     /// The pid of the process listening on the session's socket — the daemon
     /// the next CLI will talk to — as the kernel reports it (`SO_PEERCRED`),
     /// and only if it runs our agent-browser binary. Files the daemon writes
     /// (`<name>.pid`) are never trusted for this.
-    async fn daemon_pid(&self, session: &SessionId) -> Option<u32> {
-        let socket = self.session_file(session, "sock");
+    async fn daemon_pid(&self, daemon_name: &str) -> Option<u32> {
+        let socket = self.session_file(daemon_name, "sock");
         let connect = tokio::net::UnixStream::connect(&socket);
         let stream = tokio::time::timeout(Duration::from_secs(1), connect)
             .await
@@ -309,7 +304,7 @@ impl Runner {
     /// anything but a confined spawn, e.g. an operator running agent-browser
     /// by hand with our socket dir), kill it so the CLI starts a confined one.
     async fn evict_unconfined_daemon(&self, session: &SessionId) {
-        let Some(pid) = self.daemon_pid(session).await else {
+        let Some(pid) = self.daemon_pid(session.daemon_name()).await else {
             return;
         };
         if !is_confined(pid) {
@@ -324,7 +319,7 @@ impl Runner {
 
     /// SIGKILL the session's daemon (after a timeout or cancellation).
     async fn stop_daemon(&self, session: &SessionId) {
-        if let Some(pid) = self.daemon_pid(session).await {
+        if let Some(pid) = self.daemon_pid(session.daemon_name()).await {
             tracing::info!(
                 pid,
                 session = session.as_str(),
@@ -332,6 +327,78 @@ impl Runner {
             );
             hardening::kill_process(pid);
         }
+    }
+}
+
+impl Runner {
+    /// End a session for good (idle reaper, eviction): kill its daemon,
+    /// close its tab in Chromium, remove its socket-dir files and its output
+    /// directory. Best effort; what could not be done is returned.
+    pub async fn retire(&self, daemon_name: &str, output_dir: &std::path::Path) -> Vec<String> {
+        let mut problems = Vec::new();
+        if let Some(pid) = self.daemon_pid(daemon_name).await {
+            hardening::kill_process(pid);
+        }
+        if let Some(target) = self.target_of(daemon_name) {
+            let url = format!("http://127.0.0.1:{}/json/close/{target}", self.cdp_port);
+            if let Err(e) = self
+                .http
+                .get(&url)
+                .timeout(Duration::from_secs(2))
+                .send()
+                .await
+            {
+                problems.push(format!("tab not closed: {e}"));
+            }
+        }
+        for suffix in ["sock", "pid", "version", "config", "stream", "target"] {
+            let _ = std::fs::remove_file(self.session_file(daemon_name, suffix));
+        }
+        let dir = output_dir.join(daemon_name);
+        if dir.starts_with(output_dir) && dir != output_dir {
+            match std::fs::remove_dir_all(&dir) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    problems.push(format!("output not removed: {e}"));
+                }
+                _ => {}
+            }
+        }
+        problems
+    }
+
+    /// Daemons listening in our socket dir when the server starts (left by a
+    /// previous server, or a sibling one): each with its name and whether it
+    /// is confined.
+    pub async fn running_daemons(&self) -> Vec<(String, bool)> {
+        let Ok(entries) = std::fs::read_dir(&self.socket_dir) else {
+            return Vec::new();
+        };
+        let mut found = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(daemon_name) = name.strip_suffix(".sock") else {
+                continue;
+            };
+            if let Some(pid) = self.daemon_pid(daemon_name).await {
+                found.push((daemon_name.to_owned(), is_confined(pid)));
+            }
+        }
+        found
+    }
+
+    /// Kill the daemon serving `daemon_name` (an unconfined orphan).
+    pub async fn kill_daemon(&self, daemon_name: &str) {
+        if let Some(pid) = self.daemon_pid(daemon_name).await {
+            hardening::kill_process(pid);
+        }
+    }
+
+    fn target_of(&self, daemon_name: &str) -> Option<String> {
+        let text = std::fs::read_to_string(self.session_file(daemon_name, "target")).ok()?;
+        let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+        let id = value.get("targetId")?.as_str()?;
+        let well_formed = (8..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_hexdigit());
+        well_formed.then(|| id.to_owned())
     }
 }
 

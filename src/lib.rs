@@ -26,6 +26,7 @@ pub mod request;
 pub mod resolve;
 pub mod review;
 pub mod session;
+pub mod sessions;
 pub mod telemetry;
 pub mod tool;
 pub mod wire;

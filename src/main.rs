@@ -226,6 +226,20 @@ fn serve(args: &config::ServeArgs) -> anyhow::Result<()> {
             answers_rx,
             tokio::io::stdout(),
         ));
+        pipeline.adopt_orphans().await;
+        let reaper = {
+            let pipeline = Arc::clone(&pipeline);
+            tokio::spawn(async move {
+                let tick = (pipeline.session_idle() / 4).clamp(
+                    std::time::Duration::from_millis(250),
+                    std::time::Duration::from_secs(30),
+                );
+                loop {
+                    tokio::time::sleep(tick).await;
+                    pipeline.reap_idle().await;
+                }
+            })
+        };
         let service = mcp::BrowserShellServer::new(Arc::clone(&pipeline))
             .serve((rmcp_in, rmcp_out))
             .await?;
@@ -244,6 +258,7 @@ fn serve(args: &config::ServeArgs) -> anyhow::Result<()> {
         // Everything rmcp and the wire still have to say reaches stdout; a
         // client that stops reading cannot hold the exit.
         let _ = tokio::time::timeout(std::time::Duration::from_secs(2), output).await;
+        reaper.abort();
         tracing::info!("browser-shell exiting");
         anyhow::Ok(())
     })?;

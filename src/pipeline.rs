@@ -10,13 +10,7 @@
 //! that reached the disk is then copied to OTLP, best effort, inside the
 //! call's span.
 
-use std::{
-    collections::HashMap,
-    net::IpAddr,
-    path::PathBuf,
-    sync::{Arc, Mutex},
-    time::Instant,
-};
+use std::{net::IpAddr, path::PathBuf, sync::Arc, time::Instant};
 
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -33,6 +27,7 @@ use crate::{
     request::{self, ValidRequest},
     resolve::{Resolve, SystemResolver},
     session::SessionId,
+    sessions::{Admission, Known, Overflow, Sessions},
     telemetry::{ActiveCall, CallMeta, CallOutcome, Telemetry},
 };
 
@@ -60,18 +55,22 @@ pub struct Pipeline {
     pub max_output_bytes: usize,
     limits: Limits,
     inflight: tokio::sync::Semaphore,
-    sessions: SessionLocks,
+    sessions: Sessions,
     /// Set on SIGTERM: new calls are refused.
     draining: std::sync::atomic::AtomicBool,
     /// Cancelled when draining runs out of patience: in-flight calls stop.
     shutdown: CancellationToken,
 }
 
-/// How much may run at once, and how long a call waits for its turn.
+/// How much may run at once, how long a call waits for its turn, and how
+/// many sessions may live.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     pub max_inflight: u32,
     pub busy_wait: std::time::Duration,
+    pub max_sessions: usize,
+    pub overflow: Overflow,
+    pub session_idle: std::time::Duration,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -129,7 +128,7 @@ impl Pipeline {
             max_output_bytes: prepared.max_output_bytes,
             limits: prepared.limits,
             inflight: tokio::sync::Semaphore::new(prepared.limits.max_inflight as usize),
-            sessions: SessionLocks::default(),
+            sessions: Sessions::new(prepared.limits.max_sessions, prepared.limits.overflow),
             draining: std::sync::atomic::AtomicBool::new(false),
             shutdown: CancellationToken::new(),
         }
@@ -176,7 +175,31 @@ impl Pipeline {
         // daemon anyway, and the wrapper's own bookkeeping must not
         // interleave), and at most `max_inflight` calls at all. Each wait is
         // bounded: a call that cannot start in time is refused as busy.
-        let lock = self.sessions.lock_for(request.session.daemon_name());
+        let lock = match self
+            .sessions
+            .admit(request.session.daemon_name(), request.session.as_str())
+        {
+            Admission::Go(lock) => lock,
+            Admission::Evicted(lock, victim) => {
+                self.retire(
+                    &victim,
+                    "evicted",
+                    "the session cap was reached; least recently used idle session",
+                )
+                .await;
+                lock
+            }
+            Admission::Full => {
+                let refusal = Refusal::new(
+                    "limits.sessions",
+                    format!(
+                        "{} sessions are already live; close one (argv [\"close\"]) or wait for idle ones to be reaped",
+                        self.limits.max_sessions
+                    ),
+                );
+                return self.deny(call, Some(&request.session), Some(&request.argv), &refusal);
+            }
+        };
         let wait = self.limits.busy_wait;
         let busy = |what: String| Refusal::new("limits.busy", what);
         let _session_turn = tokio::select! {
@@ -259,6 +282,11 @@ impl Pipeline {
             .run(&request.session, &batch, request.timeout, &cancel)
             .await;
         forward.abort();
+        if subcommand == "close" && matches!(raw.termination, Termination::Exited(0)) {
+            self.sessions.forget(request.session.daemon_name());
+        } else {
+            self.sessions.touch(request.session.daemon_name());
+        }
         let mut reply = outcome::normalize(session_id, &raw, self.max_output_bytes, guarded);
         let (mut outcome_name, mut error_type) = match &raw.termination {
             Termination::Exited(0) if reply.exit_code == 0 => ("ok", None),
@@ -382,6 +410,68 @@ impl Pipeline {
             );
         }
         batch
+    }
+
+    /// The idle TTL after which the reaper retires a session.
+    pub fn session_idle(&self) -> std::time::Duration {
+        self.limits.session_idle
+    }
+
+    /// End `victim` for good and record why (`reaped`, `evicted`, …).
+    async fn retire(&self, victim: &Known, outcome: &'static str, reason: &str) {
+        let problems = self
+            .runner
+            .retire(&victim.daemon_name, &self.output_dir)
+            .await;
+        let mut reason = reason.to_owned();
+        if !problems.is_empty() {
+            reason = format!("{reason} ({})", problems.join("; "));
+        }
+        self.lifecycle(&victim.session_id, outcome, reason);
+    }
+
+    fn lifecycle(&self, session_id: &str, outcome: &'static str, reason: String) {
+        let mut event = audit::Event::new(audit::Phase::Lifecycle, crate::record::new_call_id());
+        event.session_id = Some(session_id.to_owned());
+        event.outcome = Some(outcome);
+        event.reason = Some(reason);
+        if let Err(e) = self.audit.append(event) {
+            tracing::error!(error = %e, "audit record of a session lifecycle event not written");
+        }
+    }
+
+    /// Retire every session idle longer than the TTL (the reaper's tick).
+    pub async fn reap_idle(&self) {
+        for victim in self.sessions.take_idle(self.limits.session_idle) {
+            let why = format!(
+                "idle for more than {} s",
+                self.limits.session_idle.as_secs()
+            );
+            self.retire(&victim, "reaped", &why).await;
+        }
+    }
+
+    /// At start: adopt confined daemons already running in our socket dir
+    /// (a previous server's sessions; the reaper ends them when idle), and
+    /// kill unconfined ones (never reused).
+    pub async fn adopt_orphans(&self) {
+        for (name, confined) in self.runner.running_daemons().await {
+            if confined {
+                self.sessions.adopt(&name);
+                self.lifecycle(
+                    &name,
+                    "adopted",
+                    "a confined daemon was already running at start".into(),
+                );
+            } else {
+                self.runner.kill_daemon(&name).await;
+                self.lifecycle(
+                    &name,
+                    "closed",
+                    "an unconfined daemon was running at start".into(),
+                );
+            }
+        }
     }
 
     /// Graceful shutdown: refuse new calls, give in-flight calls up to
@@ -570,20 +660,4 @@ impl Pipeline {
 
 fn millis(started: Instant) -> f64 {
     (started.elapsed().as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0
-}
-
-/// One async mutex per daemon name.
-#[derive(Debug, Default)]
-struct SessionLocks {
-    map: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-}
-
-impl SessionLocks {
-    fn lock_for(&self, name: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut map = match self.map.lock() {
-            Ok(map) => map,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        map.entry(name.to_owned()).or_default().clone()
-    }
 }

@@ -17,6 +17,10 @@ pub enum Phase {
     Outcome,
     /// A call refused before anything ran: the only record of that call.
     Denied,
+    /// Something the server did to a session on its own: an idle session
+    /// reaped, a session evicted for room, an orphaned daemon adopted or
+    /// closed at start (`outcome` says which).
+    Lifecycle,
 }
 
 /// One audit record. Fields left `None` are omitted from the JSON line.

@@ -1,0 +1,237 @@
+//! The sessions this server process knows: one lock per session (calls on a
+//! session never interleave), when each was last used, and how many may live.
+//!
+//! A session costs an agent-browser daemon and a browser tab. The registry
+//! caps their number (`--max-sessions`): a new session beyond the cap is
+//! refused, or, with `--session-overflow evict-lru`, the least recently used
+//! idle session is evicted to make room. Sessions idle longer than the TTL
+//! are handed to the reaper. Counts are per server process: a hub that runs
+//! one server per client gets one budget per client.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use clap::ValueEnum;
+
+/// What to do with a new session when the cap is reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Overflow {
+    /// Refuse the new session (`limits.sessions`): predictable for agents.
+    Refuse,
+    /// Evict the least recently used idle session (audited as `evicted`).
+    EvictLru,
+}
+
+/// A session as the registry tracks it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Known {
+    /// The `--session` name (and output directory).
+    pub daemon_name: String,
+    /// The agent's session id (the daemon name for adopted orphans).
+    pub session_id: String,
+}
+
+struct Entry {
+    session_id: String,
+    lock: Arc<tokio::sync::Mutex<()>>,
+    last_used: Instant,
+}
+
+/// The outcome of admitting a call's session.
+pub enum Admission {
+    /// Run under this lock.
+    Go(Arc<tokio::sync::Mutex<()>>),
+    /// Run under this lock; `victim` was evicted to make room and must be
+    /// stopped.
+    Evicted(Arc<tokio::sync::Mutex<()>>, Known),
+    /// The cap is reached and nothing could be evicted.
+    Full,
+}
+
+/// The registry.
+pub struct Sessions {
+    map: Mutex<HashMap<String, Entry>>,
+    max: usize,
+    overflow: Overflow,
+}
+
+impl std::fmt::Debug for Sessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sessions")
+            .field("max", &self.max)
+            .field("overflow", &self.overflow)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A lock nobody holds or waits on.
+fn is_idle(entry: &Entry) -> bool {
+    Arc::strong_count(&entry.lock) == 1 && entry.lock.try_lock().is_ok()
+}
+
+impl Sessions {
+    pub fn new(max: usize, overflow: Overflow) -> Self {
+        Self {
+            map: Mutex::new(HashMap::new()),
+            max,
+            overflow,
+        }
+    }
+
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+        self.map
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Admit a call on `daemon_name`, registering the session if it is new.
+    pub fn admit(&self, daemon_name: &str, session_id: &str) -> Admission {
+        let mut map = self.map();
+        if let Some(entry) = map.get_mut(daemon_name) {
+            entry.last_used = Instant::now();
+            return Admission::Go(Arc::clone(&entry.lock));
+        }
+        let mut victim = None;
+        if map.len() >= self.max {
+            if self.overflow == Overflow::Refuse {
+                return Admission::Full;
+            }
+            let oldest = map
+                .iter()
+                .filter(|(_, e)| is_idle(e))
+                .min_by_key(|(_, e)| e.last_used)
+                .map(|(name, _)| name.clone());
+            let Some(name) = oldest else {
+                return Admission::Full;
+            };
+            if let Some(entry) = map.remove(&name) {
+                victim = Some(Known {
+                    daemon_name: name,
+                    session_id: entry.session_id,
+                });
+            }
+        }
+        let lock = Arc::new(tokio::sync::Mutex::new(()));
+        map.insert(
+            daemon_name.to_owned(),
+            Entry {
+                session_id: session_id.to_owned(),
+                lock: Arc::clone(&lock),
+                last_used: Instant::now(),
+            },
+        );
+        match victim {
+            Some(victim) => Admission::Evicted(lock, victim),
+            None => Admission::Go(lock),
+        }
+    }
+
+    /// Mark the session used now (at the end of a call, so idleness counts
+    /// from the last activity).
+    pub fn touch(&self, daemon_name: &str) {
+        if let Some(entry) = self.map().get_mut(daemon_name) {
+            entry.last_used = Instant::now();
+        }
+    }
+
+    /// The session ended (`close`): forget it.
+    pub fn forget(&self, daemon_name: &str) {
+        self.map().remove(daemon_name);
+    }
+
+    /// Track a daemon found running at start (an orphan of a previous server).
+    pub fn adopt(&self, daemon_name: &str) {
+        self.map()
+            .entry(daemon_name.to_owned())
+            .or_insert_with(|| Entry {
+                session_id: daemon_name.to_owned(),
+                lock: Arc::new(tokio::sync::Mutex::new(())),
+                last_used: Instant::now(),
+            });
+    }
+
+    /// Remove and return the sessions idle for longer than `ttl`.
+    pub fn take_idle(&self, ttl: Duration) -> Vec<Known> {
+        let mut map = self.map();
+        let idle: Vec<String> = map
+            .iter()
+            .filter(|(_, e)| e.last_used.elapsed() > ttl && is_idle(e))
+            .map(|(name, _)| name.clone())
+            .collect();
+        idle.into_iter()
+            .filter_map(|name| {
+                map.remove(&name).map(|e| Known {
+                    daemon_name: name,
+                    session_id: e.session_id,
+                })
+            })
+            .collect()
+    }
+
+    /// How many sessions are live.
+    pub fn len(&self) -> usize {
+        self.map().len()
+    }
+
+    /// Whether no session is live.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn go(a: Admission) -> Arc<tokio::sync::Mutex<()>> {
+        match a {
+            Admission::Go(lock) | Admission::Evicted(lock, _) => lock,
+            Admission::Full => panic!("unexpected Full"),
+        }
+    }
+
+    #[test]
+    fn the_cap_refuses_a_new_session_but_not_a_known_one() {
+        let s = Sessions::new(2, Overflow::Refuse);
+        drop(go(s.admit("a", "a")));
+        drop(go(s.admit("b", "b")));
+        assert!(matches!(s.admit("c", "c"), Admission::Full));
+        assert!(matches!(s.admit("a", "a"), Admission::Go(_)));
+    }
+
+    #[test]
+    fn evict_lru_picks_the_least_recently_used_idle_session() {
+        let s = Sessions::new(2, Overflow::EvictLru);
+        drop(go(s.admit("a", "a.1")));
+        std::thread::sleep(Duration::from_millis(5));
+        drop(go(s.admit("b", "b")));
+        s.touch("b");
+        match s.admit("c", "c") {
+            Admission::Evicted(_, victim) => assert_eq!(victim.session_id, "a.1"),
+            _ => panic!("expected an eviction"),
+        }
+        assert_eq!(s.len(), 2);
+    }
+
+    #[test]
+    fn a_busy_session_is_never_evicted_or_reaped() {
+        let s = Sessions::new(1, Overflow::EvictLru);
+        let held = go(s.admit("a", "a"));
+        let _guard = held.try_lock().unwrap();
+        assert!(matches!(s.admit("b", "b"), Admission::Full));
+        assert!(s.take_idle(Duration::ZERO).is_empty());
+    }
+
+    #[test]
+    fn idle_sessions_are_taken_once() {
+        let s = Sessions::new(4, Overflow::Refuse);
+        drop(go(s.admit("a", "a")));
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(s.take_idle(Duration::from_millis(1)).len(), 1);
+        assert!(s.take_idle(Duration::from_millis(1)).is_empty());
+        assert!(s.is_empty());
+    }
+}

@@ -1,0 +1,104 @@
+"""Session lifecycle: idle sessions are reaped, the session cap holds, and daemons left running by
+a previous server are adopted (confined) or closed (unconfined) at start — each audited."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import harness
+from conftest import Binaries, BlockingServer, describe, new_server_config
+
+
+def lifecycle(cfg) -> list[dict]:
+    return [r for r in map(json.loads, cfg.audit_log.read_text().splitlines()) if r["phase"] == "lifecycle"]
+
+
+def tab_ids(port: int) -> set[str]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=5) as r:
+        return {t["id"] for t in json.load(r)}
+
+
+def alive(pid: int) -> bool:
+    return Path(f"/proc/{pid}").exists() and not harness.is_zombie(pid)
+
+
+def test_an_idle_session_is_reaped_with_its_daemon_tab_and_files(
+    start_server, chromium: harness.Chromium, web: harness.WebServer
+) -> None:
+    srv = start_server(extra_args=["--session-idle-sec", "1"])
+    srv.ok("reap", ["open", web.url("/form")])
+    shot = Path(srv.ok("reap", ["screenshot", "r.png"])["path"])
+    sock = srv.cfg.state_dir / "sock"
+    pid = int((sock / "reap.pid").read_text())
+    target = json.loads((sock / "reap.target").read_text())["targetId"]
+    assert shot.exists() and alive(pid) and target in tab_ids(chromium.port)
+    deadline = time.monotonic() + 15
+    while not any(r["outcome"] == "reaped" for r in lifecycle(srv.cfg)):
+        assert time.monotonic() < deadline, "the idle session was never reaped"
+        time.sleep(0.2)
+    assert not alive(pid), "the reaped session's daemon is still running"
+    assert not list(sock.glob("reap.*")), list(sock.iterdir())
+    assert not shot.exists() and not shot.parent.exists()
+    assert target not in tab_ids(chromium.port), "the reaped session's tab is still open"
+    record = next(r for r in lifecycle(srv.cfg) if r["outcome"] == "reaped")
+    assert record["session_id"] == "reap" and "idle for more than 1 s" in record["reason"], record
+
+
+def test_the_session_cap_refuses_a_new_session_until_one_closes(start_server, web: harness.WebServer) -> None:
+    srv = start_server(extra_args=["--max-sessions", "2"])
+    srv.ok("cap-1", ["open", web.url("/form")])
+    srv.ok("cap-2", ["open", web.url("/form")])
+    is_error, reply = srv.call("cap-3", ["get", "url"])
+    assert is_error and "refused [limits.sessions]" in reply["stderr"], describe(reply)
+    srv.ok("cap-1", ["close"])
+    assert srv.ok("cap-3", ["get", "url"])["url"] == "about:blank"
+
+
+def test_evict_lru_makes_room_by_retiring_the_least_recently_used_idle_session(
+    start_server, web: harness.WebServer
+) -> None:
+    srv = start_server(extra_args=["--max-sessions", "2", "--session-overflow", "evict-lru"])
+    srv.ok("lru-1", ["open", web.url("/form")])
+    srv.ok("lru-2", ["open", web.url("/form")])
+    pid = int((srv.cfg.state_dir / "sock" / "lru-1.pid").read_text())
+    srv.ok("lru-2", ["get", "url"])  # lru-1 is now the least recently used
+    assert srv.ok("lru-3", ["get", "url"])["url"] == "about:blank"
+    evicted = [r for r in lifecycle(srv.cfg) if r["outcome"] == "evicted"]
+    assert [r["session_id"] for r in evicted] == ["lru-1"], evicted
+    assert not alive(pid)
+
+
+def test_daemons_from_a_previous_server_are_adopted_or_closed(
+    binaries: Binaries, chromium: harness.Chromium, web: harness.WebServer
+) -> None:
+    cfg = new_server_config(binaries, chromium.port, tag="bso")
+    first = BlockingServer(cfg).start()
+    try:
+        first.ok("orph", ["open", web.url("/form")])
+    finally:
+        first.stop()  # stdin EOF: the session's daemon outlives the server
+    sock = cfg.state_dir / "sock"
+    kept = int((sock / "orph.pid").read_text())
+    assert alive(kept)
+    # An unconfined daemon planted on the same socket dir.
+    env = {
+        "HOME": str(cfg.state_dir / "home"), "PATH": "/usr/bin:/bin",
+        "AGENT_BROWSER_CONFIG": str(cfg.state_dir / "agent-browser.config.json"),
+        "AGENT_BROWSER_SOCKET_DIR": str(sock), "AGENT_BROWSER_NO_VERSION_CHECK": "1",
+        "AGENT_BROWSER_IDLE_TIMEOUT_MS": "60000",
+    }
+    subprocess.run([str(cfg.agent_browser), "--cdp", str(cfg.cdp_port), "--json", "--session", "rogue2", "--pin-tab", "get", "url"],
+                   env=env, capture_output=True, timeout=30, check=True)
+    rogue = int((sock / "rogue2.pid").read_text())
+    second = BlockingServer(cfg).start()
+    try:
+        events = {r["session_id"]: r["outcome"] for r in lifecycle(cfg)}
+        assert events.get("orph") == "adopted" and events.get("rogue2") == "closed", events
+        assert alive(kept) and not alive(rogue)
+        assert second.ok("orph", ["get", "url"])["url"] == web.url("/form")
+    finally:
+        second.stop()
