@@ -128,6 +128,15 @@ pub struct ServeArgs {
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub session_idle_sec: u64,
 
+    /// Bytes of screenshots one session keeps; before each screenshot the
+    /// oldest go first so one more fits.
+    #[arg(long, env = "BROWSER_SHELL_OUTPUT_QUOTA_SESSION_BYTES", value_name = "BYTES", default_value_t = 256 * 1024 * 1024)]
+    pub output_quota_session_bytes: u64,
+
+    /// Bytes of screenshots all sessions together keep.
+    #[arg(long, env = "BROWSER_SHELL_OUTPUT_QUOTA_TOTAL_BYTES", value_name = "BYTES", default_value_t = 2 * 1024 * 1024 * 1024)]
+    pub output_quota_total_bytes: u64,
+
     /// On SIGTERM: new calls are refused at once; calls in flight get this
     /// many seconds to finish, then are cancelled (and audited as such).
     #[arg(long, env = "BROWSER_SHELL_SHUTDOWN_GRACE_SEC", value_name = "SECONDS", default_value_t = 10,
@@ -303,6 +312,11 @@ impl ServeArgs {
                 max_sessions: self.max_sessions as usize,
                 overflow: self.session_overflow,
                 session_idle: std::time::Duration::from_secs(self.session_idle_sec),
+                output_quota: crate::outputs::Quota {
+                    per_session: self.output_quota_session_bytes,
+                    total: self.output_quota_total_bytes,
+                    max_file: self.child_max_file_bytes,
+                },
             },
             output_dir,
             max_output_bytes: usize::try_from(self.max_output_bytes).unwrap_or(usize::MAX),

@@ -67,6 +67,77 @@ pub fn resolve(
     Ok(canonical_parent.join(target.file_name().unwrap_or_default()))
 }
 
+/// Bytes of screenshots a session, and all sessions together, may keep.
+#[derive(Debug, Clone, Copy)]
+pub struct Quota {
+    pub per_session: u64,
+    pub total: u64,
+    /// The largest file one call can write (the child's RLIMIT_FSIZE).
+    pub max_file: u64,
+}
+
+/// Make room for one more file in `session_dir` before it is written: the
+/// oldest files go first, in the session and then across all sessions, until
+/// a file of `max_file` bytes fits both quotas. If it cannot fit even with
+/// everything older deleted, the write is refused before it runs.
+pub fn make_room(root: &Path, session_dir: &Path, quota: &Quota) -> Result<usize, Refusal> {
+    let too_small = |which: &str, limit: u64| {
+        Refusal::new(
+            "limits.output_quota",
+            format!(
+                "the {which} output quota ({limit} bytes) cannot hold one more screenshot of up to {} bytes",
+                quota.max_file
+            ),
+        )
+    };
+    if quota.max_file > quota.per_session {
+        return Err(too_small("per-session", quota.per_session));
+    }
+    if quota.max_file > quota.total {
+        return Err(too_small("total", quota.total));
+    }
+    let mut removed = prune(session_dir, quota.per_session - quota.max_file);
+    removed += prune(root, quota.total - quota.max_file);
+    Ok(removed)
+}
+
+/// Delete the oldest regular files under `dir` until at most `keep` bytes
+/// remain; returns how many were deleted. Symlinks are neither followed nor
+/// counted.
+fn prune(dir: &Path, keep: u64) -> usize {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&d) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(meta) = entry.path().symlink_metadata() else {
+                continue;
+            };
+            if meta.is_dir() {
+                stack.push(entry.path());
+            } else if meta.is_file() {
+                let modified = meta.modified().unwrap_or(UNIX_EPOCH);
+                files.push((modified, meta.len(), entry.path()));
+            }
+        }
+    }
+    let mut used: u64 = files.iter().map(|(_, len, _)| len).sum();
+    files.sort();
+    let mut removed = 0;
+    for (_, len, path) in files {
+        if used <= keep {
+            break;
+        }
+        if fs::remove_file(&path).is_ok() {
+            used = used.saturating_sub(len);
+            removed += 1;
+        }
+    }
+    removed
+}
+
 fn relative_inside(dir: &Path, name: &str) -> Result<PathBuf, Refusal> {
     let path = Path::new(name);
     let relative = if path.is_absolute() {
@@ -178,6 +249,41 @@ mod tests {
             resolve(root.path(), &s, Some("p.png")).unwrap_err().rule,
             "output.path"
         );
+    }
+
+    #[test]
+    fn the_oldest_files_go_first_until_one_more_fits() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("s1");
+        fs::create_dir_all(&dir).unwrap();
+        for i in 0..5 {
+            fs::write(dir.join(format!("{i}.png")), vec![0u8; 100]).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(15));
+        }
+        let quota = Quota {
+            per_session: 350,
+            total: 10_000,
+            max_file: 100,
+        };
+        assert_eq!(make_room(root.path(), &dir, &quota).unwrap(), 3);
+        let mut left: Vec<String> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, vec!["3.png", "4.png"]);
+    }
+
+    #[test]
+    fn a_quota_smaller_than_one_file_refuses_before_the_write() {
+        let root = tempfile::tempdir().unwrap();
+        let quota = Quota {
+            per_session: 50,
+            total: 10_000,
+            max_file: 100,
+        };
+        let err = make_room(root.path(), root.path(), &quota).unwrap_err();
+        assert_eq!(err.rule, "limits.output_quota");
     }
 
     #[test]

@@ -71,6 +71,7 @@ pub struct Limits {
     pub max_sessions: usize,
     pub overflow: Overflow,
     pub session_idle: std::time::Duration,
+    pub output_quota: outputs::Quota,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -377,6 +378,17 @@ impl Pipeline {
             }
             Slot::OutputFile(name) => {
                 let path = outputs::resolve(&self.output_dir, &request.session, name.as_deref())?;
+                if let Some(dir) = path.parent() {
+                    let removed =
+                        outputs::make_room(&self.output_dir, dir, &self.limits.output_quota)?;
+                    if removed > 0 {
+                        tracing::info!(
+                            removed,
+                            session = request.session.as_str(),
+                            "oldest screenshots removed to stay within the output quota"
+                        );
+                    }
+                }
                 tokens.push(path.display().to_string());
             }
         }

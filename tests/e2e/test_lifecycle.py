@@ -102,3 +102,19 @@ def test_daemons_from_a_previous_server_are_adopted_or_closed(
         assert second.ok("orph", ["get", "url"])["url"] == web.url("/form")
     finally:
         second.stop()
+
+
+def test_screenshots_stay_within_the_output_quota_oldest_first(start_server, web: harness.WebServer) -> None:
+    # Room for exactly one file of up to 200 kB: before each screenshot every older one must go.
+    srv = start_server(extra_args=["--child-max-file-bytes", "200000", "--output-quota-session-bytes", "200001"])
+    srv.ok("quota", ["open", web.url("/form")])
+    paths = [Path(srv.ok("quota", ["screenshot", f"{i}.png"])["path"]) for i in range(5)]
+    kept = sorted(p.name for p in paths[-1].parent.iterdir())
+    assert kept == ["4.png"], kept
+
+
+def test_a_quota_that_cannot_hold_one_screenshot_refuses_before_it_runs(start_server, web: harness.WebServer) -> None:
+    srv = start_server(extra_args=["--child-max-file-bytes", "200000", "--output-quota-session-bytes", "100000"])
+    srv.ok("quota2", ["open", web.url("/form")])
+    is_error, reply = srv.call("quota2", ["screenshot"])
+    assert is_error and "refused [limits.output_quota]" in reply["stderr"], describe(reply)
