@@ -76,6 +76,7 @@ pub fn confinement_record(report: &hardening::Report) -> Value {
         "no_new_privs": true,
         "uid": report.uid,
         "degraded": report.is_degraded(),
+        "memory_cpu": report.cgroup,
         "rlimits": report
             .rlimits
             .iter()
