@@ -136,13 +136,7 @@ async fn one_call_exports_span_logs_and_metric(protocol: Protocol, base: String,
     assert!(!span_attrs.contains_key("mcp.session.id"));
     assert!(!span_attrs.contains_key("browser_shell.deny_reason"));
 
-    let logs: Vec<_> = got
-        .logs
-        .iter()
-        .flat_map(|r| &r.resource_logs)
-        .flat_map(|r| &r.scope_logs)
-        .flat_map(|s| &s.log_records)
-        .collect();
+    let logs = got.log_records();
     assert_eq!(logs.len(), 2, "{logs:#?}");
     for log in &logs {
         assert_eq!(log.event_name, "browser_shell.audit");

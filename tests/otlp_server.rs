@@ -33,6 +33,48 @@ fn call(id: u64, name: &str, arguments: Value, meta: Option<Value>) -> String {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}).to_string()
 }
 
+/// The real server with OTLP pointed at `endpoint`, no Chromium (`cdp_port`
+/// closed), audit log at `audit_log`; returns the child and a `send` that
+/// writes one JSON-RPC line and reads the reply.
+fn spawn_server(
+    scratch: &std::path::Path,
+    audit_log: &std::path::Path,
+    cdp_port: u16,
+    endpoint: &str,
+    stderr: Stdio,
+) -> (std::process::Child, impl FnMut(String) -> Value) {
+    let mut child = Command::new(BIN)
+        .args(["serve", "--agent-browser"])
+        .arg(agent_browser())
+        .args(["--cdp-port", &cdp_port.to_string(), "--state-dir"])
+        .arg(scratch.join("s"))
+        .arg("--output-dir")
+        .arg(scratch.join("o"))
+        .arg("--audit-log")
+        .arg(audit_log)
+        .arg("--policy")
+        .arg(scratch.join("none"))
+        .env_clear()
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+        .env("OTEL_SERVICE_NAME", "browser-shell-e2e")
+        .env("RUST_LOG", "debug")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let send = move |line: String| {
+        writeln!(stdin, "{line}").unwrap();
+        let mut reply = String::new();
+        stdout.read_line(&mut reply).unwrap();
+        serde_json::from_str::<Value>(&reply).unwrap()
+    };
+    (child, send)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_server_exports_one_span_per_call_and_one_log_per_record() {
     let (endpoint, store) = grpc_receiver().await;
@@ -55,35 +97,7 @@ async fn a_real_server_exports_one_span_per_call_and_one_log_per_record() {
     let stderr = tokio::task::spawn_blocking({
         let (scratch, audit_log, password) = (scratch.path().to_owned(), audit_log.clone(), password.clone());
         move || {
-            let mut child = Command::new(BIN)
-                .args(["serve", "--agent-browser"])
-                .arg(agent_browser())
-                .args(["--cdp-port", &closed_port.to_string(), "--state-dir"])
-                .arg(scratch.join("s"))
-                .arg("--output-dir")
-                .arg(scratch.join("o"))
-                .arg("--audit-log")
-                .arg(&audit_log)
-                .arg("--policy")
-                .arg(scratch.join("none"))
-                .env_clear()
-                .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
-                .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
-                .env("OTEL_SERVICE_NAME", "browser-shell-e2e")
-                .env("RUST_LOG", "debug")
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap();
-            let mut stdin = child.stdin.take().unwrap();
-            let mut stdout = BufReader::new(child.stdout.take().unwrap());
-            let mut send = |line: String| {
-                writeln!(stdin, "{line}").unwrap();
-                let mut reply = String::new();
-                stdout.read_line(&mut reply).unwrap();
-                serde_json::from_str::<Value>(&reply).unwrap()
-            };
+            let (child, mut send) = spawn_server(&scratch, &audit_log, closed_port, &endpoint, Stdio::piped());
             send(json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"otlp-test","version":"1"}}}).to_string());
             let denied = send(call(1, "browser-shell", json!({"session_id":"o1","argv":["eval","1"]}), Some(json!({"traceparent": TRACEPARENT}))));
             assert_eq!(denied["result"]["structuredContent"]["exit_code"], 126, "{denied}");
@@ -92,7 +106,7 @@ async fn a_real_server_exports_one_span_per_call_and_one_log_per_record() {
             assert_eq!(filled["result"]["structuredContent"]["exit_code"], 1, "{filled}");
             let unknown = send(call(3, "nope", json!({}), None));
             assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
-            drop(stdin);
+            drop(send); // closes stdin
             let out = child.wait_with_output().unwrap();
             assert!(out.status.success(), "{out:?}");
             String::from_utf8_lossy(&out.stderr).into_owned()
@@ -102,13 +116,7 @@ async fn a_real_server_exports_one_span_per_call_and_one_log_per_record() {
     .unwrap();
 
     let received = store.lock().unwrap();
-    let spans: Vec<_> = received
-        .traces
-        .iter()
-        .flat_map(|r| &r.resource_spans)
-        .flat_map(|r| &r.scope_spans)
-        .flat_map(|s| &s.spans)
-        .collect();
+    let spans = received.spans();
     assert_eq!(spans.len(), 3, "one span per tools/call");
     for span in &spans {
         assert_eq!(span.name, "tools/call browser-shell");
@@ -153,13 +161,7 @@ async fn a_real_server_exports_one_span_per_call_and_one_log_per_record() {
     );
     assert_eq!(attrs(&by_request("3").attributes)["error.type"], "-32602");
 
-    let logs: Vec<_> = received
-        .logs
-        .iter()
-        .flat_map(|r| &r.resource_logs)
-        .flat_map(|r| &r.scope_logs)
-        .flat_map(|s| &s.log_records)
-        .collect();
+    let logs = received.log_records();
     let audit_lines = std::fs::read_to_string(&audit_log).unwrap();
     assert_eq!(
         logs.len(),
@@ -218,36 +220,9 @@ fn a_dead_collector_costs_calls_nothing_and_loses_no_audit_record() {
         .unwrap()
         .port();
     let audit_log = evidence.path().join("audit.jsonl");
-    let mut child = Command::new(BIN)
-        .args(["serve", "--agent-browser"])
-        .arg(agent_browser())
-        .args(["--cdp-port", "9", "--state-dir"])
-        .arg(scratch.path().join("s"))
-        .arg("--output-dir")
-        .arg(scratch.path().join("o"))
-        .arg("--audit-log")
-        .arg(&audit_log)
-        .arg("--policy")
-        .arg(scratch.path().join("none"))
-        .env_clear()
-        .env(
-            "OTEL_EXPORTER_OTLP_ENDPOINT",
-            format!("http://127.0.0.1:{closed_port}"),
-        )
-        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut send = |line: String| {
-        writeln!(stdin, "{line}").unwrap();
-        let mut reply = String::new();
-        stdout.read_line(&mut reply).unwrap();
-        serde_json::from_str::<Value>(&reply).unwrap()
-    };
+    let endpoint = format!("http://127.0.0.1:{closed_port}");
+    let (mut child, mut send) =
+        spawn_server(scratch.path(), &audit_log, 9, &endpoint, Stdio::null());
     send(json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}).to_string());
     let calls = 20;
     let started = std::time::Instant::now();
@@ -268,7 +243,7 @@ fn a_dead_collector_costs_calls_nothing_and_loses_no_audit_record() {
         "{calls} refused calls with the collector down: {:?}",
         started.elapsed()
     );
-    drop(stdin);
+    drop(send); // closes stdin
     assert!(child.wait().unwrap().success());
     let records = std::fs::read_to_string(&audit_log).unwrap().lines().count();
     assert_eq!(

@@ -37,6 +37,28 @@ pub(crate) struct Received {
 
 pub(crate) type Store = Arc<Mutex<Received>>;
 
+impl Received {
+    /// Every span received, flattened.
+    pub(crate) fn spans(&self) -> Vec<&opentelemetry_proto::tonic::trace::v1::Span> {
+        self.traces
+            .iter()
+            .flat_map(|r| &r.resource_spans)
+            .flat_map(|r| &r.scope_spans)
+            .flat_map(|s| &s.spans)
+            .collect()
+    }
+
+    /// Every log record received, flattened.
+    pub(crate) fn log_records(&self) -> Vec<&opentelemetry_proto::tonic::logs::v1::LogRecord> {
+        self.logs
+            .iter()
+            .flat_map(|r| &r.resource_logs)
+            .flat_map(|r| &r.scope_logs)
+            .flat_map(|s| &s.log_records)
+            .collect()
+    }
+}
+
 #[derive(Clone)]
 struct Grpc(Store);
 
