@@ -169,6 +169,18 @@ class ServerConfig:
     def policy(self) -> Path:
         return self.base / "policy.json"
 
+    def agent_browser_env(self) -> dict[str, str]:
+        """The environment browser-shell gives agent-browser, for tests that run agent-browser by
+        hand on the same state (e.g. to plant an unconfined daemon on its socket dir)."""
+        return {
+            "HOME": str(self.state_dir / "home"),
+            "PATH": "/usr/bin:/bin",
+            "AGENT_BROWSER_CONFIG": str(self.state_dir / "agent-browser.config.json"),
+            "AGENT_BROWSER_SOCKET_DIR": str(self.state_dir / "sock"),
+            "AGENT_BROWSER_NO_VERSION_CHECK": "1",
+            "AGENT_BROWSER_IDLE_TIMEOUT_MS": "60000",
+        }
+
     def write_policy(self) -> None:
         if self.policy_json is not None:
             self.policy.write_text(json.dumps(self.policy_json))

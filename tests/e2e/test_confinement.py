@@ -137,14 +137,7 @@ def test_an_unconfined_daemon_on_a_session_socket_is_never_reused(server, web: h
     socket before each call and kills that daemon if it is not confined."""
     cfg = server.cfg
     sock = cfg.state_dir / "sock"
-    env = {
-        "HOME": str(cfg.state_dir / "home"),
-        "PATH": "/usr/bin:/bin",
-        "AGENT_BROWSER_CONFIG": str(cfg.state_dir / "agent-browser.config.json"),
-        "AGENT_BROWSER_SOCKET_DIR": str(sock),
-        "AGENT_BROWSER_NO_VERSION_CHECK": "1",
-        "AGENT_BROWSER_IDLE_TIMEOUT_MS": "60000",
-    }
+    env = cfg.agent_browser_env()
     planted = subprocess.run(
         [str(cfg.agent_browser), "--cdp", str(cfg.cdp_port), "--json", "--session", "rogue", "--pin-tab", "get", "url"],
         env=env, capture_output=True, text=True, timeout=30,

@@ -85,12 +85,7 @@ def test_daemons_from_a_previous_server_are_adopted_or_closed(
     kept = int((sock / "orph.pid").read_text())
     assert alive(kept)
     # An unconfined daemon planted on the same socket dir.
-    env = {
-        "HOME": str(cfg.state_dir / "home"), "PATH": "/usr/bin:/bin",
-        "AGENT_BROWSER_CONFIG": str(cfg.state_dir / "agent-browser.config.json"),
-        "AGENT_BROWSER_SOCKET_DIR": str(sock), "AGENT_BROWSER_NO_VERSION_CHECK": "1",
-        "AGENT_BROWSER_IDLE_TIMEOUT_MS": "60000",
-    }
+    env = cfg.agent_browser_env()
     subprocess.run([str(cfg.agent_browser), "--cdp", str(cfg.cdp_port), "--json", "--session", "rogue2", "--pin-tab", "get", "url"],
                    env=env, capture_output=True, timeout=30, check=True)
     rogue = int((sock / "rogue2.pid").read_text())
