@@ -10,12 +10,11 @@ mod common;
 
 use std::{
     io::{BufRead, BufReader, Write},
-    net::TcpListener,
     process::{Command, Stdio},
 };
 
 use common::{
-    agent_browser,
+    Dirs, agent_browser, closed_port, dirs,
     otlp_receiver::{attrs, grpc_receiver, hex},
 };
 use prost::Message as _;
@@ -78,19 +77,8 @@ fn spawn_server(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_server_exports_one_span_per_call_and_one_log_per_record() {
     let (endpoint, store) = grpc_receiver().await;
-    let scratch = tempfile::Builder::new()
-        .prefix("bs")
-        .tempdir_in("/tmp")
-        .unwrap();
-    let evidence = tempfile::Builder::new()
-        .prefix("bs-otlp")
-        .tempdir_in("/var/tmp")
-        .unwrap();
-    let closed_port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let Dirs { scratch, evidence } = dirs();
+    let closed_port = closed_port();
     let audit_log = evidence.path().join("audit.jsonl");
     let password = format!("pw-{}", std::process::id());
 
@@ -206,19 +194,8 @@ async fn a_real_server_exports_one_span_per_call_and_one_log_per_record() {
 
 #[test]
 fn a_dead_collector_costs_calls_nothing_and_loses_no_audit_record() {
-    let scratch = tempfile::Builder::new()
-        .prefix("bs")
-        .tempdir_in("/tmp")
-        .unwrap();
-    let evidence = tempfile::Builder::new()
-        .prefix("bs-otlp")
-        .tempdir_in("/var/tmp")
-        .unwrap();
-    let closed_port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let Dirs { scratch, evidence } = dirs();
+    let closed_port = closed_port();
     let audit_log = evidence.path().join("audit.jsonl");
     let endpoint = format!("http://127.0.0.1:{closed_port}");
     let (mut child, mut send) =

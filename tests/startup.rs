@@ -12,31 +12,11 @@ use std::{
 #[allow(dead_code)] // each test binary uses a different part
 mod common;
 
-use common::agent_browser;
+use common::{Dirs, agent_browser, dirs};
 
 const BIN: &str = env!("CARGO_BIN_EXE_browser-shell");
 
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
-
-/// Scratch dirs for one server: state under /tmp (short socket paths),
-/// evidence under /var/tmp (outside the confinement's writable roots).
-struct Dirs {
-    scratch: tempfile::TempDir,
-    evidence: tempfile::TempDir,
-}
-
-fn dirs() -> Dirs {
-    Dirs {
-        scratch: tempfile::Builder::new()
-            .prefix("bs")
-            .tempdir_in("/tmp")
-            .unwrap(),
-        evidence: tempfile::Builder::new()
-            .prefix("bs-audit")
-            .tempdir_in("/var/tmp")
-            .unwrap(),
-    }
-}
 
 /// Run the server with `overrides` on top of a valid base config and an
 /// `initialize` waiting on stdin.

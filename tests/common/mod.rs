@@ -26,3 +26,31 @@ pub(crate) fn agent_browser() -> PathBuf {
     );
     path
 }
+
+/// Scratch dirs for one server: state under /tmp (short socket paths),
+/// evidence under /var/tmp (outside the confinement's writable roots).
+pub(crate) struct Dirs {
+    pub(crate) scratch: tempfile::TempDir,
+    pub(crate) evidence: tempfile::TempDir,
+}
+
+pub(crate) fn dirs() -> Dirs {
+    Dirs {
+        scratch: tempfile::Builder::new()
+            .prefix("bs")
+            .tempdir_in("/tmp")
+            .unwrap(),
+        evidence: tempfile::Builder::new()
+            .prefix("bs-audit")
+            .tempdir_in("/var/tmp")
+            .unwrap(),
+    }
+}
+
+/// A loopback port nothing listens on (bound, then released).
+pub(crate) fn closed_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(9)
+}
