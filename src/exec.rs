@@ -138,7 +138,9 @@ impl Runner {
                 );
             }
         };
+        let checked = tokio::time::Instant::now();
         self.evict_unconfined_daemon(session).await;
+        let daemon_check = checked.elapsed();
         let mut command = Command::new(&self.agent_browser);
         command
             .args(self.fixed_args(session))
@@ -200,6 +202,11 @@ impl Runner {
         }
         let out = join_capture(out_task).await;
         let err = join_capture(err_task).await;
+        tracing::debug!(
+            daemon_check_us = daemon_check.as_micros(),
+            total_us = started.elapsed().as_micros(),
+            "agent-browser call timings"
+        );
         finish(termination, out, err)
     }
 }
