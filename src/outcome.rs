@@ -64,28 +64,50 @@ impl Reply {
 /// The command the navigation guard appends to a batch.
 pub const GUARD_COMMAND: [&str; 2] = ["get", "url"];
 
-/// The page URL the guard's trailing `get url` reported, when the batch got
-/// that far (with `--bail`, a failing command stops the batch before it).
-pub fn guard_page_url(raw: &RawOutcome) -> Option<String> {
+/// What the guard's trailing `get url` saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GuardRead {
+    /// The batch never got there (with `--bail`, the agent's command failed).
+    NotRun,
+    /// The page URL.
+    Url(String),
+    /// It ran but could not read the URL (e.g. mid-navigation).
+    Failed,
+}
+
+/// The guard entry of a guarded batch, if the batch got that far.
+pub fn guard_read(raw: &RawOutcome) -> GuardRead {
     let Ok(Value::Array(items)) = serde_json::from_slice::<Value>(&raw.stdout) else {
-        return None;
+        return GuardRead::NotRun;
     };
-    let last = items.last()?;
-    let is_guard = items.len() >= 2
-        && last
-            .get("command")
-            .and_then(Value::as_array)
-            .is_some_and(|c| {
-                c.iter()
-                    .map(Value::as_str)
-                    .eq(GUARD_COMMAND.iter().map(|s| Some(*s)))
-            });
-    if !is_guard || last.get("success").and_then(Value::as_bool) != Some(true) {
-        return None;
+    let Some(last) = items.last().filter(|_| items.len() >= 2) else {
+        return GuardRead::NotRun;
+    };
+    let is_guard = last
+        .get("command")
+        .and_then(Value::as_array)
+        .is_some_and(|c| {
+            c.iter()
+                .map(Value::as_str)
+                .eq(GUARD_COMMAND.iter().map(|s| Some(*s)))
+        });
+    if !is_guard {
+        return GuardRead::NotRun;
     }
-    last.pointer("/result/url")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
+    match last.pointer("/result/url").and_then(Value::as_str) {
+        Some(url) if last.get("success").and_then(Value::as_bool) == Some(true) => {
+            GuardRead::Url(url.to_owned())
+        }
+        _ => GuardRead::Failed,
+    }
+}
+
+/// The page URL the guard read, if it could.
+pub fn guard_page_url(raw: &RawOutcome) -> Option<String> {
+    match guard_read(raw) {
+        GuardRead::Url(url) => Some(url),
+        GuardRead::NotRun | GuardRead::Failed => None,
+    }
 }
 
 /// Turn a finished child into a reply, each stream truncated to `max_bytes`.
@@ -123,7 +145,9 @@ pub fn normalize(session_id: &str, raw: &RawOutcome, max_bytes: usize, guarded: 
             ),
         ),
         Termination::Exited(code) => {
-            let skip_guard = guarded && guard_page_url(raw).is_some();
+            // The reply is the agent's command, never the guard's entry
+            // (which may fail on its own, mid-navigation).
+            let skip_guard = guarded && guard_read(raw) != GuardRead::NotRun;
             from_envelope(*code, &raw.stdout, &raw_stderr, skip_guard)
         }
     };
@@ -189,7 +213,9 @@ fn from_envelope(
     }
     if success {
         let line = format!("{data}\n");
-        // A success with a non-zero exit is agent-browser's word; keep it.
+        // A success with a non-zero exit is agent-browser's word; keep it —
+        // unless the only failure was the guard's own read after it.
+        let code = if skip_guard { 0 } else { code };
         return (code, line, stderr.trim_end().to_owned());
     }
     let error = entry
@@ -275,6 +301,19 @@ mod tests {
         assert_eq!(
             normalize("u1", &raw, 30_000, true).stdout,
             "{\"clicked\":\"a\"}\n"
+        );
+    }
+
+    #[test]
+    fn a_failed_guard_read_never_replaces_the_agents_result() {
+        let out = r#"[{"command":["press","Enter"],"error":null,"result":{"pressed":"Enter"},"success":true},{"command":["get","url"],"error":"CDP error (Runtime.evaluate): Inspected target navigated or closed","result":null,"success":false}]"#;
+        let raw = raw(Termination::Exited(1), out, "");
+        assert_eq!(guard_read(&raw), GuardRead::Failed);
+        let reply = normalize("u1", &raw, 30_000, true);
+        assert_eq!(reply.stdout, "{\"pressed\":\"Enter\"}\n");
+        assert_eq!(
+            reply.exit_code, 0,
+            "the failure was the guard's; the pipeline re-reads the URL"
         );
     }
 

@@ -297,28 +297,43 @@ impl Pipeline {
             Termination::SpawnFailed(_) => ("spawn_failed", Some("spawn_failed")),
         };
         let mut blocked = None;
-        if guarded
-            && let Some(page) = outcome::guard_page_url(&raw)
-            && let Err(refusal) = self.guard(&page).await
-        {
-            // The page already went there (a browser follows links and
-            // redirects before anyone can look); take it away again.
-            let reset = vec![vec!["open".to_owned(), "about:blank".to_owned()]];
-            let _ = self
-                .runner
-                .run(&request.session, &reset, request.timeout, &ctx.cancel)
-                .await;
-            let refusal = Refusal::new(
-                "navigation.blocked",
-                format!(
-                    "the page navigated to {}: {}; the session was sent to about:blank",
-                    self.redactor.url(&page),
-                    refusal.message
-                ),
-            );
-            reply = Reply::refused(session_id, &refusal);
-            (outcome_name, error_type) = ("navigation_blocked", Some("navigation_blocked"));
-            blocked = Some(refusal);
+        if guarded && reply.exit_code == 0 {
+            let page = match outcome::guard_read(&raw) {
+                outcome::GuardRead::Url(url) => Some(url),
+                // Read mid-navigation: look again once it has settled.
+                outcome::GuardRead::Failed => self.read_page_url(&request.session).await,
+                outcome::GuardRead::NotRun => None,
+            };
+            let verdict = match &page {
+                Some(page) => self
+                    .guard(page)
+                    .await
+                    .map_err(|r| (page.clone(), r.message)),
+                // Fail closed: a page whose URL cannot be read is not known to be allowed.
+                None => Err((
+                    "an unknown URL".to_owned(),
+                    "the page URL could not be read after the command".to_owned(),
+                )),
+            };
+            if let Err((page, why)) = verdict {
+                // The page already went there (a browser follows links and
+                // redirects before anyone can look); take it away again.
+                let reset = vec![vec!["open".to_owned(), "about:blank".to_owned()]];
+                let _ = self
+                    .runner
+                    .run(&request.session, &reset, request.timeout, &ctx.cancel)
+                    .await;
+                let refusal = Refusal::new(
+                    "navigation.blocked",
+                    format!(
+                        "the page navigated to {}: {why}; the session was sent to about:blank",
+                        self.redactor.url(&page)
+                    ),
+                );
+                reply = Reply::refused(session_id, &refusal);
+                (outcome_name, error_type) = ("navigation_blocked", Some("navigation_blocked"));
+                blocked = Some(refusal);
+            }
         }
 
         let mut done = call
@@ -393,6 +408,39 @@ impl Pipeline {
             }
         }
         Ok((tokens, resolved))
+    }
+
+    /// Read the session's page URL on its own, for the guard, when the
+    /// batch's read fell in the middle of a navigation: up to three tries,
+    /// 100 ms apart.
+    async fn read_page_url(&self, session: &SessionId) -> Option<String> {
+        let read = vec![
+            outcome::GUARD_COMMAND
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect(),
+        ];
+        for _ in 0..3 {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            let raw = self
+                .runner
+                .run(
+                    session,
+                    &read,
+                    std::time::Duration::from_secs(10),
+                    &CancellationToken::new(),
+                )
+                .await;
+            if let Ok(Value::Array(items)) = serde_json::from_slice::<Value>(&raw.stdout)
+                && let Some(url) = items
+                    .first()
+                    .and_then(|entry| entry.pointer("/result/url"))
+                    .and_then(Value::as_str)
+            {
+                return Some(url.to_owned());
+            }
+        }
+        None
     }
 
     /// Is the page URL a navigating command left the session on allowed?
