@@ -83,13 +83,14 @@ impl std::fmt::Debug for Pipeline {
     }
 }
 
-/// Commands after which the navigation guard re-checks the page URL: they
-/// can make the page navigate (links, form submissions, history, scripts
-/// reacting to input, or a server-side redirect after `open`).
-const NAVIGATING: &[&str] = &[
-    "open", "click", "dblclick", "press", "type", "select", "check", "uncheck", "back", "forward",
-    "reload", "wait",
-];
+/// Commands after which the navigation guard does NOT re-check the page
+/// URL: `close` ends the session. Every other command runs in a page, and the
+/// page may have navigated since the last check — by a link, a redirect, a
+/// script, or a navigation that committed only after the previous command
+/// returned — so the guard reads the URL after each one and, if the page is
+/// somewhere the policy refuses, replaces the reply (content included) with a
+/// refusal. No content from a disallowed page reaches the agent.
+const UNGUARDED: &[&str] = &["close"];
 
 /// How a call ended, for its span.
 #[derive(Debug, Clone)]
@@ -256,7 +257,7 @@ impl Pipeline {
         let guarded = self.url_policy.navigation_guard
             && tokens
                 .first()
-                .is_some_and(|t| NAVIGATING.contains(&t.as_str()));
+                .is_some_and(|t| !UNGUARDED.contains(&t.as_str()));
         // Chromium renders only the visible tab of a window: in a background
         // tab agent-browser's actions wait out a 5 s timeout and screenshots
         // hang for 30 s. Each session has its own pinned tab; bring it to the

@@ -39,9 +39,22 @@ fn main() {
         .into_iter()
         .map(|o| (o.name, Value::String(o.result)))
         .collect();
-    let command = batch.last().cloned().unwrap_or_default();
-    let envelope =
-        json!([{"command": command, "success": true, "error": null, "result": {"probes": probes}}]);
+    // One entry per batch command, as agent-browser prints them: the probe
+    // results answer the first; a trailing `get url` (browser-shell's
+    // navigation guard) gets a page that is always allowed.
+    let first = batch.first().cloned().unwrap_or_default();
+    let mut entries = vec![
+        json!({"command": first, "success": true, "error": null, "result": {"probes": probes}}),
+    ];
+    for command in batch.iter().skip(1) {
+        let result = if command == &["get", "url"] {
+            json!({"url": "about:blank"})
+        } else {
+            json!({})
+        };
+        entries.push(json!({"command": command, "success": true, "error": null, "result": result}));
+    }
+    let envelope = Value::Array(entries);
     let mut out = std::io::stdout().lock();
     let _ = std::io::Write::write_all(&mut out, format!("{envelope}\n").as_bytes());
 }
