@@ -102,14 +102,6 @@ pub fn guard_read(raw: &RawOutcome) -> GuardRead {
     }
 }
 
-/// The page URL the guard read, if it could.
-pub fn guard_page_url(raw: &RawOutcome) -> Option<String> {
-    match guard_read(raw) {
-        GuardRead::Url(url) => Some(url),
-        GuardRead::NotRun | GuardRead::Failed => None,
-    }
-}
-
 /// Turn a finished child into a reply, each stream truncated to `max_bytes`.
 /// With `guarded`, a trailing guard entry is not part of the reply.
 pub fn normalize(session_id: &str, raw: &RawOutcome, max_bytes: usize, guarded: bool) -> Reply {
@@ -297,7 +289,7 @@ mod tests {
     fn the_guard_entry_is_not_the_reply() {
         let out = r#"[{"command":["click","a"],"error":null,"result":{"clicked":"a"},"success":true},{"command":["get","url"],"error":null,"result":{"url":"http://x/"},"success":true}]"#;
         let raw = raw(Termination::Exited(0), out, "");
-        assert_eq!(guard_page_url(&raw).as_deref(), Some("http://x/"));
+        assert_eq!(guard_read(&raw), GuardRead::Url("http://x/".into()));
         assert_eq!(
             normalize("u1", &raw, 30_000, true).stdout,
             "{\"clicked\":\"a\"}\n"

@@ -496,8 +496,11 @@ impl Pipeline {
         event.session_id = Some(session_id.to_owned());
         event.outcome = Some(outcome);
         event.reason = Some(reason);
-        if let Err(e) = self.audit.append(event) {
-            tracing::error!(error = %e, "audit record of a session lifecycle event not written");
+        match self.durable_append(event) {
+            Ok(sealed) => self.telemetry.log_audit_event(&sealed.record),
+            Err(e) => {
+                tracing::error!(error = %e, "audit record of a session lifecycle event not written");
+            }
         }
     }
 
@@ -658,9 +661,22 @@ impl Pipeline {
 
     /// Append durably, then copy the sealed record to OTLP (best effort).
     fn append(&self, call: &Call<'_>, event: audit::Event) -> Result<(), audit::AuditError> {
-        let sealed = self.audit.append(event)?;
+        let sealed = self.durable_append(event)?;
         call.span.log_audit_event(&sealed.record);
         Ok(())
+    }
+
+    /// The audit write itself: flock, write, fdatasync — blocking I/O. On the
+    /// multi-threaded runtime it moves off the async worker for its duration
+    /// (`block_in_place`), so one call's fsync never stalls other sessions.
+    fn durable_append(&self, event: audit::Event) -> Result<audit::Sealed, audit::AuditError> {
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        if multi_thread {
+            tokio::task::block_in_place(|| self.audit.append(event))
+        } else {
+            self.audit.append(event)
+        }
     }
 
     fn start_span(&self, ctx: &CallContext, session_id: Option<&str>) -> ActiveCall {

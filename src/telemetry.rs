@@ -158,6 +158,42 @@ struct Inner {
     metrics: Option<(SdkMeterProvider, Histogram<f64>)>,
 }
 
+/// One OTLP log record for one audit record, in `context`'s span when given.
+fn emit_audit_log(logger: &SdkLogger, event: &Value, context: Option<&SpanContext>) {
+    let mut record = logger.create_log_record();
+    record.set_event_name(AUDIT_EVENT);
+    record.set_timestamp(SystemTime::now());
+    record.set_severity_number(Severity::Info);
+    record.set_severity_text("INFO");
+    let summary: Vec<&str> = ["phase", "verdict", "outcome"]
+        .iter()
+        .filter_map(|k| event.get(k).and_then(Value::as_str))
+        .collect();
+    record.set_body(AnyValue::from(format!("audit {}", summary.join(" "))));
+    let time = event
+        .get("time")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .unwrap_or_else(now_rfc3339);
+    record.add_attribute("time", time);
+    for (key, value) in event.as_object().into_iter().flatten() {
+        let value = match value {
+            Value::Null => continue,
+            Value::Bool(b) => AnyValue::Boolean(*b),
+            Value::Number(n) => n
+                .as_i64()
+                .map_or_else(|| AnyValue::from(n.to_string()), AnyValue::Int),
+            Value::String(s) => AnyValue::from(s.clone()),
+            other => AnyValue::from(other.to_string()), // objects and arrays as JSON
+        };
+        record.add_attribute(format!("browser_shell.audit.{key}"), value);
+    }
+    if let Some(cx) = context {
+        record.set_trace_context(cx.trace_id(), cx.span_id(), Some(cx.trace_flags()));
+    }
+    logger.emit(record);
+}
+
 impl fmt::Debug for Telemetry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Telemetry")
@@ -257,6 +293,14 @@ impl Telemetry {
 
     pub fn is_enabled(&self) -> bool {
         self.0.is_some()
+    }
+
+    /// One OTLP log record for an audit record that belongs to no call
+    /// (session lifecycle: reaped, evicted, adopted, closed).
+    pub fn log_audit_event(&self, event: &Value) {
+        if let Some((_, logger)) = self.0.as_ref().and_then(|i| i.logs.as_ref()) {
+            emit_audit_log(logger, event, None);
+        }
     }
 
     /// Starts the SERVER span `tools/call browser-shell`, child of a valid `traceparent`.
@@ -385,41 +429,9 @@ impl ActiveCall {
 
     /// One log record for an (already redacted) audit event, on this call's span.
     pub fn log_audit_event(&self, event: &Value) {
-        let Some((_, logger)) = self.inner.as_ref().and_then(|i| i.logs.as_ref()) else {
-            return;
-        };
-        let mut record = logger.create_log_record();
-        record.set_event_name(AUDIT_EVENT);
-        record.set_timestamp(SystemTime::now());
-        record.set_severity_number(Severity::Info);
-        record.set_severity_text("INFO");
-        let summary: Vec<&str> = ["phase", "verdict", "outcome"]
-            .iter()
-            .filter_map(|k| event.get(k).and_then(Value::as_str))
-            .collect();
-        record.set_body(AnyValue::from(format!("audit {}", summary.join(" "))));
-        let time = event
-            .get("time")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-            .unwrap_or_else(now_rfc3339);
-        record.add_attribute("time", time);
-        for (key, value) in event.as_object().into_iter().flatten() {
-            let value = match value {
-                Value::Null => continue,
-                Value::Bool(b) => AnyValue::Boolean(*b),
-                Value::Number(n) => n
-                    .as_i64()
-                    .map_or_else(|| AnyValue::from(n.to_string()), AnyValue::Int),
-                Value::String(s) => AnyValue::from(s.clone()),
-                other => AnyValue::from(other.to_string()), // objects and arrays as JSON
-            };
-            record.add_attribute(format!("browser_shell.audit.{key}"), value);
+        if let Some((_, logger)) = self.inner.as_ref().and_then(|i| i.logs.as_ref()) {
+            emit_audit_log(logger, event, self.context());
         }
-        if let Some(cx) = self.context() {
-            record.set_trace_context(cx.trace_id(), cx.span_id(), Some(cx.trace_flags()));
-        }
-        logger.emit(record);
     }
 
     /// Ends the span with the outcome and records the duration.

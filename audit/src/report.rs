@@ -202,24 +202,8 @@ impl Report {
                 );
             }
         }
-        let _ = writeln!(
-            out,
-            "\ntotals: {}",
-            self.totals
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join(" ")
-        );
-        let _ = writeln!(
-            out,
-            "denials by rule: {}",
-            self.denials_by_rule
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join(" ")
-        );
+        let _ = writeln!(out, "\ntotals: {}", pairs(&self.totals));
+        let _ = writeln!(out, "denials by rule: {}", pairs(&self.denials_by_rule));
         let _ = writeln!(
             out,
             "allowed-call duration: p50 {} ms, p95 {} ms",
@@ -294,6 +278,14 @@ impl Report {
         out.push_str("</body></html>\n");
         out
     }
+}
+
+/// `key=value key=value …`.
+fn pairs(map: &BTreeMap<String, u64>) -> String {
+    map.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// OCSF 1.x projection of one record as API Activity (class 6003): the call
