@@ -39,5 +39,5 @@ pub use checkpoint::{CHECKPOINT_SCHEMA, Checkpoint, checkpoint_path};
 pub use event::{Event, Phase, SCHEMA};
 pub use key::Key;
 pub use redact::{DEFAULT_SECRET_PARAMS, MASK, Redactor};
-pub use sink::{AuditError, Rotation, Sealed, Sink, rotated};
+pub use sink::{AppendStep, AuditError, Rotation, Sealed, Sink, rotated};
 pub use verify::{Break, Dangling, Location, Verification, verify};

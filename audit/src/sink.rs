@@ -35,63 +35,11 @@ const MAX_TAIL_WINDOW: u64 = 8 * 1024 * 1024;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AuditError {
-    /// The log file could not be opened.
-    #[error("cannot open audit log {path}: {source}")]
-    Open {
-        /// The log path.
-        path: PathBuf,
-        /// The OS error.
-        #[source]
-        source: io::Error,
-    },
-    /// Taking the exclusive lock failed.
-    #[error("cannot lock audit log {path}: {source}")]
-    Lock {
-        /// The log path.
-        path: PathBuf,
-        /// The OS error.
-        #[source]
-        source: io::Error,
-    },
-    /// Reading the previous record failed.
-    #[error("cannot read the tail of audit log {path}: {source}")]
-    ReadTail {
-        /// The log path.
-        path: PathBuf,
-        /// The OS error.
-        #[source]
-        source: io::Error,
-    },
-    /// Writing the record failed (disk full, read-only, …).
-    #[error("cannot write audit log {path}: {source}")]
-    Write {
-        /// The log path.
-        path: PathBuf,
-        /// The OS error.
-        #[source]
-        source: io::Error,
-    },
-    /// `fdatasync` failed: the record may not survive a crash.
-    #[error("cannot sync audit log {path}: {source}")]
-    Sync {
-        /// The log path.
-        path: PathBuf,
-        /// The OS error.
-        #[source]
-        source: io::Error,
-    },
-    /// Rotating to a new file failed.
-    #[error("cannot rotate audit log {path}: {source}")]
-    Rotate {
-        /// The log path.
-        path: PathBuf,
-        /// The OS error.
-        #[source]
-        source: io::Error,
-    },
-    /// Writing the checkpoint failed.
-    #[error("cannot write the audit checkpoint of {path}: {source}")]
-    Checkpoint {
+    /// An OS call on the log failed at `step` (disk full, read-only, …).
+    #[error("cannot {step} audit log {path}: {source}")]
+    Io {
+        /// Which step of the append failed.
+        step: AppendStep,
         /// The log path.
         path: PathBuf,
         /// The OS error.
@@ -104,6 +52,41 @@ pub enum AuditError {
     /// A previous holder of the in-process lock panicked.
     #[error("audit writer poisoned")]
     Poisoned,
+}
+
+/// The step of opening or appending to the log that an [`AuditError::Io`]
+/// names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AppendStep {
+    /// Opening the log or its lock file.
+    Open,
+    /// Taking the exclusive cross-process lock.
+    Lock,
+    /// Reading back the previous record.
+    ReadTail,
+    /// Writing the record.
+    Write,
+    /// `fdatasync`: the record may not survive a crash.
+    Sync,
+    /// Rotating to a new file.
+    Rotate,
+    /// Writing the signed checkpoint.
+    Checkpoint,
+}
+
+impl std::fmt::Display for AppendStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Open => "open",
+            Self::Lock => "lock",
+            Self::ReadTail => "read the tail of",
+            Self::Write => "write",
+            Self::Sync => "sync",
+            Self::Rotate => "rotate",
+            Self::Checkpoint => "write the checkpoint of",
+        })
+    }
 }
 
 /// Where a record landed in the chain.
@@ -165,16 +148,13 @@ impl Sink {
     /// checkpoint is kept in `<path>.checkpoint`.
     ///
     /// # Errors
-    /// [`AuditError::Open`] when the log or its lock file cannot be opened.
+    /// [`AuditError::Io`] at [`AppendStep::Open`] when the log or its lock file cannot be opened.
     pub fn open(
         path: &Path,
         key: Option<Key>,
         rotation: Option<Rotation>,
     ) -> Result<Self, AuditError> {
-        let open_err = |source| AuditError::Open {
-            path: path.to_owned(),
-            source,
-        };
+        let open_err = io_error(AppendStep::Open, path);
         let file = open_log(path).map_err(open_err)?;
         let regular = file.metadata().map_err(open_err)?.file_type().is_file();
         // Devices (/dev/full in tests) get neither a lock file nor rotation
@@ -258,18 +238,12 @@ impl Sink {
         bodies: Vec<Map<String, Value>>,
     ) -> Result<Vec<Sealed>, AuditError> {
         let _lock = match &self.lock {
-            Some(lock) => Some(
-                FileLock::exclusive(lock).map_err(|source| AuditError::Lock {
-                    path: self.path.clone(),
-                    source,
-                })?,
-            ),
+            Some(lock) => {
+                Some(FileLock::exclusive(lock).map_err(io_error(AppendStep::Lock, &self.path))?)
+            }
             None => None,
         };
-        let read_err = |source| AuditError::ReadTail {
-            path: self.path.clone(),
-            source,
-        };
+        let read_err = io_error(AppendStep::ReadTail, &self.path);
         self.reopen_if_rotated(state).map_err(read_err)?;
         let meta = state.file.metadata().map_err(read_err)?;
         let tail = match state.head.take() {
@@ -305,24 +279,20 @@ impl Sink {
             && meta.len() > 0
             && meta.len() + line.len() as u64 > rotation.max_bytes
         {
-            state.file = self.rotate(rotation).map_err(|source| AuditError::Rotate {
-                path: self.path.clone(),
-                source,
-            })?;
+            state.file = self
+                .rotate(rotation)
+                .map_err(io_error(AppendStep::Rotate, &self.path))?;
             line = records;
         }
 
         state
             .file
             .write_all(line.as_bytes())
-            .map_err(|source| AuditError::Write {
-                path: self.path.clone(),
-                source,
-            })?;
-        state.file.sync_data().map_err(|source| AuditError::Sync {
-            path: self.path.clone(),
-            source,
-        })?;
+            .map_err(io_error(AppendStep::Write, &self.path))?;
+        state
+            .file
+            .sync_data()
+            .map_err(io_error(AppendStep::Sync, &self.path))?;
         if let Some(key) = &self.key {
             let name = self
                 .path
@@ -331,10 +301,7 @@ impl Sink {
                 .unwrap_or_default();
             Checkpoint::new(key, &name, seq, &prev, &time)
                 .write(&checkpoint_path(&self.path))
-                .map_err(|source| AuditError::Checkpoint {
-                    path: self.path.clone(),
-                    source,
-                })?;
+                .map_err(io_error(AppendStep::Checkpoint, &self.path))?;
         }
         if let Ok(meta) = state.file.metadata() {
             let head = Tail {
@@ -473,6 +440,15 @@ fn read_tail(mut file: &File, len: u64) -> io::Result<Tail> {
     }
 }
 
+/// Names the failed step and the log for an OS error.
+fn io_error(step: AppendStep, path: &Path) -> impl Fn(io::Error) -> AuditError + Copy + '_ {
+    move |source| AuditError::Io {
+        step,
+        path: path.to_owned(),
+        source,
+    }
+}
+
 fn now_rfc3339() -> String {
     OffsetDateTime::now_utc()
         .format(&Rfc3339)
@@ -501,34 +477,10 @@ impl AuditError {
                 io::Error::from_raw_os_error,
             )
         };
-        let path = |p: &Path| p.to_owned();
         match self {
-            Self::Open { path: p, source } => Self::Open {
-                path: path(p),
-                source: io(source),
-            },
-            Self::Lock { path: p, source } => Self::Lock {
-                path: path(p),
-                source: io(source),
-            },
-            Self::ReadTail { path: p, source } => Self::ReadTail {
-                path: path(p),
-                source: io(source),
-            },
-            Self::Write { path: p, source } => Self::Write {
-                path: path(p),
-                source: io(source),
-            },
-            Self::Sync { path: p, source } => Self::Sync {
-                path: path(p),
-                source: io(source),
-            },
-            Self::Rotate { path: p, source } => Self::Rotate {
-                path: path(p),
-                source: io(source),
-            },
-            Self::Checkpoint { path: p, source } => Self::Checkpoint {
-                path: path(p),
+            Self::Io { step, path, source } => Self::Io {
+                step: *step,
+                path: path.clone(),
                 source: io(source),
             },
             Self::Encode(e) => Self::Encode(serde_json::Error::io(io::Error::other(e.to_string()))),

@@ -81,7 +81,13 @@ fn a_full_disk_refuses_the_record() {
     let sink = Sink::open(Path::new("/dev/full"), None, None).unwrap();
     let err = sink.append(Event::new(Phase::Intent, "c1")).unwrap_err();
     assert!(
-        matches!(err, AuditError::Write { .. } | AuditError::Sync { .. }),
+        matches!(
+            err,
+            AuditError::Io {
+                step: AppendStep::Write | AppendStep::Sync,
+                ..
+            }
+        ),
         "{err}"
     );
 }

@@ -83,26 +83,26 @@ class Binaries:
 
 @pytest.fixture(scope="session")
 def agent_browser_bin() -> Path:
-    ab = harness.resolve_agent_browser()
-    if not (ab.is_file() and os.access(ab, os.X_OK)):
-        pytest.fail(
-            f"agent-browser binary not found/executable at {ab} "
-            "(set BROWSER_SHELL_AGENT_BROWSER, or install the pin in deploy/agent-browser with `npm ci`)",
-            pytrace=False,
-        )
-    return ab
+    return _executable(
+        harness.resolve_agent_browser(),
+        "agent-browser binary",
+        "set BROWSER_SHELL_AGENT_BROWSER, or install the pin in deploy/agent-browser with `npm ci`",
+    )
 
 
 @pytest.fixture(scope="session")
 def binaries(agent_browser_bin: Path) -> Binaries:
-    server = harness.resolve_server_bin()
-    if not (server.is_file() and os.access(server, os.X_OK)):
-        pytest.fail(
-            f"browser-shell server binary not found/executable at {server} "
-            "(set BROWSER_SHELL_BIN or run `cargo build` first)",
-            pytrace=False,
-        )
+    server = _executable(
+        harness.resolve_server_bin(), "browser-shell server binary", "set BROWSER_SHELL_BIN or run `cargo build` first"
+    )
     return Binaries(server=server, agent_browser=agent_browser_bin)
+
+
+def _executable(path: Path, what: str, hint: str) -> Path:
+    """Fail the whole run up front (not as 200 confusing errors) when a binary is missing."""
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        pytest.fail(f"{what} not found/executable at {path} ({hint})", pytrace=False)
+    return path
 
 
 # --------------------------------------------------------------------------- loopback fixtures
