@@ -111,13 +111,17 @@ impl Runner {
     }
 
     /// Run `batch` (one or more commands, the agent's last) in `session`,
-    /// bounded by `timeout` and `cancel`.
+    /// bounded by `timeout` and `cancel`. With `front`, the session's tab is
+    /// brought to the front first (see [`Runner::foreground`]) — while the
+    /// child starts up, but before it receives the batch on stdin, so no
+    /// command reaches a background tab.
     pub async fn run(
         &self,
         session: &SessionId,
         batch: &[Vec<String>],
         timeout: Duration,
         cancel: &CancellationToken,
+        front: bool,
     ) -> RawOutcome {
         let started = tokio::time::Instant::now();
         let finish = |termination, out: Captured, err: Captured| RawOutcome {
@@ -168,6 +172,9 @@ impl Runner {
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
         let feed = async move {
+            if front {
+                self.foreground(session).await;
+            }
             if let Some(mut stdin) = stdin {
                 // A child that exits early closes its stdin; that is its answer,
                 // not an error of ours.
@@ -269,10 +276,7 @@ impl Runner {
             return;
         };
         let url = format!("http://127.0.0.1:{}/json/activate/{target}", self.cdp_port);
-        let request = reqwest::Client::new()
-            .get(&url)
-            .timeout(Duration::from_secs(2))
-            .send();
+        let request = self.http.get(&url).timeout(Duration::from_secs(2)).send();
         match request.await {
             Ok(response) if response.status().is_success() => {}
             Ok(response) => {

@@ -259,6 +259,9 @@ fn serve(args: &config::ServeArgs) -> anyhow::Result<()> {
         // client that stops reading cannot hold the exit.
         let _ = tokio::time::timeout(std::time::Duration::from_secs(2), output).await;
         reaper.abort();
+        // Deferred audit records reach the disk, and the checkpoint names
+        // the last one, before the process goes.
+        pipeline.flush_audit();
         tracing::info!("browser-shell exiting");
         anyhow::Ok(())
     })?;

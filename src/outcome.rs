@@ -64,7 +64,44 @@ impl Reply {
 /// The command the navigation guard appends to a batch.
 pub const GUARD_COMMAND: [&str; 2] = ["get", "url"];
 
-/// What the guard's trailing `get url` saw.
+/// How the navigation guard learns the page URL after a command.
+///
+/// Every command but `close` runs in a page, and the page may have navigated
+/// since the last check — by a link, a redirect, a script, or a navigation
+/// that committed only after the previous command returned — so the guard
+/// reads the URL after each one and, if the page is somewhere the policy
+/// refuses, replaces the reply (content included) with a refusal. No content
+/// from a disallowed page reaches the agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Guard {
+    /// Not checked (`close` ends the session; or the policy turns the guard off).
+    Off,
+    /// The command reports the page URL itself (`get url`, and `open`,
+    /// whose result is `{url, title, …}` once the load settled): no second
+    /// read, which would cost a round trip to Chromium.
+    OwnResult,
+    /// A `get url` is appended to the batch; its entry is not part of the reply.
+    Trailing,
+}
+
+impl Guard {
+    /// The guard for the agent's `tokens` when the policy enables it.
+    pub fn for_command(tokens: &[String], enabled: bool) -> Self {
+        match tokens.first().map(String::as_str) {
+            _ if !enabled => Self::Off,
+            Some("close") | None => Self::Off,
+            Some("open") => Self::OwnResult,
+            _ if tokens.iter().map(String::as_str).eq(GUARD_COMMAND) => Self::OwnResult,
+            _ => Self::Trailing,
+        }
+    }
+
+    pub fn is_on(self) -> bool {
+        self != Self::Off
+    }
+}
+
+/// What the guard's read of the page URL saw.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GuardRead {
     /// The batch never got there (with `--bail`, the agent's command failed).
@@ -75,25 +112,28 @@ pub enum GuardRead {
     Failed,
 }
 
-/// The guard entry of a guarded batch, if the batch got that far.
-pub fn guard_read(raw: &RawOutcome) -> GuardRead {
+/// The page URL a guarded batch reported, if the batch got that far: the
+/// trailing guard entry, or the agent's own entry for [`Guard::OwnResult`].
+pub fn guard_read(raw: &RawOutcome, guard: Guard) -> GuardRead {
     let Ok(Value::Array(items)) = serde_json::from_slice::<Value>(&raw.stdout) else {
         return GuardRead::NotRun;
     };
-    let Some(last) = items.last().filter(|_| items.len() >= 2) else {
+    let last = match guard {
+        Guard::Off => None,
+        Guard::OwnResult => items.last().filter(|_| items.len() == 1),
+        Guard::Trailing => items.last().filter(|_| items.len() >= 2).filter(|last| {
+            last.get("command")
+                .and_then(Value::as_array)
+                .is_some_and(|c| {
+                    c.iter()
+                        .map(Value::as_str)
+                        .eq(GUARD_COMMAND.iter().map(|s| Some(*s)))
+                })
+        }),
+    };
+    let Some(last) = last else {
         return GuardRead::NotRun;
     };
-    let is_guard = last
-        .get("command")
-        .and_then(Value::as_array)
-        .is_some_and(|c| {
-            c.iter()
-                .map(Value::as_str)
-                .eq(GUARD_COMMAND.iter().map(|s| Some(*s)))
-        });
-    if !is_guard {
-        return GuardRead::NotRun;
-    }
     match last.pointer("/result/url").and_then(Value::as_str) {
         Some(url) if last.get("success").and_then(Value::as_bool) == Some(true) => {
             GuardRead::Url(url.to_owned())
@@ -103,8 +143,8 @@ pub fn guard_read(raw: &RawOutcome) -> GuardRead {
 }
 
 /// Turn a finished child into a reply, each stream truncated to `max_bytes`.
-/// With `guarded`, a trailing guard entry is not part of the reply.
-pub fn normalize(session_id: &str, raw: &RawOutcome, max_bytes: usize, guarded: bool) -> Reply {
+/// With [`Guard::Trailing`], the guard's entry is not part of the reply.
+pub fn normalize(session_id: &str, raw: &RawOutcome, max_bytes: usize, guard: Guard) -> Reply {
     let raw_stderr = String::from_utf8_lossy(&raw.stderr);
     let (exit_code, stdout, stderr) = match &raw.termination {
         Termination::TimedOut => (
@@ -139,7 +179,8 @@ pub fn normalize(session_id: &str, raw: &RawOutcome, max_bytes: usize, guarded: 
         Termination::Exited(code) => {
             // The reply is the agent's command, never the guard's entry
             // (which may fail on its own, mid-navigation).
-            let skip_guard = guarded && guard_read(raw) != GuardRead::NotRun;
+            let skip_guard =
+                guard == Guard::Trailing && guard_read(raw, guard) != GuardRead::NotRun;
             from_envelope(*code, &raw.stdout, &raw_stderr, skip_guard)
         }
     };
@@ -272,7 +313,12 @@ mod tests {
     #[test]
     fn success_keeps_only_the_data_without_lifecycle() {
         let out = r#"[{"command":["get","url"],"error":null,"result":{"lifecycle":{"x":1},"url":"about:blank"},"success":true}]"#;
-        let reply = normalize("u1", &raw(Termination::Exited(0), out, ""), 30_000, false);
+        let reply = normalize(
+            "u1",
+            &raw(Termination::Exited(0), out, ""),
+            30_000,
+            Guard::Off,
+        );
         assert_eq!(reply.exit_code, 0);
         assert_eq!(reply.stdout, "{\"url\":\"about:blank\"}\n");
         assert_eq!(reply.stderr, "");
@@ -281,7 +327,12 @@ mod tests {
     #[test]
     fn only_the_last_batch_entry_is_the_reply() {
         let out = r#"[{"command":["tab","AB12"],"error":null,"result":{"tabId":"t2"},"success":true},{"command":["screenshot","/o/x.png"],"error":null,"result":{"path":"/o/x.png"},"success":true}]"#;
-        let reply = normalize("u1", &raw(Termination::Exited(0), out, ""), 30_000, false);
+        let reply = normalize(
+            "u1",
+            &raw(Termination::Exited(0), out, ""),
+            30_000,
+            Guard::Off,
+        );
         assert_eq!(reply.stdout, "{\"path\":\"/o/x.png\"}\n");
     }
 
@@ -289,10 +340,57 @@ mod tests {
     fn the_guard_entry_is_not_the_reply() {
         let out = r#"[{"command":["click","a"],"error":null,"result":{"clicked":"a"},"success":true},{"command":["get","url"],"error":null,"result":{"url":"http://x/"},"success":true}]"#;
         let raw = raw(Termination::Exited(0), out, "");
-        assert_eq!(guard_read(&raw), GuardRead::Url("http://x/".into()));
         assert_eq!(
-            normalize("u1", &raw, 30_000, true).stdout,
+            guard_read(&raw, Guard::Trailing),
+            GuardRead::Url("http://x/".into())
+        );
+        assert_eq!(
+            normalize("u1", &raw, 30_000, Guard::Trailing).stdout,
             "{\"clicked\":\"a\"}\n"
+        );
+    }
+
+    #[test]
+    fn get_url_and_open_are_their_own_guard_read() {
+        let tokens = |t: &[&str]| t.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            Guard::for_command(&tokens(&["get", "url"]), true),
+            Guard::OwnResult
+        );
+        assert_eq!(
+            Guard::for_command(&tokens(&["open", "http://x/"]), true),
+            Guard::OwnResult
+        );
+        assert_eq!(
+            Guard::for_command(&tokens(&["get", "title"]), true),
+            Guard::Trailing
+        );
+        assert_eq!(
+            Guard::for_command(&tokens(&["click", "@e1"]), true),
+            Guard::Trailing
+        );
+        assert_eq!(Guard::for_command(&tokens(&["close"]), true), Guard::Off);
+        assert_eq!(
+            Guard::for_command(&tokens(&["click", "@e1"]), false),
+            Guard::Off
+        );
+        let out = r#"[{"command":["open","http://a/"],"error":null,"result":{"title":"t","url":"http://b/"},"success":true}]"#;
+        let opened = raw(Termination::Exited(0), out, "");
+        // The page URL the command reports (after a redirect), not the one asked for.
+        assert_eq!(
+            guard_read(&opened, Guard::OwnResult),
+            GuardRead::Url("http://b/".into())
+        );
+        // ... and the entry stays the reply.
+        assert_eq!(
+            normalize("u1", &opened, 30_000, Guard::OwnResult).stdout,
+            "{\"title\":\"t\",\"url\":\"http://b/\"}\n"
+        );
+        // A result without a URL is not a read; the pipeline then reads again.
+        let out = r#"[{"command":["get","url"],"error":null,"result":{},"success":true}]"#;
+        assert_eq!(
+            guard_read(&raw(Termination::Exited(0), out, ""), Guard::OwnResult),
+            GuardRead::Failed
         );
     }
 
@@ -300,8 +398,8 @@ mod tests {
     fn a_failed_guard_read_never_replaces_the_agents_result() {
         let out = r#"[{"command":["press","Enter"],"error":null,"result":{"pressed":"Enter"},"success":true},{"command":["get","url"],"error":"CDP error (Runtime.evaluate): Inspected target navigated or closed","result":null,"success":false}]"#;
         let raw = raw(Termination::Exited(1), out, "");
-        assert_eq!(guard_read(&raw), GuardRead::Failed);
-        let reply = normalize("u1", &raw, 30_000, true);
+        assert_eq!(guard_read(&raw, Guard::Trailing), GuardRead::Failed);
+        let reply = normalize("u1", &raw, 30_000, Guard::Trailing);
         assert_eq!(reply.stdout, "{\"pressed\":\"Enter\"}\n");
         assert_eq!(
             reply.exit_code, 0,
@@ -312,7 +410,12 @@ mod tests {
     #[test]
     fn failure_puts_the_error_in_stderr() {
         let out = r##"[{"command":["click","#x"],"error":"Element not found: #x","result":null,"success":false}]"##;
-        let reply = normalize("u1", &raw(Termination::Exited(1), out, ""), 30_000, false);
+        let reply = normalize(
+            "u1",
+            &raw(Termination::Exited(1), out, ""),
+            30_000,
+            Guard::Off,
+        );
         assert_eq!(reply.exit_code, 1);
         assert_eq!(reply.stdout, "");
         assert_eq!(reply.stderr, "Element not found: #x");
@@ -325,7 +428,7 @@ mod tests {
             "u1",
             &raw(Termination::Exited(0), out, "⚠ warn"),
             30_000,
-            false,
+            Guard::Off,
         );
         assert_eq!(reply.exit_code, 1);
         assert_eq!(reply.stderr, "nope\n⚠ warn");
@@ -337,7 +440,7 @@ mod tests {
             "u1",
             &raw(Termination::Exited(0), "hello", ""),
             30_000,
-            false,
+            Guard::Off,
         );
         assert_eq!(reply.exit_code, 1);
         assert!(reply.stderr.contains("no JSON"));
@@ -346,15 +449,15 @@ mod tests {
     #[test]
     fn timeout_and_cancel_have_their_own_codes() {
         assert_eq!(
-            normalize("u", &raw(Termination::TimedOut, "", ""), 100, false).exit_code,
+            normalize("u", &raw(Termination::TimedOut, "", ""), 100, Guard::Off).exit_code,
             124
         );
         assert_eq!(
-            normalize("u", &raw(Termination::Cancelled, "", ""), 100, false).exit_code,
+            normalize("u", &raw(Termination::Cancelled, "", ""), 100, Guard::Off).exit_code,
             130
         );
         assert_eq!(
-            normalize("u", &raw(Termination::Signaled(9), "", ""), 100, false).exit_code,
+            normalize("u", &raw(Termination::Signaled(9), "", ""), 100, Guard::Off).exit_code,
             137
         );
     }

@@ -83,14 +83,44 @@ impl std::fmt::Debug for Pipeline {
     }
 }
 
-/// Commands after which the navigation guard does NOT re-check the page
-/// URL: `close` ends the session. Every other command runs in a page, and the
-/// page may have navigated since the last check — by a link, a redirect, a
-/// script, or a navigation that committed only after the previous command
-/// returned — so the guard reads the URL after each one and, if the page is
-/// somewhere the policy refuses, replaces the reply (content included) with a
-/// refusal. No content from a disallowed page reaches the agent.
-const UNGUARDED: &[&str] = &["close"];
+/// Where an allowed call's time went, phase by phase, for one debug event
+/// (`RUST_LOG=browser_shell=debug`): the profile behind the benchmark.
+struct Laps {
+    started: Instant,
+    last: Instant,
+    laps: Vec<(&'static str, u128)>,
+}
+
+impl Laps {
+    fn start(started: Instant) -> Self {
+        Self {
+            laps: vec![("before_intent", started.elapsed().as_micros())],
+            started,
+            last: Instant::now(),
+        }
+    }
+
+    fn lap(&mut self, phase: &'static str) {
+        let now = Instant::now();
+        self.laps.push((phase, (now - self.last).as_micros()));
+        self.last = now;
+    }
+
+    fn report(&self) {
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            let laps: Vec<String> = self
+                .laps
+                .iter()
+                .map(|(p, us)| format!("{p}={us}"))
+                .collect();
+            tracing::debug!(
+                total_us = self.started.elapsed().as_micros(),
+                laps_us = laps.join(" "),
+                "call phases"
+            );
+        }
+    }
+}
 
 /// How a call ended, for its span.
 #[derive(Debug, Clone)]
@@ -240,7 +270,10 @@ impl Pipeline {
         if !resolved.is_empty() {
             intent.resolved = Some(resolved.iter().map(ToString::to_string).collect());
         }
-        if let Err(e) = self.append(call, intent) {
+        let mut laps = Laps::start(call.started);
+        let intent_written = self.append(call, intent, audit::Durability::Synced);
+        laps.lap("intent");
+        if let Err(e) = intent_written {
             tracing::error!(error = %e, "audit intent not written; refusing the call");
             let reply = Reply::internal(
                 session_id,
@@ -254,22 +287,17 @@ impl Pipeline {
             );
         }
 
-        let guarded = self.url_policy.navigation_guard
-            && tokens
-                .first()
-                .is_some_and(|t| !UNGUARDED.contains(&t.as_str()));
+        let guard = outcome::Guard::for_command(&tokens, self.url_policy.navigation_guard);
         // Chromium renders only the visible tab of a window: in a background
         // tab agent-browser's actions wait out a 5 s timeout and screenshots
         // hang for 30 s. Each session has its own pinned tab; bring it to the
         // front first (through Chromium, not agent-browser, whose `tab`
-        // command would drop the session's snapshot refs).
-        if tokens
+        // command would drop the session's snapshot refs). `open`, `get` and
+        // `close` do not need it.
+        let front = tokens
             .first()
-            .is_some_and(|t| !matches!(t.as_str(), "open" | "get" | "close"))
-        {
-            self.runner.foreground(&request.session).await;
-        }
-        let batch = Self::batch_for(tokens, guarded);
+            .is_some_and(|t| !matches!(t.as_str(), "open" | "get" | "close"));
+        let batch = Self::batch_for(tokens, guard);
         // The client's cancellation, or the server's shutdown, stops the call.
         let cancel = self.shutdown.child_token();
         let forward = {
@@ -281,15 +309,16 @@ impl Pipeline {
         };
         let raw = self
             .runner
-            .run(&request.session, &batch, request.timeout, &cancel)
+            .run(&request.session, &batch, request.timeout, &cancel, front)
             .await;
         forward.abort();
+        laps.lap("agent_browser");
         if subcommand == "close" && matches!(raw.termination, Termination::Exited(0)) {
             self.sessions.forget(request.session.daemon_name());
         } else {
             self.sessions.touch(request.session.daemon_name());
         }
-        let mut reply = outcome::normalize(session_id, &raw, self.max_output_bytes, guarded);
+        let mut reply = outcome::normalize(session_id, &raw, self.max_output_bytes, guard);
         let (mut outcome_name, mut error_type) = match &raw.termination {
             Termination::Exited(0) if reply.exit_code == 0 => ("ok", None),
             Termination::Exited(_) | Termination::Signaled(_) => ("error", Some("tool_error")),
@@ -298,8 +327,8 @@ impl Pipeline {
             Termination::SpawnFailed(_) => ("spawn_failed", Some("spawn_failed")),
         };
         let mut blocked = None;
-        if guarded && reply.exit_code == 0 {
-            let page = match outcome::guard_read(&raw) {
+        if guard.is_on() && reply.exit_code == 0 {
+            let page = match outcome::guard_read(&raw, guard) {
                 outcome::GuardRead::Url(url) => Some(url),
                 // Read mid-navigation: look again once it has settled.
                 outcome::GuardRead::Failed => self.read_page_url(&request.session).await,
@@ -322,7 +351,13 @@ impl Pipeline {
                 let reset = vec![vec!["open".to_owned(), "about:blank".to_owned()]];
                 let _ = self
                     .runner
-                    .run(&request.session, &reset, request.timeout, &ctx.cancel)
+                    .run(
+                        &request.session,
+                        &reset,
+                        request.timeout,
+                        &ctx.cancel,
+                        false,
+                    )
                     .await;
                 let refusal = Refusal::new(
                     "navigation.blocked",
@@ -337,6 +372,7 @@ impl Pipeline {
             }
         }
 
+        laps.lap("guard");
         let mut done = call
             .record
             .event(audit::Phase::Outcome, Some(&request.session));
@@ -354,7 +390,10 @@ impl Pipeline {
         done.duration_ms = Some(millis(call.started));
         done.stdout_bytes = Some(raw.stdout_total);
         done.stderr_bytes = Some(raw.stderr_total);
-        if let Err(e) = self.append(call, done) {
+        let outcome_written = self.append(call, done, audit::Durability::Deferred);
+        laps.lap("outcome");
+        laps.report();
+        if let Err(e) = outcome_written {
             // The command already ran and its intent proves it was allowed;
             // say so loudly. The next call's intent write is the gate: while
             // the log stays broken, every call is refused.
@@ -430,6 +469,7 @@ impl Pipeline {
                     &read,
                     std::time::Duration::from_secs(10),
                     &CancellationToken::new(),
+                    false,
                 )
                 .await;
             if let Ok(Value::Array(items)) = serde_json::from_slice::<Value>(&raw.stdout)
@@ -459,10 +499,10 @@ impl Pipeline {
     }
 
     /// The batch sent on stdin: the agent's command, followed, when
-    /// guarded, by `get url` for the navigation guard.
-    fn batch_for(tokens: Vec<String>, guarded: bool) -> Vec<Vec<String>> {
+    /// the guard needs its own read, by `get url`.
+    fn batch_for(tokens: Vec<String>, guard: outcome::Guard) -> Vec<Vec<String>> {
         let mut batch = vec![tokens];
-        if guarded {
+        if guard == outcome::Guard::Trailing {
             batch.push(
                 outcome::GUARD_COMMAND
                     .iter()
@@ -496,11 +536,18 @@ impl Pipeline {
         event.session_id = Some(session_id.to_owned());
         event.outcome = Some(outcome);
         event.reason = Some(reason);
-        match self.durable_append(event) {
+        match self.write_audit(event, audit::Durability::Deferred) {
             Ok(sealed) => self.telemetry.log_audit_event(&sealed.record),
             Err(e) => {
                 tracing::error!(error = %e, "audit record of a session lifecycle event not written");
             }
+        }
+    }
+
+    /// Sync deferred audit records and refresh the checkpoint now (at exit).
+    pub fn flush_audit(&self) {
+        if let Err(e) = tokio::task::block_in_place(|| self.audit.flush()) {
+            tracing::error!(error = %e, "audit log not synced at exit");
         }
     }
 
@@ -584,7 +631,7 @@ impl Pipeline {
         event.reason = Some(refusal.message.clone());
         event.exit_code = Some(exit_code::REFUSED);
         event.duration_ms = Some(millis(call.started));
-        match self.append(call, event) {
+        match self.append(call, event, audit::Durability::Deferred) {
             Ok(()) => (
                 Reply::refused(session_id, refusal),
                 Verdict::Denied {
@@ -643,7 +690,7 @@ impl Pipeline {
         event.verdict = Some("denied");
         event.rule = Some(fault.rule.to_owned());
         event.reason = Some(fault.message.clone());
-        if let Err(e) = self.append(&call, event) {
+        if let Err(e) = self.append(&call, event, audit::Durability::Deferred) {
             tracing::error!(error = %e, "audit record of a malformed message not written");
         }
         span.finish(&CallOutcome {
@@ -659,23 +706,42 @@ impl Pipeline {
         });
     }
 
-    /// Append durably, then copy the sealed record to OTLP (best effort).
-    fn append(&self, call: &Call<'_>, event: audit::Event) -> Result<(), audit::AuditError> {
-        let sealed = self.durable_append(event)?;
+    /// Append to the audit log, then copy the sealed record to OTLP (best
+    /// effort).
+    ///
+    /// Only an intent — the gate in front of a spawn — is appended
+    /// [`Synced`](audit::Durability::Synced): on disk before the child runs.
+    /// Outcomes, refusals and lifecycle records gate nothing; they are
+    /// written before the reply (a killed server loses none of them) and
+    /// synced by the next intent or within
+    /// [`audit::DEFERRED_SYNC_WITHIN`]. That halves the fsyncs of an allowed
+    /// call and takes them off a refused one.
+    fn append(
+        &self,
+        call: &Call<'_>,
+        event: audit::Event,
+        durability: audit::Durability,
+    ) -> Result<(), audit::AuditError> {
+        let sealed = self.write_audit(event, durability)?;
         call.span.log_audit_event(&sealed.record);
         Ok(())
     }
 
-    /// The audit write itself: flock, write, fdatasync — blocking I/O. On the
-    /// multi-threaded runtime it moves off the async worker for its duration
-    /// (`block_in_place`), so one call's fsync never stalls other sessions.
-    fn durable_append(&self, event: audit::Event) -> Result<audit::Sealed, audit::AuditError> {
+    /// The audit write itself: flock, write, maybe fdatasync — blocking I/O.
+    /// On the multi-threaded runtime it moves off the async worker for its
+    /// duration (`block_in_place`), so one call's fsync (or a wait behind
+    /// another call's) never stalls other sessions.
+    fn write_audit(
+        &self,
+        event: audit::Event,
+        durability: audit::Durability,
+    ) -> Result<audit::Sealed, audit::AuditError> {
         let multi_thread = tokio::runtime::Handle::try_current()
             .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
         if multi_thread {
-            tokio::task::block_in_place(|| self.audit.append(event))
+            tokio::task::block_in_place(|| self.audit.append_with(event, durability))
         } else {
-            self.audit.append(event)
+            self.audit.append_with(event, durability)
         }
     }
 

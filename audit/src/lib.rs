@@ -4,7 +4,9 @@
 //! all writer processes, chained to the previous record by SHA-256
 //! (`prev_hash` → `hash`), and `fdatasync`'d before [`Sink::append`] returns.
 //! A caller that gets an error back must not perform the action it was about
-//! to record: that is what makes the log write-ahead. A MAC'd checkpoint of
+//! to record: that is what makes the log write-ahead. Records nothing waits
+//! on (outcomes, refusals) may be appended [`Durability::Deferred`]: written
+//! at once, synced within [`DEFERRED_SYNC_WITHIN`] by a background flusher. A MAC'd checkpoint of
 //! the chain head, kept beside the log under a key the audited process cannot
 //! read, lets [`verify`] detect records removed from the end.
 //!
@@ -39,5 +41,7 @@ pub use checkpoint::{CHECKPOINT_SCHEMA, Checkpoint, checkpoint_path};
 pub use event::{Event, Phase, SCHEMA};
 pub use key::Key;
 pub use redact::{DEFAULT_SECRET_PARAMS, MASK, Redactor};
-pub use sink::{AppendStep, AuditError, Rotation, Sealed, Sink, rotated};
+pub use sink::{
+    AppendStep, AuditError, DEFERRED_SYNC_WITHIN, Durability, Rotation, Sealed, Sink, rotated,
+};
 pub use verify::{Break, Dangling, Location, Verification, verify};

@@ -1,6 +1,20 @@
 //! The durable writer: lock, find the chain head, append one line,
 //! fdatasync, rotate by size, refresh the checkpoint.
 //!
+//! Two durabilities. A [`Durability::Synced`] record (an intent: the gate in
+//! front of an action) is on disk when `append` returns: written and
+//! `fdatasync`'d. A [`Durability::Deferred`] record (an outcome, a refusal, a
+//! lifecycle event: nothing waits on it) is written to the file before
+//! `append` returns — so it survives the process being killed — and synced by
+//! the next synced append or by the background flusher within
+//! [`DEFERRED_SYNC_WITHIN`]; only a kernel crash or power loss inside that
+//! window can lose it, and the verifier then shows the call's intent without
+//! its outcome. The checkpoint is refreshed by the flusher too, not on every
+//! append: it may lag the log by that window, which only weakens the
+//! truncation check for the newest records. A failed background sync
+//! latches: every later append fails, so a caller that gates on the audit
+//! stops.
+//!
 //! Several server processes may append to one log. They serialise on an
 //! exclusive `flock` of `<log>.lock` — a separate file, because rotation
 //! renames the log and a lock on the old inode would not exclude a writer of
@@ -14,7 +28,8 @@ use std::{
     io::{self, Read, Seek, SeekFrom, Write},
     os::unix::fs::{MetadataExt, OpenOptionsExt},
     path::{Path, PathBuf},
-    sync::{Arc, Mutex},
+    sync::{Arc, Mutex, Weak},
+    time::Duration,
 };
 
 use serde_json::{Map, Value};
@@ -26,6 +41,10 @@ use crate::{
     event::Event,
     key::Key,
 };
+
+/// A deferred record is synced, and the checkpoint refreshed, within this
+/// long of being written.
+pub const DEFERRED_SYNC_WITHIN: Duration = Duration::from_millis(100);
 
 /// First and largest window read back from the end to find the last record.
 const FIRST_TAIL_WINDOW: u64 = 8 * 1024;
@@ -110,9 +129,26 @@ pub struct Rotation {
     pub max_files: u32,
 }
 
+/// How durable a record must be when [`Sink::append`] returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Written and `fdatasync`'d: it survives a power loss.
+    Synced,
+    /// Written (it survives the process being killed); synced within
+    /// [`DEFERRED_SYNC_WITHIN`].
+    Deferred,
+}
+
 /// An append-only audit log shared safely between threads and processes.
+///
+/// Dropping it syncs what is still pending and refreshes the checkpoint.
 #[derive(Debug)]
 pub struct Sink {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
     path: PathBuf,
     rotation: Option<Rotation>,
     key: Option<Key>,
@@ -122,8 +158,9 @@ pub struct Sink {
     queue: Mutex<Vec<Queued>>,
 }
 
-/// A record body waiting for a group commit, and where its result goes.
-type Queued = (Map<String, Value>, Arc<Slot>);
+/// A record body waiting for a group commit, its durability, and where its
+/// result goes.
+type Queued = (Map<String, Value>, Durability, Arc<Slot>);
 
 /// Where a leader leaves one follower's result.
 #[derive(Debug, Default)]
@@ -134,6 +171,13 @@ struct State {
     file: File,
     /// (inode, length) of the file right after our last write, and the head.
     head: Option<(u64, u64, Tail)>,
+    /// Deferred records were written since the last sync.
+    unsynced: bool,
+    /// Records were written since the last checkpoint.
+    checkpoint_due: bool,
+    /// A background sync failed: records reported written may be lost, so
+    /// every later append fails with this error.
+    failed: Option<(io::ErrorKind, String)>,
 }
 
 #[derive(Debug, Clone)]
@@ -171,59 +215,120 @@ impl Sink {
         } else {
             None
         };
-        Ok(Self {
+        let inner = Arc::new(Inner {
             path: path.to_owned(),
             rotation: rotation.filter(|_| regular),
             key: key.filter(|_| regular),
             lock,
-            state: Mutex::new(State { file, head: None }),
+            state: Mutex::new(State {
+                file,
+                head: None,
+                unsynced: false,
+                checkpoint_due: false,
+                failed: None,
+            }),
             queue: Mutex::new(Vec::new()),
-        })
+        });
+        if regular {
+            start_flusher(Arc::downgrade(&inner)).map_err(open_err)?;
+        }
+        Ok(Self { inner })
     }
 
     /// The log's path.
     pub fn path(&self) -> &Path {
-        &self.path
+        &self.inner.path
     }
 
-    /// Chain, append and sync `event`. Only when this returns `Ok` is the
-    /// record durable.
-    ///
-    /// Group commit: callers queue their record; whoever then holds the
-    /// writer lock writes *every* queued record with one `write`, one
-    /// `fdatasync` and one checkpoint, and hands each caller its result. A
-    /// caller returns only after the sync that covers its own record.
+    /// Chain, append and sync `event` ([`Durability::Synced`]). Only when
+    /// this returns `Ok` is the record durable.
     ///
     /// # Errors
-    /// Any failure to lock, read the tail, write, sync, rotate or checkpoint;
-    /// the caller must then treat the record as not written.
+    /// See [`Sink::append_with`].
     pub fn append(&self, event: Event) -> Result<Sealed, AuditError> {
+        self.inner.append(event, Durability::Synced)
+    }
+
+    /// Chain and append `event` with the given durability.
+    ///
+    /// Group commit: callers queue their record; whoever then holds the
+    /// writer lock writes *every* queued record with one `write` and, if any
+    /// of them is [`Durability::Synced`], one `fdatasync`, and hands each
+    /// caller its result. A synced caller returns only after the sync that
+    /// covers its own record.
+    ///
+    /// # Errors
+    /// Any failure to lock, read the tail, write, sync or rotate, or an
+    /// earlier background sync that failed; the caller must then treat the
+    /// record as not written.
+    pub fn append_with(&self, event: Event, durability: Durability) -> Result<Sealed, AuditError> {
+        self.inner.append(event, durability)
+    }
+
+    /// Sync what is pending and refresh the checkpoint now (at shutdown;
+    /// the background flusher does the same within
+    /// [`DEFERRED_SYNC_WITHIN`]).
+    ///
+    /// # Errors
+    /// A failed sync or checkpoint write (the failure latches).
+    pub fn flush(&self) -> Result<(), AuditError> {
+        self.inner.flush()
+    }
+}
+
+impl Drop for Sink {
+    fn drop(&mut self) {
+        let _ = self.inner.flush();
+    }
+}
+
+/// The background flusher: every [`DEFERRED_SYNC_WITHIN`], sync pending
+/// records and refresh the checkpoint; it ends with its sink.
+fn start_flusher(sink: Weak<Inner>) -> io::Result<()> {
+    std::thread::Builder::new()
+        .name("audit-flush".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(DEFERRED_SYNC_WITHIN);
+                let Some(inner) = sink.upgrade() else { break };
+                // A failure latches inside; the next append reports it.
+                let _ = inner.flush();
+            }
+        })
+        .map(drop)
+}
+
+impl Inner {
+    fn append(&self, event: Event, durability: Durability) -> Result<Sealed, AuditError> {
         let body = match serde_json::to_value(&event)? {
             Value::Object(map) => map,
             _ => return Err(AuditError::Poisoned),
         };
         let slot = Arc::new(Slot::default());
-        self.queue
-            .lock()
-            .map_err(|_| AuditError::Poisoned)?
-            .push((body, Arc::clone(&slot)));
+        self.queue.lock().map_err(|_| AuditError::Poisoned)?.push((
+            body,
+            durability,
+            Arc::clone(&slot),
+        ));
         let mut state = self.state.lock().map_err(|_| AuditError::Poisoned)?;
         // A leader may have committed our record while we waited.
         if let Some(result) = slot.take() {
             return result;
         }
         let batch = std::mem::take(&mut *self.queue.lock().map_err(|_| AuditError::Poisoned)?);
+        let sync = batch.iter().any(|(_, d, _)| *d == Durability::Synced);
         match self.commit(
             &mut state,
-            batch.iter().map(|(body, _)| body.clone()).collect(),
+            batch.iter().map(|(body, _, _)| body.clone()).collect(),
+            sync,
         ) {
             Ok(sealed) => {
-                for ((_, follower), sealed) in batch.iter().zip(sealed) {
+                for ((_, _, follower), sealed) in batch.iter().zip(sealed) {
                     follower.put(Ok(sealed));
                 }
             }
             Err(e) => {
-                for (_, follower) in &batch {
+                for (_, _, follower) in &batch {
                     follower.put(Err(e.duplicate()));
                 }
             }
@@ -231,12 +336,17 @@ impl Sink {
         slot.take().unwrap_or(Err(AuditError::Poisoned))
     }
 
-    /// Write `bodies` as consecutive records: one write, one sync.
+    /// Write `bodies` as consecutive records with one write, and sync them
+    /// (and every deferred record before them) when `sync`.
     fn commit(
         &self,
         state: &mut State,
         bodies: Vec<Map<String, Value>>,
+        sync: bool,
     ) -> Result<Vec<Sealed>, AuditError> {
+        if let Some(failed) = &state.failed {
+            return Err(latched(failed, &self.path));
+        }
         let _lock = match &self.lock {
             Some(lock) => {
                 Some(FileLock::exclusive(lock).map_err(io_error(AppendStep::Lock, &self.path))?)
@@ -289,20 +399,12 @@ impl Sink {
             .file
             .write_all(line.as_bytes())
             .map_err(io_error(AppendStep::Write, &self.path))?;
-        state
-            .file
-            .sync_data()
-            .map_err(io_error(AppendStep::Sync, &self.path))?;
-        if let Some(key) = &self.key {
-            let name = self
-                .path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            Checkpoint::new(key, &name, seq, &prev, &time)
-                .write(&checkpoint_path(&self.path))
-                .map_err(io_error(AppendStep::Checkpoint, &self.path))?;
+        if sync {
+            sync_or_latch(state, &self.path)?;
+        } else {
+            state.unsynced = true;
         }
+        state.checkpoint_due = self.key.is_some();
         if let Ok(meta) = state.file.metadata() {
             let head = Tail {
                 seq,
@@ -312,6 +414,58 @@ impl Sink {
             state.head = Some((meta.ino(), meta.len(), head));
         }
         Ok(sealed)
+    }
+
+    /// Sync pending records, then write the checkpoint for the chain head.
+    ///
+    /// Under the cross-process lock, so the head read back is the file's
+    /// real head (another process may have appended) and `fdatasync` — which
+    /// covers the whole file, whoever wrote it — has made it durable before
+    /// the checkpoint vouches for it.
+    fn flush(&self) -> Result<(), AuditError> {
+        let mut state = self.state.lock().map_err(|_| AuditError::Poisoned)?;
+        if let Some(failed) = &state.failed {
+            return Err(latched(failed, &self.path));
+        }
+        if !state.unsynced && !state.checkpoint_due {
+            return Ok(());
+        }
+        let _lock = match &self.lock {
+            Some(lock) => {
+                Some(FileLock::exclusive(lock).map_err(io_error(AppendStep::Lock, &self.path))?)
+            }
+            None => None,
+        };
+        if state.unsynced {
+            sync_or_latch(&mut state, &self.path)?;
+        }
+        let Some(key) = &self.key else {
+            return Ok(());
+        };
+        let checkpoint_err = io_error(AppendStep::Checkpoint, &self.path);
+        self.reopen_if_rotated(&mut state).map_err(checkpoint_err)?;
+        // The head may be another process's record, perhaps not synced yet
+        // (or, after a reopen, in the file it rotated to): sync before
+        // vouching for it. A clean file syncs in microseconds.
+        sync_or_latch(&mut state, &self.path)?;
+        let meta = state.file.metadata().map_err(checkpoint_err)?;
+        let tail = match state.head.take() {
+            Some((ino, len, tail)) if ino == meta.ino() && len == meta.len() => tail,
+            _ => self.find_head(&state.file, &meta).map_err(checkpoint_err)?,
+        };
+        if tail.seq > 0 {
+            let name = self
+                .path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            Checkpoint::new(key, &name, tail.seq, &tail.hash, &now_rfc3339())
+                .write(&checkpoint_path(&self.path))
+                .map_err(checkpoint_err)?;
+        }
+        state.head = Some((meta.ino(), meta.len(), tail));
+        state.checkpoint_due = false;
+        Ok(())
     }
 
     /// Another process may have rotated the log: make sure our descriptor
@@ -374,6 +528,36 @@ impl Sink {
             File::open(dir)?.sync_all()?;
         }
         Ok(file)
+    }
+}
+
+/// `fdatasync` the log; a failure latches (records already reported as
+/// written may be lost, so nothing may be appended after them).
+fn sync_or_latch(state: &mut State, path: &Path) -> Result<(), AuditError> {
+    match state.file.sync_data() {
+        Ok(()) => {
+            state.unsynced = false;
+            Ok(())
+        }
+        Err(e) => {
+            state.failed = Some((e.kind(), e.to_string()));
+            Err(io_error(AppendStep::Sync, path)(e))
+        }
+    }
+}
+
+/// The error every append returns after a failed sync.
+fn latched(failed: &(io::ErrorKind, String), path: &Path) -> AuditError {
+    AuditError::Io {
+        step: AppendStep::Sync,
+        path: path.to_owned(),
+        source: io::Error::new(
+            failed.0,
+            format!(
+                "{} (an earlier sync failed; restart once the disk is healthy)",
+                failed.1
+            ),
+        ),
     }
 }
 
