@@ -356,6 +356,7 @@ class Flavour:
     def __init__(self, key: str, name: str, cdp: int, run, reset):
         self.key, self.name, self.cdp, self.run, self.reset = key, name, cdp, run, reset
         self.target: str | None = None
+        self.warm_up_failures: list[str] = []
         self.times: list[float] = []
         self.failures: list[str] = []
 
@@ -387,15 +388,37 @@ class Flavour:
             if self.once(web, -1 - k):
                 break
         self.times.clear()
-        self.failures = [f"warm-up {f}" for f in self.failures]
+        self.warm_up_failures, self.failures = self.failures, []
+
+
+def per_step(steps: dict, key: str, step):
+    """Wrap a step function to record each command's time under (key, command), for the breakdown."""
+    def timed_step(argv: list[str]) -> dict:
+        t = time.perf_counter()
+        try:
+            return step(argv)
+        finally:
+            steps.setdefault((key, " ".join(argv[:2]) if argv[0] == "get" else argv[0]), []).append((time.perf_counter() - t) * 1000)
+    return timed_step
+
+
+def step_breakdown(steps: dict) -> str:
+    """Where the smoke flow's added time goes: p50 per command, browser-shell minus agent-browser direct."""
+    parts = []
+    for cmd in ("open", "snapshot", "fill", "click", "press", "get url", "close"):
+        a, b = steps.get(("bs", cmd)), steps.get(("ab", cmd))
+        if a and b:
+            parts.append(f"{cmd} {statistics.median(a):.1f} vs {statistics.median(b):.1f} ({statistics.median(a) - statistics.median(b):+.1f})")
+    return "smoke flow per command, p50 ms browser-shell vs agent-browser direct (added): " + "; ".join(parts)
 
 
 def bench_smoke(ab: Path, chromium, web, evidence: Path, n: int, notes: list[str]) -> list[str]:
     srv = Server(ab, chromium.port, "127.0.0.1/32", evidence)
     pw = PlaywrightMcp(chromium.port)
     pw0 = PlaywrightMcp(chromium.port, ["--timeout-settle", "0"])
-    bs_step = shell_step(srv, "smoke")
-    ab_step = raw_step(ab, chromium.port, raw_env(srv), "smoke-raw")
+    steps: dict[tuple[str, str], list[float]] = {}
+    bs_step = per_step(steps, "bs", shell_step(srv, "smoke"))
+    ab_step = per_step(steps, "ab", raw_step(ab, chromium.port, raw_env(srv), "smoke-raw"))
 
     def quietly(fn):
         def reset():
@@ -415,6 +438,7 @@ def bench_smoke(ab: Path, chromium, web, evidence: Path, n: int, notes: list[str
     ]
     for f in flavours:
         f.warm_up(web)
+    steps.clear()
     for i in range(n):
         for f in flavours:
             f.once(web, i)
@@ -430,11 +454,16 @@ def bench_smoke(ab: Path, chromium, web, evidence: Path, n: int, notes: list[str
         row(f"smoke flow: browser-shell vs playwright-mcp over CDP, defaults ({ok(pwd)})", bs.times, pwd.times, "–"),
         row(f"smoke flow: browser-shell vs playwright-mcp `--timeout-settle 0` ({ok(pws)})", bs.times, pws.times, "–"),
     ]
+    notes.append(step_breakdown(steps))
     notes.append(f"RSS after the smoke runs: browser-shell {rss['browser-shell'] / 1024:.1f} MiB (its agent-browser daemons "
                  f"are separate processes), playwright-mcp {rss['playwright-mcp'] / 1024:.1f} MiB")
+    one_line = lambda text: " ".join(text.split())[:240]  # noqa: E731
     for f in flavours:
         if f.failures:
-            notes.append(f"smoke flow, {f.name}: {len(f.failures)} failed run(s), not timed; first: {f.failures[0]}")
+            notes.append(f"smoke flow, {f.name}: {len(f.failures)} of {n} runs FAILED (not timed); first: {one_line(f.failures[0])}")
+        if f.warm_up_failures:
+            notes.append(f"smoke flow, {f.name}: {len(f.warm_up_failures)} untimed warm-up tr{'y' if len(f.warm_up_failures) == 1 else 'ies'} "
+                         f"failed before one worked; first: {one_line(f.warm_up_failures[0])}")
     return rows
 
 
