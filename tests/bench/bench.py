@@ -139,6 +139,10 @@ class Server(Mcp):
     def call(self, sid: str, argv: list) -> dict:
         return self.tool("browser-shell", {"session_id": sid, "argv": argv})["structuredContent"]
 
+    def close(self) -> None:
+        super().close()
+        shutil.rmtree(self.base, ignore_errors=True)  # state and output dirs; the audit log stays in `evidence`
+
 
 class PlaywrightMcp(Mcp):
     """Microsoft's playwright-mcp attached to an existing Chromium over CDP: it launches and downloads
