@@ -1,21 +1,47 @@
-"""browser-shell benchmark: what the wrapper costs on top of agent-browser, side by side.
+"""browser-shell benchmark: what the wrapper costs on top of agent-browser, and against its peers.
 
-Measurements are interleaved (A, B, A, B, …) against one real headless Chromium; medians and p95 of
-N runs; the table is the output. No assertion: targets are printed next to the results.
+Measurements are interleaved (A, B, A, B, …) against one real headless Chromium and one loopback web
+server; p50 and p95 of N runs; the table is the output. No timing assertion: targets are printed next
+to the results (✓/✗ where the table can tell). What each section measures:
 
-    tests/bench/run [N]        (builds release binaries, starts Chromium on a free loopback port)
+  warm     one persistent browser-shell MCP session vs spawning agent-browser directly with the same
+           flags (`--cdp P --json --session S --pin-tab`), on a warm daemon: `get url`, `snapshot -i`;
+           a refused call; a `tools/list` round trip; the server's RSS after that run.
+  smoke    the smoke flow `open → snapshot -i → fill → click → press Enter → get url → close` on the
+           loopback form page, end to end, as (a) browser-shell driven by an MCP client, (b) raw
+           agent-browser, one process per step (the floor), (c) Microsoft's playwright-mcp attached
+           to the same Chromium over CDP (`--cdp-endpoint`), driven by the same MCP client, both with
+           its defaults (each action waits a fixed 500 ms "settle") and with `--timeout-settle 0`.
+           `get url` is repeated until the page shows /submit (all flavours alike). Each run submits
+           a value of its own; a run counts only if the web server received exactly that value and
+           the final URL is the expected one. Failed runs are counted, shown, and not timed.
+  peer     cold start, process start → first `tools/list` reply (initialize included), and idle RSS
+           (VmRSS after start + 5 `tools/list`), of browser-shell vs a minimal Node MCP stdio server
+           on @modelcontextprotocol/sdk (tests/bench/peers/node-peer.mjs) vs playwright-mcp.
+  audit    durable audit appends, `cargo run --release -p audit --example throughput`.
+  confine  confinement cost, `cargo run --release -p hardening --example spawn_cost`.
+
+The MCP client is the raw JSON-RPC-over-stdio one below (no client library in the timing), the same
+for browser-shell and the peers. Everything talks to 127.0.0.1 only.
+
+    tests/bench/run [N] [--only warm,smoke,peer,audit,confine]     (default N=50, every section)
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
+import re
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
@@ -23,7 +49,11 @@ import harness  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / "target" / "release" / "browser-shell"
-N = int(sys.argv[1]) if len(sys.argv) > 1 else 50
+PEERS = Path(__file__).resolve().parent / "peers"
+PLAYWRIGHT_MCP = PEERS / "node_modules" / "@playwright" / "mcp" / "cli.js"
+NODE_PEER = PEERS / "node-peer.mjs"
+SECTIONS = ("warm", "smoke", "peer", "audit", "confine")
+PROTOCOL = "2025-11-25"
 
 
 def pct(values: list[float], p: int) -> float:
@@ -31,39 +61,115 @@ def pct(values: list[float], p: int) -> float:
     return values[min(len(values) - 1, len(values) * p // 100)]
 
 
-class Server:
-    """browser-shell over stdio with a raw JSON-RPC client (no client library in the timing)."""
+def vm_rss_kib(pid: int) -> int:
+    return next(int(l.split()[1]) for l in Path(f"/proc/{pid}/status").read_text().splitlines() if l.startswith("VmRSS:"))
+
+
+# --------------------------------------------------------------------------- MCP stdio client
+
+
+class Mcp:
+    """An MCP server over stdio with a raw JSON-RPC client (no client library in the timing).
+
+    `started` is taken just before the process is spawned, so `time.perf_counter() - started` after
+    a reply is the cold start up to that reply. Notifications the server sends are skipped."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path | None = None):
+        self.ids = 0
+        self.started = time.perf_counter()
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     text=True, env=env, cwd=cwd)
+        self.rpc({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                  "params": {"protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}})
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, message: dict) -> None:
+        self.proc.stdin.write(json.dumps(message) + "\n")
+        self.proc.stdin.flush()
+
+    def rpc(self, message: dict) -> dict:
+        self.send(message)
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise EOFError(f"{self.proc.args[0]} closed stdout (exit {self.proc.poll()})")
+            reply = json.loads(line)
+            if "method" not in reply and reply.get("id") == message["id"]:
+                return reply
+
+    def tool(self, name: str, arguments: dict) -> dict:
+        """tools/call; returns the result object (content, structuredContent, isError)."""
+        self.ids += 1
+        reply = self.rpc({"jsonrpc": "2.0", "id": self.ids, "method": "tools/call",
+                          "params": {"name": name, "arguments": arguments}})
+        if "result" not in reply:
+            raise RuntimeError(f"tools/call {name}: {reply.get('error')}")
+        return reply["result"]
+
+    def list_tools(self) -> dict:
+        return self.rpc({"jsonrpc": "2.0", "id": 9, "method": "tools/list"})
+
+    def rss_kib(self) -> int:
+        return vm_rss_kib(self.proc.pid)
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+
+
+class Server(Mcp):
+    """browser-shell serve, confined, with its own state/output dirs, an audit log in `evidence` and
+    a policy that allows `web_cidr` (the loopback web server)."""
 
     def __init__(self, ab: Path, cdp: int, web_cidr: str, evidence: Path, extra: list[str] | None = None):
         self.base = Path(tempfile.mkdtemp(prefix="bsb", dir="/tmp"))
         (self.base / "policy.json").write_text(json.dumps({"open": {"allow_private_cidrs": [web_cidr]}}))
         self.audit = evidence / f"audit-{self.base.name}.jsonl"
-        self.started = time.perf_counter()
-        self.proc = subprocess.Popen(
+        super().__init__(
             [str(BIN), "serve", "--agent-browser", str(ab), "--cdp-port", str(cdp), "--state-dir", str(self.base / "s"),
              "--output-dir", str(self.base / "o"), "--audit-log", str(self.audit), "--policy", str(self.base / "policy.json"),
              *(extra or [])],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
             env={"PATH": "/usr/bin:/bin"},
         )
-        self.ids = 0
-        self.rpc({"jsonrpc": "2.0", "id": 0, "method": "initialize",
-                  "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}})
-
-    def rpc(self, message: dict) -> dict:
-        self.proc.stdin.write(json.dumps(message) + "\n")
-        self.proc.stdin.flush()
-        return json.loads(self.proc.stdout.readline())
 
     def call(self, sid: str, argv: list) -> dict:
-        self.ids += 1
-        reply = self.rpc({"jsonrpc": "2.0", "id": self.ids, "method": "tools/call",
-                          "params": {"name": "browser-shell", "arguments": {"session_id": sid, "argv": argv}}})
-        return reply["result"]["structuredContent"]
+        return self.tool("browser-shell", {"session_id": sid, "argv": argv})["structuredContent"]
 
     def close(self) -> None:
-        self.proc.stdin.close()
-        self.proc.wait(timeout=30)
+        super().close()
+        shutil.rmtree(self.base, ignore_errors=True)  # state and output dirs; the audit log stays in `evidence`
+
+
+class PlaywrightMcp(Mcp):
+    """Microsoft's playwright-mcp attached to an existing Chromium over CDP: it launches and downloads
+    no browser. Its working files (.playwright-mcp/) go to a temp dir of its own."""
+
+    def __init__(self, cdp: int, extra: list[str] | None = None):
+        self.base = Path(tempfile.mkdtemp(prefix="bsb-pw", dir="/tmp"))
+        super().__init__(
+            [node(), str(PLAYWRIGHT_MCP), "--cdp-endpoint", f"http://127.0.0.1:{cdp}", *(extra or [])],
+            env={"PATH": "/usr/bin:/bin", "HOME": str(self.base), "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD": "1"},
+            cwd=self.base,
+        )
+
+    def close(self) -> None:
+        super().close()
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+class NodePeer(Mcp):
+    """tests/bench/peers/node-peer.mjs: one tool on @modelcontextprotocol/sdk, nothing else."""
+
+    def __init__(self, ab: Path):
+        super().__init__([node(), str(NODE_PEER)], env={"PATH": "/usr/bin:/bin", "AGENT_BROWSER": str(ab)}, cwd=PEERS)
+
+
+def node() -> str:
+    return shutil.which("node") or "node"
 
 
 def raw_env(srv: Server) -> dict:
@@ -72,80 +178,412 @@ def raw_env(srv: Server) -> dict:
             "AGENT_BROWSER_SOCKET_DIR": str(s / "sock"), "AGENT_BROWSER_NO_VERSION_CHECK": "1", "AGENT_BROWSER_IDLE_TIMEOUT_MS": "600000"}
 
 
+# --------------------------------------------------------------------------- table
+
+
 def timed(fn) -> float:
     t = time.perf_counter()
     fn()
     return (time.perf_counter() - t) * 1000
 
 
-def row(name: str, a: list[float], b: list[float] | None, target: str) -> str:
+def mark(ok: bool | None) -> str:
+    return "" if ok is None else (" ✓" if ok else " ✗")
+
+
+def row(name: str, a: list[float], b: list[float] | None, target: str, ok=None) -> str:
+    """One table line; `ok(a50, b50)` (optional) decides the ✓/✗ printed after the target."""
+    if not a:
+        return f"| {name} | no successful run | – | – | – | {target} |"
     a50, a95 = statistics.median(a), pct(a, 95)
     if b is None:
-        return f"| {name} | {a50:.2f} / {a95:.2f} | – | – | – | {target} |"
+        return f"| {name} | {a50:.2f} / {a95:.2f} | – | – | – | {target}{mark(ok and ok(a50, None))} |"
+    if not b:
+        return f"| {name} | {a50:.2f} / {a95:.2f} | no successful run | – | – | {target} |"
     b50, b95 = statistics.median(b), pct(b, 95)
-    return f"| {name} | {a50:.2f} / {a95:.2f} | {b50:.2f} / {b95:.2f} | {a50 - b50:+.2f} | {a50 / b50:.2f} | {target} |"
+    return (f"| {name} | {a50:.2f} / {a95:.2f} | {b50:.2f} / {b95:.2f} | {a50 - b50:+.2f} | {a50 / b50:.2f} "
+            f"| {target}{mark(ok and ok(a50, b50))} |")
+
+
+# --------------------------------------------------------------------------- warm calls
+
+
+def bench_warm(ab: Path, chromium, web, evidence: Path, n: int, notes: list[str]) -> list[str]:
+    srv = Server(ab, chromium.port, "127.0.0.1/32", evidence)
+    assert srv.call("b1", ["open", web.url("/form")])["exit_code"] == 0
+    raw = [str(ab), "--cdp", str(chromium.port), "--json", "--session", "b1", "--pin-tab"]
+    env = raw_env(srv)
+
+    def through(argv):
+        return lambda: srv.call("b1", argv)
+
+    def direct(argv):
+        return lambda: subprocess.run(raw + argv, env=env, capture_output=True, check=True)
+
+    rows = []
+    for argv in (["get", "url"], ["snapshot", "-i"]):
+        through(argv)(); direct(argv)()  # warm
+        a, b = [], []
+        for _ in range(n):
+            a.append(timed(through(argv)))
+            b.append(timed(direct(argv)))
+        rows.append(row(f"warm `{' '.join(argv)}`: browser-shell vs agent-browser direct", a, b, "added ≤ 1.0 ms",
+                        lambda a50, b50: a50 - b50 <= 1.0))
+
+    denied = [timed(lambda: srv.call("b1", ["eval", "1"])) for _ in range(n)]
+    rows.append(row("refused call (nothing spawned)", denied, None, "≤ 1 ms", lambda a50, _: a50 <= 1.0))
+    listing = [timed(srv.list_tools) for _ in range(n)]
+    rows.append(row("`tools/list` round trip (transport floor)", listing, None, "–"))
+    rss = srv.rss_kib()
+    srv.call("b1", ["close"])  # the session's daemon would otherwise outlive the run (idle timeout)
+    srv.close()
+    notes.append(f"RSS of the server after the warm run: {rss / 1024:.1f} MiB (target ≤ 8 MiB){mark(rss <= 8 * 1024)}")
+    return rows
+
+
+# --------------------------------------------------------------------------- smoke flow
+
+
+class FlowFailed(Exception):
+    pass
+
+
+def expect(cond: bool, what: str) -> None:
+    if not cond:
+        raise FlowFailed(what)
+
+
+def payload(stdout: str) -> dict:
+    """agent-browser --json prints {success, data, error}; browser-shell hands back the same stdout."""
+    try:
+        out = json.loads(stdout)
+    except ValueError:
+        raise FlowFailed(f"stdout is not JSON: {stdout[:200]!r}") from None
+    if isinstance(out, dict) and "success" in out and "data" in out:
+        expect(out["success"] is True, f"agent-browser says: {out.get('error')}")
+        return out["data"] or {}
+    return out
+
+
+def query_ref(snapshot: dict) -> str:
+    refs = [r for r, node in (snapshot.get("refs") or {}).items() if node.get("role") == "textbox" and node.get("name") == "Query"]
+    expect(len(refs) == 1, f"no single textbox 'Query' in the snapshot refs: {snapshot.get('refs')}")
+    return "@" + refs[0]
+
+
+def until_submitted(get_url, expected: str, deadline_s: float = 10.0) -> str:
+    """The flow's `get url` step: repeated (every flavour alike) until the page shows /submit."""
+    end = time.monotonic() + deadline_s
+    while True:
+        url = get_url()
+        if "/submit" in url or time.monotonic() > end:
+            expect(url == expected, f"final URL {url!r}, expected {expected!r}")
+            return url
+        time.sleep(0.01)
+
+
+def agent_browser_flow(step, page: str, value: str, expected: str) -> None:
+    """The smoke flow in agent-browser's grammar; `step(argv)` runs one command and returns its payload."""
+    step(["open", page])
+    ref = query_ref(step(["snapshot", "-i"]))
+    step(["fill", ref, value])
+    step(["click", ref])
+    step(["press", "Enter"])
+    until_submitted(lambda: step(["get", "url"]).get("url", ""), expected)
+    step(["close"])
+
+
+def shell_step(srv: Server, sid: str):
+    def step(argv: list[str]) -> dict:
+        reply = srv.call(sid, argv)
+        expect(reply["exit_code"] == 0, f"browser-shell {argv}: exit {reply['exit_code']}: {reply['stderr'][:300]}")
+        return payload(reply["stdout"])
+    return step
+
+
+def raw_step(ab: Path, cdp: int, env: dict, session: str):
+    base = [str(ab), "--cdp", str(cdp), "--json", "--session", session, "--pin-tab"]
+
+    def step(argv: list[str]) -> dict:
+        done = subprocess.run(base + argv, env=env, capture_output=True, text=True, timeout=60)
+        expect(done.returncode == 0, f"agent-browser {argv}: exit {done.returncode}: {done.stderr[:300]}")
+        return payload(done.stdout)
+    return step
+
+
+def pw_text(result: dict, what: str) -> str:
+    text = "\n".join(c.get("text", "") for c in result.get("content", []) if c.get("type") == "text")
+    expect(not result.get("isError"), f"playwright-mcp {what}: {text[:300]}")
+    return text
+
+
+def pw_href(pw: PlaywrightMcp) -> str:
+    text = pw_text(pw.tool("browser_evaluate", {"function": "() => location.href"}), "browser_evaluate")
+    found = re.search(r"^### Result\n(.*)$", text, re.M)
+    expect(found is not None, f"browser_evaluate: no result in {text[:300]!r}")
+    return json.loads(found.group(1))
+
+
+def playwright_flow(pw: PlaywrightMcp, page: str, value: str, expected: str) -> None:
+    """The same flow in playwright-mcp's tools; refs come from its snapshot, `get url` is an evaluate."""
+    pw_text(pw.tool("browser_navigate", {"url": page}), "browser_navigate")
+    snapshot = pw_text(pw.tool("browser_snapshot", {}), "browser_snapshot")
+    found = re.search(r'textbox "Query" \[ref=([^\]]+)\]', snapshot)
+    expect(found is not None, f"no textbox 'Query' in the snapshot: {snapshot[:500]!r}")
+    target = {"element": "Query textbox", "target": found.group(1)}
+    pw_text(pw.tool("browser_type", {**target, "text": value}), "browser_type")
+    pw_text(pw.tool("browser_click", target), "browser_click")
+    pw_text(pw.tool("browser_press_key", {"key": "Enter"}), "browser_press_key")
+    until_submitted(lambda: pw_href(pw), expected)
+    pw_text(pw.tool("browser_close", {}), "browser_close")
+
+
+def page_tabs(cdp: int) -> list[dict]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{cdp}/json/list", timeout=5) as resp:
+        return [t for t in json.loads(resp.read()) if t.get("type") == "page"]
+
+
+def to_front(cdp: int, target: str) -> None:
+    with urllib.request.urlopen(f"http://127.0.0.1:{cdp}/json/activate/{target}", timeout=5):
+        pass
+
+
+class Flavour:
+    """One way of running the smoke flow, with its timings and failures.
+
+    All flavours share one Chromium, whose headless window renders only its front tab: in a background
+    tab, clicks wait out a 5 s "stable" timeout (agent-browser, playwright-mcp). Before each run
+    (untimed) the tab this flavour used last is brought to the front, as if it had the browser to
+    itself. browser-shell also does this on its own, before each command that needs it: that part
+    is timed, it is browser-shell's cost."""
+
+    def __init__(self, key: str, name: str, cdp: int, run, reset):
+        self.key, self.name, self.cdp, self.run, self.reset = key, name, cdp, run, reset
+        self.target: str | None = None
+        self.warm_up_failures: list[str] = []
+        self.times: list[float] = []
+        self.failures: list[str] = []
+
+    def once(self, web, i: int) -> bool:
+        value = f"bench {self.key} {i}"
+        page = web.url(f"/form?bench={self.key}")
+        expected = web.url("/submit?" + urllib.parse.urlencode({"q": value}))
+        if self.target:
+            to_front(self.cdp, self.target)
+        before = len(web.submitted())
+        t = time.perf_counter()
+        try:
+            self.run(page, value, expected)
+            elapsed = (time.perf_counter() - t) * 1000
+            got = web.submitted()[before:]
+            expect(got == [value], f"web server received {got!r}, expected [{value!r}]")
+        except Exception as exc:  # noqa: BLE001 - any failure of the flow: counted, shown, not timed
+            self.failures.append(f"run {i}: {type(exc).__name__}: {exc}")
+            self.reset()
+            return False
+        finally:
+            self.target = next((t["id"] for t in page_tabs(self.cdp) if t["url"] in (page, expected)), self.target)
+        self.times.append(elapsed)
+        return True
+
+    def warm_up(self, web, tries: int = 3) -> None:
+        """Untimed runs until one works (a first run may find its tab in the background)."""
+        for k in range(tries):
+            if self.once(web, -1 - k):
+                break
+        self.times.clear()
+        self.warm_up_failures, self.failures = self.failures, []
+
+
+def per_step(steps: dict, key: str, step):
+    """Wrap a step function to record each command's time under (key, command), for the breakdown."""
+    def timed_step(argv: list[str]) -> dict:
+        t = time.perf_counter()
+        try:
+            return step(argv)
+        finally:
+            steps.setdefault((key, " ".join(argv[:2]) if argv[0] == "get" else argv[0]), []).append((time.perf_counter() - t) * 1000)
+    return timed_step
+
+
+def step_breakdown(steps: dict) -> str:
+    """Where the smoke flow's added time goes: p50 per command, browser-shell minus agent-browser direct."""
+    parts = []
+    for cmd in ("open", "snapshot", "fill", "click", "press", "get url", "close"):
+        a, b = steps.get(("bs", cmd)), steps.get(("ab", cmd))
+        if a and b:
+            parts.append(f"{cmd} {statistics.median(a):.1f} vs {statistics.median(b):.1f} ({statistics.median(a) - statistics.median(b):+.1f})")
+    return "smoke flow per command, p50 ms browser-shell vs agent-browser direct (added): " + "; ".join(parts)
+
+
+def bench_smoke(ab: Path, chromium, web, evidence: Path, n: int, notes: list[str]) -> list[str]:
+    srv = Server(ab, chromium.port, "127.0.0.1/32", evidence)
+    pw = PlaywrightMcp(chromium.port)
+    pw0 = PlaywrightMcp(chromium.port, ["--timeout-settle", "0"])
+    steps: dict[tuple[str, str], list[float]] = {}
+    bs_step = per_step(steps, "bs", shell_step(srv, "smoke"))
+    ab_step = per_step(steps, "ab", raw_step(ab, chromium.port, raw_env(srv), "smoke-raw"))
+
+    def quietly(fn):
+        def reset():
+            try:
+                fn()
+            except Exception:  # noqa: BLE001 - best effort: leave a clean page for the next run
+                pass
+        return reset
+
+    cdp = chromium.port
+    flavours = [
+        Flavour("bs", "browser-shell", cdp, lambda *a: agent_browser_flow(bs_step, *a), quietly(lambda: bs_step(["close"]))),
+        Flavour("ab", "agent-browser", cdp, lambda *a: agent_browser_flow(ab_step, *a), quietly(lambda: ab_step(["close"]))),
+        Flavour("pw", "playwright-mcp", cdp, lambda *a: playwright_flow(pw, *a), quietly(lambda: pw.tool("browser_close", {}))),
+        Flavour("pw0", "playwright-mcp --timeout-settle 0", cdp, lambda *a: playwright_flow(pw0, *a),
+                quietly(lambda: pw0.tool("browser_close", {}))),
+    ]
+    for f in flavours:
+        f.warm_up(web)
+    steps.clear()
+    for i in range(n):
+        for f in flavours:
+            f.once(web, i)
+    rss = {"browser-shell": srv.rss_kib(), "playwright-mcp": pw.rss_kib()}
+    for proc in (srv, pw, pw0):
+        proc.close()
+
+    bs, raw, pwd, pws = flavours
+    ok = lambda f: f"{len(f.times)}/{n} ok"  # noqa: E731
+    rows = [
+        row(f"smoke flow: browser-shell ({ok(bs)}) vs agent-browser direct, one process per step ({ok(raw)})",
+            bs.times, raw.times, "ratio ≤ 1.10", lambda a50, b50: a50 / b50 <= 1.10),
+        row(f"smoke flow: browser-shell vs playwright-mcp over CDP, defaults ({ok(pwd)})", bs.times, pwd.times, "–"),
+        row(f"smoke flow: browser-shell vs playwright-mcp `--timeout-settle 0` ({ok(pws)})", bs.times, pws.times, "–"),
+    ]
+    notes.append(step_breakdown(steps))
+    notes.append(f"RSS after the smoke runs: browser-shell {rss['browser-shell'] / 1024:.1f} MiB (its agent-browser daemons "
+                 f"are separate processes), playwright-mcp {rss['playwright-mcp'] / 1024:.1f} MiB")
+    one_line = lambda text: " ".join(text.split())[:240]  # noqa: E731
+    for f in flavours:
+        if f.failures:
+            notes.append(f"smoke flow, {f.name}: {len(f.failures)} of {n} runs FAILED (not timed); first: {one_line(f.failures[0])}")
+        if f.warm_up_failures:
+            notes.append(f"smoke flow, {f.name}: {len(f.warm_up_failures)} untimed warm-up tr{'y' if len(f.warm_up_failures) == 1 else 'ies'} "
+                         f"failed before one worked; first: {one_line(f.warm_up_failures[0])}")
+    return rows
+
+
+# --------------------------------------------------------------------------- cold start and idle RSS
+
+
+def cold_start(make) -> tuple[float, float]:
+    """(ms from spawn to the first tools/list reply, MiB VmRSS after 4 more tools/list)."""
+    mcp = make()
+    reply = mcp.list_tools()
+    ms = (time.perf_counter() - mcp.started) * 1000
+    assert reply.get("result", {}).get("tools"), reply
+    for _ in range(4):
+        mcp.list_tools()
+    rss = mcp.rss_kib() / 1024
+    mcp.close()
+    return ms, rss
+
+
+def bench_peer(ab: Path, chromium, evidence: Path, n: int, notes: list[str]) -> list[str]:
+    makers = {
+        "browser-shell": lambda: Server(ab, chromium.port, "127.0.0.1/32", evidence),
+        "node": lambda: NodePeer(ab),
+        "playwright-mcp": lambda: PlaywrightMcp(chromium.port),
+    }
+    ms: dict[str, list[float]] = {k: [] for k in makers}
+    rss: dict[str, list[float]] = {k: [] for k in makers}
+    for make in makers.values():  # warm the page cache, untimed
+        cold_start(make)
+    for _ in range(n):
+        for name, make in makers.items():
+            t, r = cold_start(make)
+            ms[name].append(t)
+            rss[name].append(r)
+    ten_ms = lambda a50, _: a50 <= 10.0  # noqa: E731
+    eight_mib = lambda a50, _: a50 <= 8.0  # noqa: E731
+    return [
+        row("cold start → first `tools/list` reply (incl. initialize, confined self-test): browser-shell vs Node SDK peer",
+            ms["browser-shell"], ms["node"], "≤ 10 ms", ten_ms),
+        row("cold start → first `tools/list` reply: browser-shell vs playwright-mcp", ms["browser-shell"], ms["playwright-mcp"],
+            "≤ 10 ms", ten_ms),
+        row("idle RSS in **MiB** after start + 5 `tools/list`: browser-shell vs Node SDK peer", rss["browser-shell"], rss["node"],
+            "≤ 8 MiB", eight_mib),
+        row("idle RSS in **MiB** after start + 5 `tools/list`: browser-shell vs playwright-mcp", rss["browser-shell"],
+            rss["playwright-mcp"], "≤ 8 MiB", eight_mib),
+    ]
+
+
+# --------------------------------------------------------------------------- main
+
+
+def example(crate: str, name: str, *args: str) -> str:
+    out = subprocess.run(["cargo", "run", "--release", "-q", "-p", crate, "--example", name, *args],
+                         cwd=ROOT, capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+def version(*argv: str) -> str:
+    try:
+        return subprocess.run(list(argv), capture_output=True, text=True, timeout=30).stdout.strip()
+    except OSError:
+        return f"{argv[0]}: not found"
+
+
+def header(ab: Path, n: int, only: list[str]) -> list[str]:
+    versions = [version(str(BIN), "--version"), version(str(ab), "--version"), version("chromium", "--version")]
+    if {"smoke", "peer"} & set(only):
+        sdk = json.loads((PEERS / "node_modules" / "@modelcontextprotocol" / "sdk" / "package.json").read_text())["version"]
+        versions += [f"node {version(node(), '--version')}",
+                     f"playwright-mcp {version(node(), str(PLAYWRIGHT_MCP), '--version').removeprefix('Version ')}",
+                     f"@modelcontextprotocol/sdk {sdk}"]
+    return [f"# browser-shell benchmark — {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+            f"{platform.node()}: {os.cpu_count()} CPUs, {platform.platform()}; {'; '.join(versions)}; "
+            f"N={n} interleaved; sections: {','.join(only)}\n"]
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("n", nargs="?", type=int, default=50, help="runs per measurement (default 50)")
+    parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {','.join(SECTIONS)}")
+    args = parser.parse_args()
+    only = [s for s in SECTIONS if s in args.only.split(",")]
+    unknown = set(args.only.split(",")) - set(SECTIONS)
+    if unknown:
+        parser.error(f"unknown section(s) {sorted(unknown)}; known: {','.join(SECTIONS)}")
+    n = args.n
+
     ab = Path(os.environ["BROWSER_SHELL_AGENT_BROWSER"])
     evidence = Path(tempfile.mkdtemp(prefix="bsb-audit-", dir="/var/tmp"))
-    with tempfile.TemporaryDirectory(prefix="bsb-chr") as work, harness.run_chromium(Path(work)) as chromium, harness.run_web_server() as web:
-        srv = Server(ab, chromium.port, "127.0.0.1/32", evidence)
-        page = web.url("/form")
-        assert srv.call("b1", ["open", page])["exit_code"] == 0
-        raw = [str(ab), "--cdp", str(chromium.port), "--json", "--session", "b1", "--pin-tab"]
-        env = raw_env(srv)
+    rows: list[str] = []
+    notes: list[str] = []
+    if {"warm", "smoke", "peer"} & set(only):
+        with tempfile.TemporaryDirectory(prefix="bsb-chr") as work, harness.run_chromium(Path(work)) as chromium, \
+                harness.run_web_server() as web:
+            if "warm" in only:
+                rows += bench_warm(ab, chromium, web, evidence, n, notes)
+            if "smoke" in only:
+                rows += bench_smoke(ab, chromium, web, evidence, n, notes)
+            if "peer" in only:
+                rows += bench_peer(ab, chromium, evidence, n, notes)
 
-        def through(argv):
-            return lambda: srv.call("b1", argv)
-
-        def direct(argv):
-            return lambda: subprocess.run(raw + argv, env=env, capture_output=True, check=True)
-
-        rows = []
-        for argv, target in ((["get", "url"], "added ≤ 1.0 ms"), (["snapshot", "-i"], "added ≤ 1.0 ms")):
-            through(argv)(); direct(argv)()  # warm
-            a, b = [], []
-            for _ in range(N):
-                a.append(timed(through(argv)))
-                b.append(timed(direct(argv)))
-            rows.append(row(f"warm `{' '.join(argv)}`: browser-shell vs agent-browser", a, b, target))
-
-        denied = [timed(lambda: srv.call("b1", ["eval", "1"])) for _ in range(N)]
-        rows.append(row("refused call (nothing spawned)", denied, None, "≤ 1 ms"))
-        listing = [timed(lambda: srv.rpc({"jsonrpc": "2.0", "id": 9, "method": "tools/list"})) for _ in range(N)]
-        rows.append(row("`tools/list` round trip (transport floor)", listing, None, "–"))
-        rss = next(int(l.split()[1]) for l in Path(f"/proc/{srv.proc.pid}/status").read_text().splitlines() if l.startswith("VmRSS:"))
-        srv.close()
-
-        cold = []
-        for _ in range(max(5, N // 5)):
-            t = time.perf_counter()
-            s = Server(ab, chromium.port, "127.0.0.1/32", evidence)
-            s.rpc({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
-            cold.append((time.perf_counter() - t) * 1000)
-            s.close()
-        rows.append(row("cold start → first `tools/list` reply (incl. confined self-test)", cold, None, "≤ 10 ms"))
-
-    def example(crate: str, name: str, *args: str) -> str:
-        out = subprocess.run(["cargo", "run", "--release", "-q", "-p", crate, "--example", name, *args],
-                             cwd=ROOT, capture_output=True, text=True, check=True)
-        return out.stdout.strip()
-
-    versions = subprocess.run([str(BIN), "--version"], capture_output=True, text=True).stdout.strip()
-    abv = subprocess.run([str(ab), "--version"], capture_output=True, text=True).stdout.strip()
-    chrome = subprocess.run(["chromium", "--version"], capture_output=True, text=True).stdout.strip()
-    print(f"# browser-shell benchmark — {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    print(f"{platform.node()}: {os.cpu_count()} CPUs, {platform.platform()}; {versions}; {abv}; {chrome}; N={N} interleaved\n")
-    print("| measurement (ms, p50 / p95) | browser-shell | agent-browser direct | added p50 | ratio | target |")
-    print("|---|---|---|---|---|---|")
-    for r in rows:
-        print(r)
-    print(f"\nidle RSS of the server after the run: {rss / 1024:.1f} MiB (target ≤ 8 MiB)\n")
-    print("audit durable writes (group commit), `cargo run --release -p audit --example throughput`:")
-    print(example("audit", "throughput", "/var/tmp", "100"))
-    print("\nconfinement cost, `cargo run --release -p hardening --example spawn_cost`:")
-    print(example("hardening", "spawn_cost", "300"))
+    print("\n".join(header(ab, n, only)))
+    if rows:
+        print("| measurement (ms, p50 / p95) | browser-shell | other (named in the row) | added p50 | ratio | target |")
+        print("|---|---|---|---|---|---|")
+        for r in rows:
+            print(r)
+        print()
+    for note in notes:
+        print(note)
+    if "audit" in only:
+        print("\naudit durable writes (group commit), `cargo run --release -p audit --example throughput`:")
+        print(example("audit", "throughput", "/var/tmp", "100"))
+    if "confine" in only:
+        print("\nconfinement cost, `cargo run --release -p hardening --example spawn_cost`:")
+        print(example("hardening", "spawn_cost", "300"))
 
 
 if __name__ == "__main__":
