@@ -324,7 +324,7 @@ impl Runner {
                 session = session.as_str(),
                 "the session's daemon is not confined; killing it so a confined one replaces it"
             );
-            hardening::kill_process(pid);
+            kill_and_reap_wait(pid).await;
         }
     }
 
@@ -336,7 +336,7 @@ impl Runner {
                 session = session.as_str(),
                 "stopping the session's daemon after timeout/cancel"
             );
-            hardening::kill_process(pid);
+            kill_and_reap_wait(pid).await;
         }
     }
 }
@@ -411,6 +411,29 @@ impl Runner {
         let well_formed = (8..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_hexdigit());
         well_formed.then(|| id.to_owned())
     }
+}
+
+/// SIGKILL `pid` and wait (bounded) until it is dead. SIGKILL is delivered
+/// asynchronously: until the process is gone its socket still accepts, and
+/// the next CLI would hand its command to a dying daemon ("connection reset
+/// by peer") instead of starting a fresh one.
+async fn kill_and_reap_wait(pid: u32) {
+    hardening::kill_process(pid);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+    while is_alive(pid) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// Still running: present in /proc and not a zombie (a zombie has already
+/// closed its sockets).
+fn is_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next());
+        !matches!(state, Some("Z" | "X") | None)
+    })
 }
 
 /// Does `/proc/<pid>/status` show the confinement every spawn applies:

@@ -1,5 +1,5 @@
-//! Cost of the durable write: median µs of one `append` (flock, chain,
-//! write, fdatasync, checkpoint), and sustained events/s with 1, 8 and 32
+//! Cost of the durable write: median µs of one synced `append` (flock,
+//! chain, write, fdatasync), and sustained events/s with 1, 8 and 32
 //! concurrent writers on one log. Every event is verified afterwards.
 //!
 //! `cargo run --release -p audit --example throughput [DIR] [EVENTS_PER_WRITER]`
@@ -52,6 +52,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let secs = started.elapsed().as_secs_f64();
         lat.sort_by(f64::total_cmp);
         let total = writers * per_writer;
+        sink.flush()?;
         let v = verify(
             std::slice::from_ref(&path),
             Some((&checkpoint_path(&path), &key)),
