@@ -295,6 +295,7 @@ impl ServeArgs {
             idle_timeout_ms: self.idle_timeout_sec * 1000,
             confinement: Arc::clone(&confinement),
             http: reqwest::Client::new(),
+            verified_sockets: Arc::default(),
         };
         let version = runner
             .self_test()

@@ -10,7 +10,7 @@
 //! child leads its own process group so a timeout or a cancellation can kill
 //! everything it started in that group.
 
-use std::{path::PathBuf, process::Stdio, sync::Arc, time::Duration};
+use std::{collections::HashMap, path::PathBuf, process::Stdio, sync::Arc, time::Duration};
 
 use tokio::{
     io::{AsyncRead, AsyncReadExt, AsyncWriteExt},
@@ -46,7 +46,14 @@ pub struct Runner {
     pub confinement: Arc<hardening::Prepared>,
     /// For Chromium's DevTools HTTP endpoint (bringing a tab to the front).
     pub http: reqwest::Client,
+    /// Session sockets whose listening daemon was found confined, by the
+    /// socket file's identity: see [`Runner::evict_unconfined_daemon`].
+    pub verified_sockets: Arc<std::sync::Mutex<HashMap<String, SocketIdentity>>>,
 }
+
+/// A socket file's (device, inode, ctime): a daemon that binds the path
+/// anew creates a new file, so the identity changes.
+pub type SocketIdentity = (u64, u64, i64, i64);
 
 /// How the child ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -314,11 +321,27 @@ impl Runner {
     /// Before a call: if the session's daemon is not confined (started by
     /// anything but a confined spawn, e.g. an operator running agent-browser
     /// by hand with our socket dir), kill it so the CLI starts a confined one.
+    ///
+    /// A daemon found confined stays trusted while its socket file is the
+    /// same file: any other daemon would have to bind the path anew (a new
+    /// inode and ctime), so one `stat` replaces the connect and /proc reads
+    /// on the calls after the first.
     async fn evict_unconfined_daemon(&self, session: &SessionId) {
-        let Some(pid) = self.daemon_pid(session.daemon_name()).await else {
+        let name = session.daemon_name();
+        let identity = socket_identity(&self.session_file(name, "sock"));
+        if let (Some(identity), Ok(verified)) = (identity, self.verified_sockets.lock())
+            && verified.get(name) == Some(&identity)
+        {
+            return;
+        }
+        let Some(pid) = self.daemon_pid(name).await else {
             return;
         };
-        if !is_confined(pid) {
+        if is_confined(pid) {
+            if let (Some(identity), Ok(mut verified)) = (identity, self.verified_sockets.lock()) {
+                verified.insert(name.to_owned(), identity);
+            }
+        } else {
             tracing::warn!(
                 pid,
                 session = session.as_str(),
@@ -411,6 +434,12 @@ impl Runner {
         let well_formed = (8..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_hexdigit());
         well_formed.then(|| id.to_owned())
     }
+}
+
+fn socket_identity(path: &std::path::Path) -> Option<SocketIdentity> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    Some((meta.dev(), meta.ino(), meta.ctime(), meta.ctime_nsec()))
 }
 
 /// SIGKILL `pid` and wait (bounded) until it is dead. SIGKILL is delivered
