@@ -321,6 +321,10 @@ impl Runner {
                 "the session's daemon is not confined; killing it so a confined one replaces it"
             );
             hardening::kill_process(pid);
+            // SIGKILL is asynchronous: until the kernel has torn the daemon
+            // down its socket still accepts, and the CLI about to run would
+            // reach the dying daemon and see the connection reset.
+            wait_until_gone(pid, Duration::from_secs(2)).await;
         }
     }
 
@@ -334,6 +338,25 @@ impl Runner {
             );
             hardening::kill_process(pid);
         }
+    }
+}
+
+/// Until process `pid` is gone or a zombie (its sockets are closed then), at
+/// most `limit`.
+async fn wait_until_gone(pid: u32, limit: Duration) {
+    let deadline = tokio::time::Instant::now() + limit;
+    while tokio::time::Instant::now() < deadline {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return;
+        };
+        let state = stat
+            .rsplit(')')
+            .next()
+            .and_then(|rest| rest.split_whitespace().next());
+        if state == Some("Z") {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 
