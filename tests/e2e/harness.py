@@ -214,6 +214,20 @@ FORM_BODY = (
     '<p><a id="next" href="/next">Next</a></p>'
 )
 
+# The demo site of skills/browser-shell/SKILL.md (its examples run against these pages).
+SIGNUP_BODY = (
+    "<h1>Sign up</h1>"
+    '<form action="/thanks" method="get">'
+    '<p><label for=email>Email</label> <input id="email" name="email" type="email"></p>'
+    '<p><label for=country>Country</label> <select id="country" name="country">'
+    '<option value="DE">Germany</option><option value="NL">Netherlands</option>'
+    '<option value="FR">France</option></select></p>'
+    '<p><input id="terms" name="terms" type="checkbox" value="yes"> <label for=terms>I accept the terms</label></p>'
+    '<button type="submit">Sign up</button>'
+    "</form>"
+    '<p><a id="next" href="/next">Next</a></p>'
+)
+
 
 @dataclass
 class WebServer:
@@ -271,6 +285,19 @@ def run_web_server(host: str = "127.0.0.1") -> Iterator[WebServer]:
                     state.submissions.extend(values)
                 shown = html.escape(values[0]) if values else ""
                 self._send(200, _page("Submitted", f"<p id=result>{shown}</p>"))
+            elif parsed.path == "/signup":
+                self._send(200, _page("Sign up", SIGNUP_BODY))
+            elif parsed.path == "/thanks":
+                qs = urllib.parse.parse_qs(parsed.query, keep_blank_values=True)
+                email = html.escape(qs.get("email", [""])[0])
+                self._send(200, _page("Thanks", f"<h1>Thanks</h1><p id=email>{email}</p>"))
+            elif parsed.path == "/solid":
+                # A page of one colour (?rgb=RRGGBB), edge to edge: what the VNC test looks for.
+                rgb = urllib.parse.parse_qs(parsed.query).get("rgb", ["ff00aa"])[0]
+                if len(rgb) != 6 or any(c not in "0123456789abcdefABCDEF" for c in rgb):
+                    rgb = "ff00aa"
+                style = f"<style>html,body{{margin:0;height:100%;background:#{rgb}}}</style>"
+                self._send(200, _page("Solid", style))
             elif parsed.path == "/next":
                 self._send(200, _page("Next page", "<p>next</p>"))
             elif parsed.path == "/slow":

@@ -5,8 +5,8 @@ What can be checked without one is checked: the Dockerfile, compose file, hub
 config, supervisord program and nginx files are parsed (small strict parsers
 below: no PyYAML, no nginx needed) and every invariant of the gateway is
 asserted on the *rendered* nginx configuration, the very files the image's
-entrypoint installs. The entrypoint's checks, the renderer and the hub's
-loopback preload are executed for real; `nginx -t` runs when an nginx binary is
+entrypoint installs. The entrypoint's checks and both renderers (nginx, hub
+config) are executed for real; `nginx -t` runs when an nginx binary is
 available (NGINX_BIN, or nginx on PATH).
 """
 
@@ -486,7 +486,9 @@ def test_base_is_an_arg_without_default_and_the_final_stage(dockerfile):
     final = stages[-1]
     assert final.image == "${AIO_IMAGE}", f"the final stage is FROM {final.image}, not the pinned AIO base"
     assert "AIO_IMAGE" in final.of("ARG"), "the final stage must re-declare AIO_IMAGE to check its pin"
-    assert sum(s.image == "${AIO_IMAGE}" for s in stages) == 1
+    # The base appears twice: the final image, and the stage that builds the hub's venv with the
+    # base's own python3 (so the venv runs in the final image).
+    assert [s.name for s in stages if s.image == "${AIO_IMAGE}"] == ["mcp-hub", final.name]
 
 
 def test_the_setup_script_refuses_an_unpinned_base():
@@ -562,9 +564,36 @@ def test_binaries_land_where_the_hub_and_env_say(dockerfile, final_env, hub):
         if "from" in flags:
             dests[(flags["from"], tuple(srcs))] = dest
     server = hub["mcpServers"]["browser-shell"]
-    assert dests[("build", ("/out/browser-shell",))] == server["command"]
+    assert server["command"] == "${BROWSER_SHELL_BIN}"
+    assert dests[("build", ("/out/browser-shell",))] == final_env["BROWSER_SHELL_BIN"]
     assert dests[("agent-browser", ("/out/agent-browser",))] == final_env["BROWSER_SHELL_AGENT_BROWSER"]
-    assert ("mcp-hub", ("/opt/browser-shell/mcp-hub",)) in dests
+    assert dests[("mcp-hub", ("/opt/browser-shell/hub-venv",))] == "/opt/browser-shell/hub-venv"
+
+
+def test_hub_is_the_hash_pinned_mcp_proxy_in_a_venv_on_the_base(dockerfile):
+    _, stages = dockerfile
+    stage = next(s for s in stages if s.name == "mcp-hub")
+    copies = [copy_parts(a) for a in stage.of("COPY")]
+    assert [(srcs, dest) for _, srcs, dest in copies] == [(["deploy/mcp-hub/requirements.txt"], "/tmp/hub-requirements.txt")]
+    runs = " ".join(stage.of("RUN"))
+    for needle in ("python3 -m venv", "--require-hashes", "--no-deps", "--only-binary=:all:", "-r /tmp/hub-requirements.txt",
+                   '= "mcp-proxy 0.13.0"'):
+        assert needle in runs, needle
+    # Every requirement is pinned to one version and carries hashes; nothing comes from elsewhere.
+    text = (ROOT / "deploy" / "mcp-hub" / "requirements.txt").read_text()
+    entries = re.split(r"\n(?=[a-z])", text[text.index("\n\n") + 2 :].strip())
+    names = {}
+    for entry in entries:
+        m = re.match(r"([a-z0-9-]+)==([0-9][\w.]*) \\\n", entry)
+        assert m, f"not an exact pin: {entry[:80]!r}"
+        assert len(re.findall(r"--hash=sha256:[0-9a-f]{64}", entry)) >= 1, f"{m.group(1)} has no hash"
+        names[m.group(1)] = m.group(2)
+    assert names["mcp-proxy"] == "0.13.0" and names["mcp"].startswith("1."), names
+    assert "exceptiongroup" in names, "anyio needs exceptiongroup on Python 3.10 (AIO 1.9.x)"
+    assert not re.search(r"^\s*(-i|--index-url|--extra-index-url|-f|--find-links)\b", text, re.M)
+    # The local stack installs the very same file the same way.
+    local = (ROOT / "deploy" / "local" / "install-stack-deps").read_text()
+    assert 'req="$root/deploy/mcp-hub/requirements.txt"' in local and "--require-hashes" in local
 
 
 def test_every_copied_source_exists_and_is_in_the_build_context(dockerfile):
@@ -631,7 +660,7 @@ def test_hub_serves_exactly_one_stdio_server(hub):
     assert list(servers) == ["browser-shell"], f"exactly one server, browser-shell; got {list(servers)}"
     server = servers["browser-shell"]
     assert set(server) == {"command", "env"}, f"command and env only (no prefix/hidden/url/args...): {set(server)}"
-    assert server["command"].startswith("/") and " " not in server["command"]
+    assert server["command"] == "${BROWSER_SHELL_BIN}", "the binary's absolute path comes from the image's ENV"
     env = server["env"]
     for key in (
         "BROWSER_SHELL_AGENT_BROWSER",
@@ -647,13 +676,59 @@ def test_hub_serves_exactly_one_stdio_server(hub):
 
 
 def test_every_hub_placeholder_is_defined_in_the_image(hub, final_env):
-    """@agent-infra/mcp-hub resolves ${VAR} strictly: an undefined one fails the server."""
+    """render-hub-config resolves ${VAR} strictly: an undefined one fails the start."""
     text = json.dumps(hub)
     names = set(re.findall(r"\$\{([^}]+)\}", text))
     assert names, "config via env placeholders expected"
     for name in names:
-        assert not name.startswith(("cmd:", "input:")), f"no command/input placeholders: {name}"
+        assert re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name), f"only plain ${{NAME}} placeholders: {name}"
         assert name in final_env, f"${{{name}}} is used by mcp-hub.json but not defined by an ENV in the image"
+
+
+RENDER_HUB = SCRIPTS / "render-hub-config.py"
+
+
+def render_hub(tmp_path: Path, template: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [shutil.which("python3") or "python3", str(RENDER_HUB), str(template), str(tmp_path / "out.json")],
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **env},
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_hub_config_renders_with_the_image_env(tmp_path, final_env):
+    r = render_hub(tmp_path, AIO / "mcp-hub.json", final_env)
+    assert r.returncode == 0, r.stderr
+    rendered = json.loads((tmp_path / "out.json").read_text())
+    server = rendered["mcpServers"]["browser-shell"]
+    assert list(rendered["mcpServers"]) == ["browser-shell"]
+    assert server["command"] == "/opt/browser-shell/bin/browser-shell"
+    assert server["env"]["BROWSER_SHELL_AUDIT_LOG"] == final_env["BROWSER_SHELL_AUDIT_LOG"]
+    assert server["env"]["OTEL_EXPORTER_OTLP_ENDPOINT"] == "", "an empty value is a value"
+    assert "${" not in json.dumps(rendered)
+    assert (tmp_path / "out.json").stat().st_mode & 0o777 == 0o644
+
+
+def test_hub_config_renderer_refuses(tmp_path, final_env):
+    env = dict(final_env)
+    del env["BROWSER_SHELL_POLICY"]
+    r = render_hub(tmp_path, AIO / "mcp-hub.json", env)
+    assert r.returncode == 1 and "${BROWSER_SHELL_POLICY} is not set" in r.stderr, r.stderr
+    cases = {
+        "relative command": {"mcpServers": {"browser-shell": {"command": "browser-shell"}}},
+        "second server": {"mcpServers": {"browser-shell": {"command": "/x"}, "other": {"command": "/y"}}},
+        "other name": {"mcpServers": {"browser_shell": {"command": "/x"}}},
+        "prefix key": {"mcpServers": {"browser-shell": {"command": "/x", "prefix": "p"}}},
+        "bare $VAR": {"mcpServers": {"browser-shell": {"command": "/x", "env": {"A": "$HOME"}}}},
+        "command placeholder": {"mcpServers": {"browser-shell": {"command": "/x", "env": {"A": "${cmd: id}"}}}},
+        "extra top-level key": {"mcpServers": {"browser-shell": {"command": "/x"}}, "x": 1},
+    }
+    for what, config in cases.items():
+        template = tmp_path / "template.json"
+        template.write_text(json.dumps(config))
+        r = render_hub(tmp_path, template, final_env)
+        assert r.returncode == 1, f"{what}: accepted"
 
 
 # =========================================================================== supervisord
@@ -673,9 +748,11 @@ def test_hub_program(final_env):
     assert "0.0.0.0" not in (AIO / "supervisord" / "supervisord.mcp_hub.conf").read_text()
     start = (SCRIPTS / "start-mcp-hub.sh").read_text()
     exec_line = next(line for line in start.splitlines() if line.startswith("exec "))
-    assert '--stateless' in exec_line and '--config "$config"' in exec_line and '--port "$port"' in exec_line
-    assert "config=/opt/browser-shell/mcp-hub.json" in start
-    assert "--require /opt/browser-shell/lib/hub-loopback.cjs" in start
+    assert exec_line == 'exec "$hub" --host 127.0.0.1 --port "$port" --stateless --named-server-config "$config"', exec_line
+    assert "hub=/opt/browser-shell/hub-venv/bin/mcp-proxy" in start
+    assert "config=/opt/browser-shell/run/mcp-hub.json" in start
+    entry = (SCRIPTS / "aio-entrypoint.sh").read_text()
+    assert '"$share/bin/render-hub-config" "$share/mcp-hub.json" "$share/run/mcp-hub.json"' in entry
     # An empty MCP_HUB_WAIT_PORTS means the CDP port, never "wait for removed services".
     assert '[ -n "${ports//[[:space:],]/}" ] || ports=$cdp' in start
 
@@ -805,6 +882,10 @@ EXEMPT = [
     "GET:/vnc/app/locale/de.json",
     "GET:/vnc/app/sounds/bell.oga",
     "GET:/vnc/vendor/pako/lib/zlib/inflate.js",
+    # noVNC's pages are static too; the WebSocket they open needs a ticket.
+    "GET:/vnc/vnc.html",
+    "GET:/vnc/index.html",
+    "GET:/vnc/vnc_lite.html",
 ]
 NOT_EXEMPT = [
     "GET:/websockify",
@@ -819,8 +900,13 @@ NOT_EXEMPT = [
     "GET:/cdp/json/version?x=.js",
     "GET:/json/version.json",
     "GET:/vnc/",
-    "GET:/vnc/index.html",
-    "GET:/vnc/vnc.html",
+    "GET:/vnc/vnc.htm",
+    "GET:/vnc/vnc.html/",
+    "GET:/vnc/../vnc.html",
+    "GET:/index.html",
+    "GET:/mcp.html",
+    "GET:/websockify.html",
+    "POST:/vnc/vnc.html",
     "POST:/vnc/app/ui.js",
     "HEAD:/vnc/app/ui.js",
     "GET:/VNC/app/ui.js",
@@ -955,10 +1041,10 @@ def test_route_for(gw, uri, route):
 def test_mcp_route(gw):
     mcp = route_locations(gw)[("=", "/mcp")]
     (limit,) = mcp.children("limit_except")
-    assert sorted(limit.args) == ["DELETE", "GET", "POST"]
+    assert sorted(limit.args) == ["GET", "POST"], "PUT, DELETE, PATCH, OPTIONS, ... are 403"
     assert [(d.name, d.args) for d in limit.block] == [("deny", ["all"])]
     assert mcp.values("client_max_body_size") == [["1m"]]
-    assert mcp.values("proxy_pass") == [[f"http://127.0.0.1:{HUB_PORT}/mcp"]]
+    assert mcp.values("proxy_pass") == [[f"http://127.0.0.1:{HUB_PORT}/servers/browser-shell/mcp"]]
     assert mcp.values("proxy_buffering") == [["off"]]
     assert mcp.values("proxy_read_timeout") == [["600s"]]
     assert mcp.values("proxy_http_version") == [["1.1"]]
@@ -1141,31 +1227,18 @@ def test_entrypoint_installs_the_gateway_and_prunes_stock_routes(tmp_path, needs
         for name in ("nginx.srv.conf", "nginx.vnc.conf", "nginx-server-with-auth.conf", "nginx/mcp_hub.conf"):
             assert "${" not in (gem / name).read_text(), f"{name} must be installed rendered"
         assert "127.0.0.1:8091/tickets" in (gem / "nginx" / "srv.conf").read_text(), "1.9.x: tickets from python-server"
-        assert "127.0.0.1:8079/mcp" in (gem / "nginx" / "mcp_hub.conf").read_text(), "1.9.x: /mcp to the hub"
+        assert "127.0.0.1:8079/servers/browser-shell/mcp" in (gem / "nginx" / "mcp_hub.conf").read_text(), "1.9.x: /mcp to the hub"
 
 
 # =========================================================================== hub preload
-def test_hub_listens_on_loopback_only(tmp_path):
-    node = shutil.which("node")
-    if not node:
-        pytest.skip("node is not available")
-    probe = f"""
-const net = require('net'); const seen = [];
-net.Server.prototype.listen = function (...a) {{ seen.push(a.map(x => typeof x === 'function' ? 'fn' : x)); return this; }};
-require({json.dumps(str(SCRIPTS / 'hub-loopback.cjs'))});
-const s = new net.Server();
-s.listen(8079, () => {{}}); s.listen(8079, '0.0.0.0'); s.listen({{port: 8079, host: '::'}}); s.listen();
-require('http').createServer().listen(8079);
-process.stdout.write(JSON.stringify(seen));
-"""
-    r = subprocess.run([node, "-e", probe], capture_output=True, text=True, check=True)
-    assert json.loads(r.stdout) == [
-        [8079, "127.0.0.1", "fn"],
-        [8079, "127.0.0.1"],
-        [{"port": 8079, "host": "127.0.0.1"}],
-        [0, "127.0.0.1"],
-        [8079, "127.0.0.1"],
-    ]
+def test_local_stack_runs_the_image_files_not_a_fork():
+    """deploy/local/up renders the image's own nginx and hub files with the image's own renderers
+    and runs the hub with the image's flags (tests/e2e/test_stack.py then runs it for real)."""
+    up = (ROOT / "deploy" / "local" / "up").read_text()
+    assert 'bash "$root/deploy/aio/scripts/render-nginx.sh" "$root/deploy/aio/nginx" "$run/nginx"' in up
+    assert '"$root/deploy/aio/scripts/render-hub-config.py" \\\n  "$root/deploy/aio/mcp-hub.json" "$run/mcp-hub.json"' in up
+    assert '--host 127.0.0.1 --port "$MCP_HUB_PORT" \\\n  --stateless --named-server-config "$run/mcp-hub.json"' in up
+    assert "PUBLIC_LISTEN_IPV4=127.0.0.1" in up
 
 
 # =========================================================================== compose

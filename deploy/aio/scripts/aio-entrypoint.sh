@@ -234,7 +234,15 @@ install_nginx "$AUTH"
 prune_programs
 touch "$gem/mcp.disabled"
 
-# The hub reads /opt/browser-shell/mcp-hub.json. AIO's shared hub file is
+# The hub's config: /opt/browser-shell/mcp-hub.json with its ${...} rendered
+# from this container's environment (strict: an undefined variable fails the
+# start) into a root-owned file the hub (the desktop user) reads and nothing it
+# starts can change (not under /tmp, which the confined agent-browser may write).
+install -d -m 0755 -- "$share/run"
+"$share/hub-venv/bin/python" "$share/bin/render-hub-config" "$share/mcp-hub.json" "$share/run/mcp-hub.json" ||
+  die "could not render the MCP hub config (above)"
+
+# AIO's shared hub file is
 # emptied (on 1.9.x python-server reads it and would otherwise spawn a second
 # browser-shell) and its template removed (so AIO's run.sh renders nothing).
 printf '{"mcpServers": {}}\n' >"$gem/mcp-hub.json"

@@ -10,10 +10,11 @@
 # moves things must stop here rather than ship a half-applied image.
 #
 # Layouts:
-#   1.0  AIO 1.0.0.x: the MCP hub (@agent-infra/mcp-hub) serves /mcp; gem-server
+#   1.0  AIO 1.0.0.x: AIO's MCP hub (@agent-infra/mcp-hub) serves /mcp; gem-server
 #        (8088) is the auth service; python-server is not needed.
 #   1.9  AIO 1.9.x: python-server (8091) serves /mcp with built-in tools and is
-#        the auth service; the hub is not shipped. /mcp is re-pointed to our hub.
+#        the auth service; no hub is shipped. On both, /mcp goes to our hub
+#        (mcp-proxy, installed by the Dockerfile), which serves only browser-shell.
 # AIO_LAYOUT (1.0 or 1.9) overrides the detection from /etc/aio_version.
 set -euo pipefail
 
@@ -167,13 +168,13 @@ fi
 "$share/bin/browser-shell" --version >&2 || die "browser-shell does not run on this base (glibc?)"
 ab=$("${BROWSER_SHELL_AGENT_BROWSER:?}" --version)
 [ "$ab" = "agent-browser 0.41.2" ] || die "agent-browser is '$ab', expected 0.41.2"
-command -v node >/dev/null 2>&1 || die "node is not on PATH: the MCP hub needs the base's Node.js"
-node_major=$(node -p 'process.versions.node.split(".")[0]')
-[ "$node_major" -ge 18 ] || die "node $node_major is too old for the MCP hub (>= 18)"
-hub_version=$(node -e 'process.stdout.write(JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).version)' \
-  "$share/mcp-hub/node_modules/@agent-infra/mcp-hub/package.json")
-[ "$hub_version" = 1.1.0 ] || die "@agent-infra/mcp-hub is $hub_version, expected 1.1.0"
-[ -x "$share/mcp-hub/node_modules/.bin/mcp-hub" ] || die "the hub's mcp-hub executable is missing"
+hub_version=$("$share/hub-venv/bin/mcp-proxy" --version) || die "the MCP hub (mcp-proxy) does not run on this base"
+[ "$hub_version" = "mcp-proxy 0.13.0" ] || die "the MCP hub is '$hub_version', expected mcp-proxy 0.13.0"
+# The hub config renders with the image's ENV (every placeholder defined).
+hub_check=$(mktemp)
+"$share/hub-venv/bin/python" "$share/bin/render-hub-config" "$share/mcp-hub.json" "$hub_check" ||
+  die "mcp-hub.json does not render with the image's ENV (above)"
+rm -f -- "$hub_check"
 
 # --------------------------------------------------------------------------- layout record
 auth_port=8088

@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # supervisord program "mcp-hub" (deploy/aio/supervisord/supervisord.mcp_hub.conf):
 # wait until Chromium's CDP port (and any other MCP_HUB_WAIT_PORTS) accepts
-# connections on 127.0.0.1, then run the pinned @agent-infra/mcp-hub, stateless,
-# on 127.0.0.1:MCP_HUB_PORT, serving only /opt/browser-shell/mcp-hub.json.
+# connections on 127.0.0.1, then run the pinned hub, mcp-proxy, stateless, on
+# 127.0.0.1:MCP_HUB_PORT, serving only the config the entrypoint rendered from
+# /opt/browser-shell/mcp-hub.json: one named stdio server, browser-shell, at
+# /servers/browser-shell/mcp (nginx's "location = /mcp" points there). The
+# local stack (deploy/local/up) runs the same program with the same flags.
 #
 # Unlike AIO's mcp-hub-wait.sh, an empty MCP_HUB_WAIT_PORTS means "the CDP port",
 # not the stock defaults (mcp-server-browser 8100 and python-server 8091, which
 # are gone here and would stall the hub for WAIT_TIMEOUT seconds).
 set -euo pipefail
 
-hub=/opt/browser-shell/mcp-hub/node_modules/.bin/mcp-hub
-config=/opt/browser-shell/mcp-hub.json
+hub=/opt/browser-shell/hub-venv/bin/mcp-proxy
+config=/opt/browser-shell/run/mcp-hub.json
 port=${MCP_HUB_PORT:-8079}
 cdp=${BROWSER_SHELL_CDP_PORT:-9222}
 ports=${MCP_HUB_WAIT_PORTS:-}
@@ -18,8 +21,8 @@ ports=${MCP_HUB_WAIT_PORTS:-}
 timeout=${WAIT_TIMEOUT:-300}
 interval=${WAIT_INTERVAL:-1}
 
-command -v node >/dev/null 2>&1 || { echo "start-mcp-hub: node is not on PATH ($PATH)" >&2; exit 1; }
 [ -x "$hub" ] || { echo "start-mcp-hub: $hub is missing" >&2; exit 1; }
+[ -r "$config" ] || { echo "start-mcp-hub: $config is missing (rendered by the entrypoint at start)" >&2; exit 1; }
 
 IFS=, read -ra wait_for <<<"$ports"
 for p in "${wait_for[@]}"; do
@@ -36,6 +39,5 @@ for p in "${wait_for[@]}"; do
   done
 done
 
-export NODE_OPTIONS="--require /opt/browser-shell/lib/hub-loopback.cjs${NODE_OPTIONS:+ $NODE_OPTIONS}"
 echo "start-mcp-hub: starting the hub on 127.0.0.1:$port with $config" >&2
-exec "$hub" --port "$port" --stateless --config "$config"
+exec "$hub" --host 127.0.0.1 --port "$port" --stateless --named-server-config "$config"

@@ -1,0 +1,417 @@
+"""The local stack (deploy/local/up), running for real: nginx with the image's gateway files, the
+MCP hub (mcp-proxy) spawning browser-shell, the auth stand-in, headed Chromium on Xvfb, x11vnc and
+websockify. One stack for this module, on free ports and a free display, in a fresh run dir;
+`deploy/local/down` at teardown (also when something failed).
+
+Clients are real too: the official Python MCP client over Streamable HTTP, raw sockets for the
+gateway probes (nothing normalises `//mcp` or `/%6dcp` on the way), and an RFB client reading the
+framebuffer over the WebSocket nginx serves at /websockify, as noVNC does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+import harness
+import stack as st
+from conftest import Binaries, call, describe
+
+SKILL = harness.REPO_ROOT / "skills" / "browser-shell" / "SKILL.md"
+DEMO_ORIGIN = "http://127.0.0.1:8000"  # SKILL.md's demo site; the tests serve it from the fixture server
+COLOR = (0xFF, 0x00, 0xAA)
+# Only the fixture server's address is allowed (no allow_hosts: every other private or loopback
+# address, 127.0.0.2 included, is refused as address.private).
+POLICY = {"open": {"allow_private_cidrs": ["127.0.0.1/32"]}}
+
+
+# =========================================================================== fixtures and helpers
+
+
+@pytest.fixture(scope="module")
+def stack(binaries: Binaries) -> Iterator[st.Stack]:
+    try:
+        with st.running_stack(binaries.server, POLICY) as running:
+            yield running
+            pids = running.pids()
+    except RuntimeError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    # down stopped exactly the recorded process groups.
+    left = {name: pid for name, pid in pids.items() if _group_alive(pid)}
+    assert not left, f"deploy/local/down left these process groups running: {left}"
+
+
+def _group_alive(pgid: int) -> bool:
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and _pgid(int(entry)) == pgid and not harness.is_zombie(int(entry)):
+            return True
+    return False
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return int(fh.read().rpartition(")")[2].split()[2])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def with_session(stack: st.Stack, fn, headers: dict[str, str] | None = None) -> Any:
+    """Run `await fn(session)` in an MCP session over Streamable HTTP through the gateway."""
+
+    async def main() -> Any:
+        async with create_mcp_http_client(headers=headers or {"X-AIO-API-Key": stack.api_key}) as http:
+            async with streamable_http_client(stack.mcp_url, http_client=http) as (read, write):
+                async with ClientSession(read, write) as session:
+                    with anyio.fail_after(30):
+                        await session.initialize()
+                    return await fn(session)
+
+    return anyio.run(main)
+
+
+def ok(session: ClientSession, sid: str, argv: list[str], timeout_sec: int | None = None):
+    async def go() -> dict[str, Any]:
+        with anyio.fail_after(120):
+            is_error, reply = await call(session, sid, argv, timeout_sec)
+        assert not is_error and reply["exit_code"] == 0, f"{argv}: {describe(reply)}"
+        return json.loads(reply["stdout"])
+
+    return go()
+
+
+def ticket(stack: st.Stack) -> str:
+    reply = st.raw_http(stack.public, "POST /tickets HTTP/1.1", {"X-AIO-API-Key": stack.api_key})
+    assert reply.status == 200, reply
+    return json.loads(reply.body)["ticket"]
+
+
+# =========================================================================== MCP over HTTP
+
+
+def test_tools_list_over_the_gateway_is_exactly_browser_shell(stack):
+    async def go(session: ClientSession) -> list[str]:
+        return [tool.name for tool in (await session.list_tools()).tools]
+
+    assert with_session(stack, go) == ["browser-shell"]
+    # The same with the other documented header.
+    assert with_session(stack, go, headers={"Authorization": f"Bearer {stack.api_key}"}) == ["browser-shell"]
+
+
+def test_smoke_flow_over_http_mcp_submits_the_form_to_the_fixture_server(stack, web: harness.WebServer):
+    value = "stack smoke"
+    before = len(web.submitted())
+
+    async def go(session: ClientSession) -> str:
+        sid = "stack-smoke"
+        opened = await ok(session, sid, ["open", web.url("/form")])
+        assert opened["url"] == web.url("/form"), opened
+        snap = await ok(session, sid, ["snapshot", "-i"])
+        refs = [r for r, node in snap["refs"].items() if node == {"role": "textbox", "name": "Query"}]
+        assert len(refs) == 1, snap
+        await ok(session, sid, ["fill", f"@{refs[0]}", value])
+        await ok(session, sid, ["click", f"@{refs[0]}"])
+        await ok(session, sid, ["press", "Enter"])
+        await ok(session, sid, ["wait", "--url", "**/submit**"], 20)
+        url = (await ok(session, sid, ["get", "url"]))["url"]
+        assert (await ok(session, sid, ["close"]))["closed"] is True
+        return url
+
+    url = with_session(stack, go)
+    assert url == web.url("/submit?q=stack+smoke"), url
+    assert web.submitted()[before:] == [value], web.submitted()
+
+
+def test_python_client_uses_only_post_on_the_stateless_hub(stack):
+    """The hub is stateless: no Mcp-Session-Id, so the client opens no GET stream and sends no
+    DELETE on close (which the gateway would refuse). Read from the gateway's access log."""
+    log = stack.log("nginx")
+    start = log.stat().st_size
+
+    async def go(session: ClientSession) -> int:
+        return len((await session.list_tools()).tools)
+
+    assert with_session(stack, go) == 1
+    lines = [line for line in log.read_bytes()[start:].decode().splitlines() if " /mcp " in line]
+    requests = [re.search(r'"(\S+) /mcp HTTP/1.1" (\d+)', line).groups() for line in lines]
+    assert requests, f"no /mcp request in {log}"
+    assert {method for method, _ in requests} == {"POST"}, requests
+    assert {status for _, status in requests} <= {"200", "202"}, requests
+
+
+# =========================================================================== VNC
+
+
+def test_vnc_through_the_gateway_shows_the_page_the_agent_opened(stack, web: harness.WebServer):
+    """The human's view: noVNC's path (a ticket, the WebSocket at /websockify, x11vnc) shows the
+    page browser-shell opened. Positive control: the colour is absent before `open`."""
+    status, ws = st.WebSocket.connect(stack.public, f"/websockify?ticket={ticket(stack)}")
+    assert status == 101 and ws is not None, status
+    rfb = st.Rfb(ws)
+    try:
+        assert (rfb.width, rfb.height) == (1280, 800), (rfb.width, rfb.height)
+        box = (440, 350, 400, 200)  # the middle of the screen: page content, below the toolbar
+        before = st.share_of(rfb.grab(*box), COLOR)
+        assert before < 0.01, f"{before:.0%} of the box already has the colour before open"
+
+        async def go(session: ClientSession) -> None:
+            await ok(session, "stack-vnc", ["open", web.url("/solid?rgb=ff00aa")])
+
+        with_session(stack, go)
+        share = st.wait_for(lambda: st.share_of(rfb.grab(*box), COLOR) > 0.95, timeout=15)
+        assert share, f"the colour did not appear on the VNC framebuffer (last share {st.share_of(rfb.grab(*box), COLOR):.0%})"
+    finally:
+        rfb.close()
+
+        async def close(session: ClientSession) -> None:
+            await ok(session, "stack-vnc", ["close"])
+
+        with_session(stack, close)
+
+
+def test_vnc_websocket_needs_a_fresh_ticket(stack):
+    t = ticket(stack)
+    status, ws = st.WebSocket.connect(stack.public, f"/websockify?ticket={t}")
+    assert status == 101 and ws is not None
+    ws.close()
+    assert st.WebSocket.connect(stack.public, f"/websockify?ticket={t}")[0] == 401, "a ticket is single-use"
+    assert st.WebSocket.connect(stack.public, "/websockify")[0] == 401
+    assert st.WebSocket.connect(stack.public, "/websockify?ticket=made-up")[0] == 401
+    assert st.WebSocket.connect(stack.public, "/websockify?x=.png")[0] == 401, "bypass 2"
+
+
+# =========================================================================== gateway probes
+
+# (request line, extra headers): refused even WITH the API key.
+PROBES = [
+    ("GET /v1/sandbox HTTP/1.1", {"Host": "8091-x"}),
+    ("GET /json/version HTTP/1.1", {"Host": "9222-x"}),
+    ("GET /api/servers HTTP/1.1", {"Host": "8079-x"}),
+    ("GET /json/version HTTP/1.1", {}),
+    ("GET /json/list HTTP/1.1", {}),
+    ("GET /devtools/page/x HTTP/1.1", {}),
+    ("GET /devtools/browser HTTP/1.1", {}),
+    ("GET /cdp/json/version?x=.js HTTP/1.1", {}),
+    ("POST /v1/shell/exec HTTP/1.1", {}),
+    ("GET /v1/file/read HTTP/1.1", {}),
+    ("GET /v1/file/download?path=/etc/shadow&x=.js HTTP/1.1", {}),
+    ("GET /mcp/../v1 HTTP/1.1", {}),
+    ("GET //mcp HTTP/1.1", {}),
+    ("POST //mcp HTTP/1.1", {}),
+    ("POST /%6dcp HTTP/1.1", {}),
+    ("POST /MCP HTTP/1.1", {}),
+    ("POST /mcp/ HTTP/1.1", {}),
+    ("GET /code-server/ HTTP/1.1", {}),
+    ("GET /jupyter/ HTTP/1.1", {}),
+    ("GET /servers/browser-shell/mcp HTTP/1.1", {}),
+    ("GET /status HTTP/1.1", {}),
+    ("GET /sse HTTP/1.1", {}),
+    ("PUT /mcp HTTP/1.1", {}),
+    ("DELETE /mcp HTTP/1.1", {}),
+    ("PATCH /mcp HTTP/1.1", {}),
+    ("OPTIONS /mcp HTTP/1.1", {}),
+    ("GET /tickets HTTP/1.1", {}),
+    ("POST /tickets?ticket=x HTTP/1.1", {}),
+    ("GET /vnc/../mcp HTTP/1.1", {}),
+]
+
+
+@pytest.mark.parametrize(("request_line", "headers"), PROBES, ids=[f"{h.get('Host', '')} {r.rsplit(' ', 1)[0]}".strip() for r, h in PROBES])
+def test_gateway_probe_is_refused_with_and_without_the_key(stack, request_line, headers):
+    body = b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}' if request_line.startswith(("POST", "PUT", "PATCH")) else b""
+    common = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream", **headers}
+    with_key = st.raw_http(stack.public, request_line, {**common, "X-AIO-API-Key": stack.api_key}, body)
+    assert with_key.status in (403, None), f"{request_line} {headers} with the key: {with_key.status} {with_key.body[:200]!r}"
+    without = st.raw_http(stack.public, request_line, common, body)
+    assert without.status in (401, 403, None), f"{request_line} {headers} without a key: {without.status}"
+
+
+def test_gateway_positive_controls(stack):
+    key = {"X-AIO-API-Key": stack.api_key}
+    mcp_headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    tools_list = b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}'
+    reply = st.raw_http(stack.public, "POST /mcp HTTP/1.1", {**mcp_headers, **key}, tools_list)
+    assert reply.status == 200, reply
+    assert [t["name"] for t in json.loads(reply.body)["result"]["tools"]] == ["browser-shell"]
+    assert st.raw_http(stack.public, "POST /mcp HTTP/1.1", mcp_headers, tools_list).status == 401
+    wrong = {"X-AIO-API-Key": stack.api_key[:-1] + ("A" if stack.api_key[-1] != "A" else "B")}
+    assert st.raw_http(stack.public, "POST /mcp HTTP/1.1", {**mcp_headers, **wrong}, tools_list).status == 401
+
+    page = st.raw_http(stack.public, "GET /vnc/vnc.html HTTP/1.1")
+    assert page.status == 200 and b"noVNC" in page.body, page.status
+    script = st.raw_http(stack.public, "GET /vnc/app/ui.js HTTP/1.1")
+    assert script.status == 200 and "javascript" in script.headers.get("content-type", ""), script.headers
+
+    minted = st.raw_http(stack.public, "POST /tickets HTTP/1.1", key)
+    assert minted.status == 200, minted
+    data = json.loads(minted.body)
+    assert isinstance(data["ticket"], str) and len(data["ticket"]) >= 20 and data["expires_in"] > 0, data
+    assert st.raw_http(stack.public, "POST /tickets HTTP/1.1").status in (401, 403)
+
+
+def test_mcp_without_an_event_stream_accept_header(stack):
+    """As documented in deploy/README.md: the hub answers JSON (not SSE); a POST must accept
+    application/json (406 otherwise), a GET must accept text/event-stream (406 otherwise)."""
+    key = {"X-AIO-API-Key": stack.api_key, "Content-Type": "application/json"}
+    body = b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}'
+    json_only = st.raw_http(stack.public, "POST /mcp HTTP/1.1", {**key, "Accept": "application/json"}, body)
+    assert json_only.status == 200 and json_only.headers["content-type"].startswith("application/json"), json_only
+    no_accept = st.raw_http(stack.public, "POST /mcp HTTP/1.1", key, body)
+    assert no_accept.status == 406, no_accept
+    assert st.raw_http(stack.public, "POST /mcp HTTP/1.1", {**key, "Accept": "text/event-stream"}, body).status == 406
+    assert st.raw_http(stack.public, "GET /mcp HTTP/1.1", {"X-AIO-API-Key": stack.api_key}).status == 406
+
+
+# =========================================================================== listening sockets
+
+
+def test_every_listening_socket_of_the_stack_is_on_loopback(stack):
+    recorded = set(stack.pids().values())
+    state_sock = f"AGENT_BROWSER_SOCKET_DIR={stack.env_file['STACK_STATE_DIR']}/sock"
+    ours: set[int] = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        if _pgid(pid) in recorded:
+            ours.add(pid)
+            continue
+        env = harness.proc_environ(pid)
+        if f"AGENT_BROWSER_SOCKET_DIR={env.get('AGENT_BROWSER_SOCKET_DIR')}" == state_sock:
+            ours.add(pid)  # agent-browser daemons of this stack (they leave the hub's group)
+    out = subprocess.run(["ss", "-H", "-ltnp"], capture_output=True, text=True, check=True).stdout
+    seen: dict[int, str] = {}
+    for line in out.splitlines():
+        fields = line.split()
+        local = fields[3]
+        pids = {int(p) for p in re.findall(r"pid=(\d+)", line)}
+        port = int(local.rsplit(":", 1)[1])
+        if pids & ours or port in stack.ports.values():
+            assert local.rsplit(":", 1)[0] in ("127.0.0.1", "[::1]"), f"not loopback: {line}"
+            seen[port] = local
+    # Positive control: every port of the stack was found (and attributed to the stack).
+    assert set(stack.ports.values()) <= set(seen), f"ports {stack.ports} vs listening {seen}"
+
+
+# =========================================================================== SKILL.md examples
+
+
+def skill_examples(text: str) -> list[tuple[dict, dict | None]]:
+    """(call, documented reply or None) for every line of every ```json block in SKILL.md.
+
+    A line with `argv` is a call; a line with `exit_code` is the reply to the call right before
+    it. Anything else in a json block is an error: the doc must stay executable."""
+    pairs: list[list] = []
+    blocks = re.findall(r"^```json\n(.*?)^```", text, re.S | re.M)
+    assert blocks, "no json blocks in SKILL.md"
+    for block in blocks:
+        for line in block.splitlines():
+            if not line.strip():
+                continue
+            obj = json.loads(line)
+            if "argv" in obj and "session_id" in obj:
+                pairs.append([obj, None])
+            elif "exit_code" in obj and "session_id" in obj:
+                assert pairs and pairs[-1][1] is None, f"a reply without its call: {line}"
+                assert pairs[-1][0]["session_id"] == obj["session_id"], f"reply to another session: {line}"
+                pairs[-1][1] = obj
+            else:
+                raise AssertionError(f"a json line that is neither a call nor a reply: {line}")
+    return [(c, r) for c, r in pairs]
+
+
+def doc_matches(expected: Any, actual: Any) -> bool:
+    """Documented value vs actual: `…` in a string stands for any text; objects may have more keys."""
+    if isinstance(expected, str):
+        if not isinstance(actual, str):
+            return False
+        if "…" in expected:
+            return re.fullmatch(".*".join(map(re.escape, expected.split("…"))), actual, re.S) is not None
+        return expected == actual
+    if isinstance(expected, dict):
+        return isinstance(actual, dict) and all(k in actual and doc_matches(v, actual[k]) for k, v in expected.items())
+    if isinstance(expected, list):
+        return isinstance(actual, list) and len(expected) == len(actual) and all(map(doc_matches, expected, actual))
+    return type(expected) is type(actual) and expected == actual
+
+
+def reply_matches(doc: dict, actual: dict) -> bool:
+    for key, value in doc.items():
+        if key not in actual:
+            return False
+        if key == "stdout" and value.strip():
+            try:
+                expected = json.loads(value)
+            except ValueError:
+                expected = None
+            if expected is not None:
+                try:
+                    got = json.loads(actual["stdout"])
+                except ValueError:
+                    return False
+                if not (doc_matches(expected, got) and actual["stdout"].endswith("\n") == value.endswith("\n")):
+                    return False
+                continue
+        if not doc_matches(value, actual[key]):
+            return False
+    return True
+
+
+def test_skill_reply_checker_can_fail():
+    """The checker the next test relies on rejects what it must (a test that cannot fail proves nothing)."""
+    actual = {"session_id": "a", "exit_code": 0, "stdout": '{"url":"http://x/","title":"T"}\n', "stderr": ""}
+    assert reply_matches({"session_id": "a", "exit_code": 0, "stdout": '{"url":"http://x/"}\n'}, actual)
+    assert reply_matches({"session_id": "a", "stdout": '{"url":"http://…/"}\n'}, actual)
+    assert not reply_matches({"session_id": "a", "exit_code": 1}, actual)
+    assert not reply_matches({"session_id": "a", "stdout": '{"url":"http://y/"}\n'}, actual)
+    assert not reply_matches({"session_id": "a", "stdout": '{"closed":true}\n'}, actual)
+    assert not reply_matches({"session_id": "a", "stderr": "refused …"}, actual)
+    assert not reply_matches({"session_id": "b"}, actual)
+    assert doc_matches("refused [url.scheme]: …", "refused [url.scheme]: the file: scheme is not allowed")
+    assert not doc_matches("refused [url.scheme]: …", "refused [address.private]: 127.0.0.2")
+    assert not doc_matches(True, 1)
+
+
+def test_skill_md_examples_run_as_documented(stack, web: harness.WebServer):
+    text = SKILL.read_text()
+    assert DEMO_ORIGIN in text
+    origin = web.url("").rstrip("/")
+    examples = [
+        (json.loads(json.dumps(c).replace(DEMO_ORIGIN, origin)), r and json.loads(json.dumps(r).replace(DEMO_ORIGIN, origin)))
+        for c, r in skill_examples(text)
+    ]
+    # The doc is not empty of what it promises: flows, refusals, and shown replies.
+    subcommands = {c["argv"][0] for c, _ in examples}
+    assert {"open", "snapshot", "click", "fill", "press", "wait", "get", "select", "check", "screenshot", "close", "eval"} <= subcommands, subcommands
+    refusals = [r for _, r in examples if r and r["exit_code"] == 126]
+    assert len(refusals) >= 3 and len([r for _, r in examples if r]) >= 10, examples
+
+    async def go(session: ClientSession) -> list[str]:
+        failures: list[str] = []
+        for call_args, expected in examples:
+            seen_before = len(web.seen_paths())
+            with anyio.fail_after(120):
+                result = await session.call_tool("browser-shell", call_args)
+            actual = result.structured_content
+            want = expected or {"session_id": call_args["session_id"], "exit_code": 0}
+            if not reply_matches(want, actual):
+                failures.append(f"{json.dumps(call_args)}\n  documented: {json.dumps(want)}\n  actual:     {json.dumps(actual)}")
+            if want["exit_code"] == 126 and len(web.seen_paths()) != seen_before:
+                failures.append(f"{json.dumps(call_args)} was refused but the demo site saw {web.seen_paths()[seen_before:]}")
+        return failures
+
+    failures = with_session(stack, go)
+    assert not failures, f"{len(failures)} of {len(examples)} SKILL.md examples do not behave as documented:\n" + "\n".join(failures)
+    # The form flow really reached the demo site.
+    assert any(p.startswith("/thanks?email=me%40example.com&country=NL&terms=yes") for p in web.seen_paths())
+
