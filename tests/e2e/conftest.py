@@ -123,7 +123,14 @@ def e2e_workdir() -> Iterator[Path]:
 def chromium(e2e_workdir: Path) -> Iterator[harness.Chromium]:
     with harness.run_chromium(e2e_workdir) as browser:
         log(f"chromium pid={browser.pid} cdp=127.0.0.1:{browser.port} log={browser.log_path}")
-        yield browser
+        try:
+            yield browser
+        finally:
+            # agent-browser daemons outlive their CLI (and, by design, a stopped server: a new one
+            # adopts them); at the end of the run none of the suite's may be left behind.
+            for pid in harness.daemons_under(SERVER_BASES):
+                os.kill(pid, signal.SIGKILL)
+                log(f"stopped leftover agent-browser daemon pid={pid}")
 
 
 @pytest.fixture(scope="session")
@@ -221,6 +228,10 @@ class ServerConfig:
         return env
 
 
+# Every server base dir the suite created, for the end-of-run daemon sweep.
+SERVER_BASES: list[Path] = []
+
+
 def new_server_config(
     binaries: Binaries,
     cdp_port: int,
@@ -229,6 +240,7 @@ def new_server_config(
     extra_read_exec: list[str] | None = None,
 ) -> ServerConfig:
     base = Path(tempfile.mkdtemp(prefix=tag, dir="/tmp"))
+    SERVER_BASES.append(base)
     evidence = Path(tempfile.mkdtemp(prefix=f"{tag}-audit-", dir="/var/tmp"))
     return ServerConfig(
         server_bin=binaries.server,

@@ -19,7 +19,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -349,6 +349,19 @@ def proc_cmdlines() -> dict[int, list[str]]:
             continue
         out[int(entry)] = [p.decode("utf-8", "replace") for p in raw.rstrip(b"\0").split(b"\0")]
     return out
+
+
+def daemons_under(bases: Sequence[Path]) -> list[int]:
+    """Live processes whose AGENT_BROWSER_SOCKET_DIR lies under one of `bases` (agent-browser
+    daemons of those servers' state dirs)."""
+    roots = [str(b) + os.sep for b in bases]
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and not is_zombie(int(entry)):
+            sock = proc_environ(int(entry)).get("AGENT_BROWSER_SOCKET_DIR", "")
+            if any(sock.startswith(root) for root in roots):
+                found.append(int(entry))
+    return found
 
 
 def proc_environ(pid: int) -> dict[str, str]:
