@@ -30,16 +30,54 @@ pub(crate) fn agent_browser() -> PathBuf {
 /// Scratch dirs for one server: state under /tmp (short socket paths),
 /// evidence under /var/tmp (outside the confinement's writable roots).
 pub(crate) struct Dirs {
-    pub(crate) scratch: tempfile::TempDir,
+    pub(crate) scratch: Scratch,
     pub(crate) evidence: tempfile::TempDir,
+}
+
+/// A server's state dir. agent-browser daemons outlive the CLI that started
+/// them (and the server); when the dir goes, so do the daemons whose socket
+/// dir lies in it.
+pub(crate) struct Scratch(tempfile::TempDir);
+
+impl Scratch {
+    pub(crate) fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let root = self.0.path().to_string_lossy().into_owned() + "/";
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
+            let ours = environ.split(|b| *b == 0).any(|kv| {
+                kv.strip_prefix(b"AGENT_BROWSER_SOCKET_DIR=")
+                    .is_some_and(|dir| dir.starts_with(root.as_bytes()))
+            });
+            if ours {
+                // SAFETY: kill(2) on a pid read from /proc; plain integers.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                }
+            }
+        }
+    }
 }
 
 pub(crate) fn dirs() -> Dirs {
     Dirs {
-        scratch: tempfile::Builder::new()
-            .prefix("bs")
-            .tempdir_in("/tmp")
-            .unwrap(),
+        scratch: Scratch(
+            tempfile::Builder::new()
+                .prefix("bs")
+                .tempdir_in("/tmp")
+                .unwrap(),
+        ),
         evidence: tempfile::Builder::new()
             .prefix("bs-audit")
             .tempdir_in("/var/tmp")
