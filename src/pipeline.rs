@@ -6,9 +6,10 @@
 //! Every branch ends in a [`Reply`] and at least one audit record. A refusal is
 //! recorded as a single `denied` record; an allowed call gets an `intent`
 //! record, synced to disk *before* the child is spawned, and an `outcome`
-//! record after. If the intent cannot be written, nothing runs. Each record
-//! that reached the disk is then copied to OTLP, best effort, inside the
-//! call's span.
+//! record after, written before the reply and synced within 100 ms (see
+//! [`Pipeline::append`]). If the intent cannot be written, nothing runs. Each
+//! record, once in the log, is copied to OTLP, best effort, inside the call's
+//! span.
 
 use std::{net::IpAddr, path::PathBuf, sync::Arc, time::Instant};
 
