@@ -47,7 +47,7 @@ pub struct Runner {
     /// For Chromium's DevTools HTTP endpoint (bringing a tab to the front).
     pub http: reqwest::Client,
     /// Session sockets whose listening daemon was found confined, by the
-    /// socket file's identity: see [`Runner::evict_unconfined_daemon`].
+    /// socket file's identity (see `Runner::evict_unconfined_daemon`).
     pub verified_sockets: Arc<std::sync::Mutex<HashMap<String, SocketIdentity>>>,
 }
 

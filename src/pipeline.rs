@@ -7,7 +7,7 @@
 //! recorded as a single `denied` record; an allowed call gets an `intent`
 //! record, synced to disk *before* the child is spawned, and an `outcome`
 //! record after, written before the reply and synced within 100 ms (see
-//! [`Pipeline::append`]). If the intent cannot be written, nothing runs. Each
+//! `Pipeline::append`). If the intent cannot be written, nothing runs. Each
 //! record, once in the log, is copied to OTLP, best effort, inside the call's
 //! span.
 
