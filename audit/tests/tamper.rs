@@ -68,6 +68,29 @@ fn an_untouched_log_verifies() {
 }
 
 #[test]
+fn a_log_nothing_was_appended_to_is_intact_and_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    drop(Sink::open(&path, None, None).unwrap());
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
+    let v = verify(std::slice::from_ref(&path), None).unwrap();
+    assert!(
+        v.is_intact() && v.torn.is_empty() && v.records == 0,
+        "{v:?}"
+    );
+}
+
+#[test]
+fn a_log_emptied_after_the_fact_is_caught_by_the_checkpoint() {
+    let log = log();
+    write(&log.path, &[]);
+    let v = check(&log);
+    assert!(v.torn.is_empty(), "{v:?}");
+    assert!(matches!(&v.checkpoint, Some(Err(_))), "{v:?}");
+    assert!(!v.is_intact());
+}
+
+#[test]
 fn an_edited_byte_is_a_hash_break_at_that_line() {
     let log = log();
     let mut l = lines(&log.path);

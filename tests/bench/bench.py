@@ -545,6 +545,24 @@ def header(ab: Path, n: int, only: list[str]) -> list[str]:
             f"N={n} interleaved; sections: {','.join(only)}\n"]
 
 
+def verify_evidence(evidence: Path) -> str:
+    """`browser-shell audit verify` on the audit log of every server the bench ran; the logs are kept
+    only if one fails (BENCH_KEEP_EVIDENCE=1 keeps them anyway)."""
+    logs = sorted(evidence.glob("audit-*.jsonl"))
+    failed = []
+    for log in logs:
+        run = subprocess.run([str(BIN), "audit", "verify", str(log)], capture_output=True, text=True)
+        if run.returncode != 0:
+            failed.append(f"{log}: {(run.stdout + run.stderr).strip()[-300:]}")
+    if failed or os.environ.get("BENCH_KEEP_EVIDENCE"):
+        where = f"; kept in {evidence}"
+    else:
+        shutil.rmtree(evidence, ignore_errors=True)
+        where = ""
+    verdict = "all intact" if not failed else f"{len(failed)} NOT intact:\n  " + "\n  ".join(failed)
+    return f"audit logs of the bench's servers: {len(logs)} verified with `browser-shell audit verify`, {verdict}{where}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("n", nargs="?", type=int, default=50, help="runs per measurement (default 50)")
@@ -579,6 +597,7 @@ def main() -> None:
         print()
     for note in notes:
         print(note)
+    print(verify_evidence(evidence))
     if "audit" in only:
         print("\naudit: synced appends (group commit) + OTLP copy, `cargo run --release --example audit_otlp_throughput`"
               " (target ≥ 2,000 events/s at 32 writers, 0 lost):")
