@@ -14,6 +14,7 @@ pub mod address;
 pub mod command;
 pub mod config;
 pub mod exec;
+pub mod laps;
 pub mod mcp;
 pub mod operator;
 pub mod outcome;

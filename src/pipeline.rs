@@ -20,6 +20,7 @@ use crate::{
     command::{self, Slot},
     config::Prepared,
     exec::{Runner, Termination},
+    laps::Laps,
     outcome::{self, Reply, exit_code},
     outputs,
     policy::UrlPolicy,
@@ -81,45 +82,6 @@ impl std::fmt::Debug for Pipeline {
             .field("runner", &self.runner)
             .field("url_policy", &self.url_policy)
             .finish_non_exhaustive()
-    }
-}
-
-/// Where an allowed call's time went, phase by phase, for one debug event
-/// (`RUST_LOG=browser_shell=debug`): the profile behind the benchmark.
-struct Laps {
-    started: Instant,
-    last: Instant,
-    laps: Vec<(&'static str, u128)>,
-}
-
-impl Laps {
-    fn start(started: Instant) -> Self {
-        Self {
-            laps: vec![("before_intent", started.elapsed().as_micros())],
-            started,
-            last: Instant::now(),
-        }
-    }
-
-    fn lap(&mut self, phase: &'static str) {
-        let now = Instant::now();
-        self.laps.push((phase, (now - self.last).as_micros()));
-        self.last = now;
-    }
-
-    fn report(&self) {
-        if tracing::enabled!(tracing::Level::DEBUG) {
-            let laps: Vec<String> = self
-                .laps
-                .iter()
-                .map(|(p, us)| format!("{p}={us}"))
-                .collect();
-            tracing::debug!(
-                total_us = self.started.elapsed().as_micros(),
-                laps_us = laps.join(" "),
-                "call phases"
-            );
-        }
     }
 }
 
