@@ -1,6 +1,6 @@
-//! Audit throughput as the server produces it: every event appended *synced*
-//! (the intent's durability: `fdatasync` before `append` returns, group commit
-//! across writers) and then copied to OTLP as a log record, with 1, 8 and 32
+//! Audit throughput at the server's strictest durability: every event appended
+//! *synced*, as an intent is (`fdatasync` before `append` returns, group commit
+//! across writers; the server appends outcomes and refusals deferred, cheaper) and then copied to OTLP as a log record, with 1, 8 and 32
 //! concurrent writers, each with the exporter off, on with a collector up (a
 //! real gRPC OTLP receiver on 127.0.0.1), and on with the collector down
 //! (a closed loopback port). Afterwards the log is verified (lost = appended
@@ -35,6 +35,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let per_writer: usize = std::env::args()
         .nth(2)
         .and_then(|n| n.parse().ok())
+        .filter(|n| *n > 0)
         .unwrap_or(100);
     let runtime = tokio::runtime::Runtime::new()?;
     println!(

@@ -294,7 +294,11 @@ impl ServeArgs {
             output_dir: output_dir.clone(),
             idle_timeout_ms: self.idle_timeout_sec * 1000,
             confinement: Arc::clone(&confinement),
-            http: reqwest::Client::new(),
+            // Only ever 127.0.0.1: no HTTP(S)_PROXY may see target ids.
+            http: reqwest::Client::builder()
+                .no_proxy()
+                .build()
+                .context("cannot build the HTTP client for Chromium's DevTools endpoint")?,
             verified_sockets: Arc::default(),
         };
         let version = runner

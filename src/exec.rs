@@ -307,15 +307,34 @@ impl Runner {
     /// and only if it runs our agent-browser binary. Files the daemon writes
     /// (`<name>.pid`) are never trusted for this.
     async fn daemon_pid(&self, daemon_name: &str) -> Option<u32> {
+        match self.listener(daemon_name).await {
+            Listener::Daemon(pid) => Some(pid),
+            Listener::Nobody | Listener::Foreign => None,
+        }
+    }
+
+    /// Who answers on the session's socket.
+    async fn listener(&self, daemon_name: &str) -> Listener {
         let socket = self.session_file(daemon_name, "sock");
         let connect = tokio::net::UnixStream::connect(&socket);
-        let stream = tokio::time::timeout(Duration::from_secs(1), connect)
-            .await
-            .ok()?
-            .ok()?;
-        let pid = u32::try_from(stream.peer_cred().ok()?.pid()?).ok()?;
-        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
-        (exe == self.agent_browser && pid > 1 && pid != std::process::id()).then_some(pid)
+        let Ok(Ok(stream)) = tokio::time::timeout(Duration::from_secs(1), connect).await else {
+            return Listener::Nobody;
+        };
+        let pid = stream
+            .peer_cred()
+            .ok()
+            .and_then(|c| c.pid())
+            .and_then(|p| u32::try_from(p).ok());
+        let ours = |pid: u32| {
+            pid > 1
+                && pid != std::process::id()
+                && std::fs::read_link(format!("/proc/{pid}/exe"))
+                    .is_ok_and(|exe| exe == self.agent_browser)
+        };
+        match pid {
+            Some(pid) if ours(pid) => Listener::Daemon(pid),
+            _ => Listener::Foreign,
+        }
     }
 
     /// Before a call: if the session's daemon is not confined (started by
@@ -334,21 +353,60 @@ impl Runner {
         {
             return;
         }
-        let Some(pid) = self.daemon_pid(name).await else {
-            return;
-        };
-        if is_confined(pid) {
-            if let (Some(identity), Ok(mut verified)) = (identity, self.verified_sockets.lock()) {
-                verified.insert(name.to_owned(), identity);
+        let pid = match self.listener(name).await {
+            Listener::Nobody => return,
+            Listener::Foreign => {
+                // Not our agent-browser (or its pid cannot be told): the CLI
+                // must not hand it the batch. Without the socket file the CLI
+                // starts a daemon of its own, confined.
+                tracing::warn!(
+                    session = session.as_str(),
+                    "something other than our agent-browser listens on the session's socket; removing the socket"
+                );
+                let _ = std::fs::remove_file(self.session_file(name, "sock"));
+                return;
             }
-        } else {
-            tracing::warn!(
-                pid,
-                session = session.as_str(),
-                "the session's daemon is not confined; killing it so a confined one replaces it"
-            );
-            kill_and_reap_wait(pid).await;
+            Listener::Daemon(pid) => pid,
+        };
+        match self.is_confined(pid) {
+            Some(true) => {
+                if let (Some(identity), Ok(mut verified)) = (identity, self.verified_sockets.lock())
+                {
+                    verified.insert(name.to_owned(), identity);
+                }
+            }
+            Some(false) => {
+                tracing::warn!(
+                    pid,
+                    session = session.as_str(),
+                    "the session's daemon is not confined; killing it so a confined one replaces it"
+                );
+                kill_and_reap_wait(pid).await;
+            }
+            // Gone since the connect: nothing to evict, nothing verified.
+            None => {}
         }
+    }
+
+    /// Does `/proc/<pid>/status` show the confinement every spawn of this
+    /// server applies: no capabilities, no_new_privs, and a seccomp filter
+    /// when this kernel enforces one? `None` when the process is gone.
+    fn is_confined(&self, pid: u32) -> Option<bool> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .map(str::trim)
+        };
+        let seccomp_expected =
+            !matches!(self.confinement.report().seccomp, hardening::Layer::Off(_));
+        Some(
+            field("CapEff") == Some("0000000000000000")
+                && field("CapPrm") == Some("0000000000000000")
+                && field("NoNewPrivs") == Some("1")
+                && (!seccomp_expected || field("Seccomp") == Some("2")),
+        )
     }
 
     /// SIGKILL the session's daemon (after a timeout or cancellation).
@@ -370,9 +428,11 @@ impl Runner {
     /// directory. Best effort; what could not be done is returned.
     pub async fn retire(&self, daemon_name: &str, output_dir: &std::path::Path) -> Vec<String> {
         let mut problems = Vec::new();
-        if let Some(pid) = self.daemon_pid(daemon_name).await {
-            hardening::kill_process(pid);
+        if !crate::session::is_daemon_name(daemon_name) {
+            problems.push(format!("not a session name: {daemon_name:?}"));
+            return problems;
         }
+        self.kill_daemon(daemon_name).await;
         if let Some(target) = self.target_of(daemon_name) {
             let url = format!("http://127.0.0.1:{}/json/close/{target}", self.cdp_port);
             if let Err(e) = self
@@ -410,20 +470,26 @@ impl Runner {
         let mut found = Vec::new();
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            let Some(daemon_name) = name.strip_suffix(".sock") else {
+            let Some(daemon_name) = name
+                .strip_suffix(".sock")
+                .filter(|n| crate::session::is_daemon_name(n))
+            else {
                 continue;
             };
             if let Some(pid) = self.daemon_pid(daemon_name).await {
-                found.push((daemon_name.to_owned(), is_confined(pid)));
+                // A daemon gone since the connect needs no decision.
+                if let Some(confined) = self.is_confined(pid) {
+                    found.push((daemon_name.to_owned(), confined));
+                }
             }
         }
         found
     }
 
-    /// Kill the daemon serving `daemon_name` (an unconfined orphan).
+    /// Kill the daemon serving `daemon_name` and wait until it is gone.
     pub async fn kill_daemon(&self, daemon_name: &str) {
         if let Some(pid) = self.daemon_pid(daemon_name).await {
-            hardening::kill_process(pid);
+            kill_and_reap_wait(pid).await;
         }
     }
 
@@ -450,7 +516,7 @@ async fn kill_and_reap_wait(pid: u32) {
     hardening::kill_process(pid);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
     while is_alive(pid) && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(2)).await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 
@@ -465,22 +531,14 @@ fn is_alive(pid: u32) -> bool {
     })
 }
 
-/// Does `/proc/<pid>/status` show the confinement every spawn applies:
-/// no capabilities, no_new_privs, a seccomp filter?
-fn is_confined(pid: u32) -> bool {
-    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
-        return true; // gone: nothing to evict
-    };
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-            .map(str::trim)
-    };
-    field("CapEff") == Some("0000000000000000")
-        && field("CapPrm") == Some("0000000000000000")
-        && field("NoNewPrivs") == Some("1")
-        && field("Seccomp") == Some("2")
+/// Who answers on a session's socket.
+enum Listener {
+    /// Nothing (no file, or nobody listening).
+    Nobody,
+    /// Our agent-browser binary, with this pid.
+    Daemon(u32),
+    /// Another program, or a pid that cannot be told.
+    Foreign,
 }
 
 #[derive(Debug, Default)]

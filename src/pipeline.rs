@@ -85,6 +85,9 @@ impl std::fmt::Debug for Pipeline {
     }
 }
 
+/// How long the navigation guard's reset to about:blank may take.
+const RESET_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// How a call ended, for its span.
 #[derive(Debug, Clone)]
 enum Verdict {
@@ -159,7 +162,7 @@ impl Pipeline {
         };
         let session_id = request.session.as_str();
         let subcommand = request.argv.first().cloned().unwrap_or_default();
-        let (tokens, resolved) = match self.plan(&request).await {
+        let (tokens, resolved, output) = match self.plan(&request).await {
             Ok(planned) => planned,
             Err(refusal) => {
                 return self.deny(call, Some(&request.session), Some(&request.argv), &refusal);
@@ -311,21 +314,39 @@ impl Pipeline {
             if let Err((page, why)) = verdict {
                 // The page already went there (a browser follows links and
                 // redirects before anyone can look); take it away again.
+                // Not the agent's timeout or cancellation: this must happen.
                 let reset = vec![vec!["open".to_owned(), "about:blank".to_owned()]];
-                let _ = self
+                let reset = self
                     .runner
                     .run(
                         &request.session,
                         &reset,
-                        request.timeout,
-                        &ctx.cancel,
+                        RESET_TIMEOUT,
+                        &self.shutdown.child_token(),
                         false,
                     )
                     .await;
+                let reset = if matches!(reset.termination, Termination::Exited(0)) {
+                    "the session was sent to about:blank".to_owned()
+                } else {
+                    // Whatever the page is, the session's daemon no longer serves it.
+                    self.runner.kill_daemon(request.session.daemon_name()).await;
+                    format!(
+                        "sending the session to about:blank failed ({:?}), so its browser daemon was stopped",
+                        reset.termination
+                    )
+                };
+                // A screenshot of that page is not left behind either.
+                let removed = match &output {
+                    Some(file) if std::fs::remove_file(file).is_ok() => {
+                        "; the screenshot was deleted"
+                    }
+                    _ => "",
+                };
                 let refusal = Refusal::new(
                     "navigation.blocked",
                     format!(
-                        "the page navigated to {}: {why}; the session was sent to about:blank",
+                        "the page navigated to {}: {why}; {reset}{removed}",
                         self.redactor.url(&page)
                     ),
                 );
@@ -379,11 +400,16 @@ impl Pipeline {
 
     /// Grammar, then the slot: the URL policy for `open`, the output dir for
     /// `screenshot`. Returns the exact tokens agent-browser will receive and
-    /// the addresses a URL was checked against.
-    async fn plan(&self, request: &ValidRequest) -> Result<(Vec<String>, Vec<IpAddr>), Refusal> {
+    /// the addresses a URL was checked against, and the file a screenshot
+    /// will be written to.
+    async fn plan(
+        &self,
+        request: &ValidRequest,
+    ) -> Result<(Vec<String>, Vec<IpAddr>, Option<PathBuf>), Refusal> {
         let command = command::parse(&request.argv)?;
         let mut tokens = command.tokens;
         let mut resolved = Vec::new();
+        let mut output = None;
         match command.slot {
             Slot::None => {}
             Slot::Url(raw) => {
@@ -408,9 +434,10 @@ impl Pipeline {
                     }
                 }
                 tokens.push(path.display().to_string());
+                output = Some(path);
             }
         }
-        Ok((tokens, resolved))
+        Ok((tokens, resolved, output))
     }
 
     /// Read the session's page URL on its own, for the guard, when the
@@ -509,7 +536,7 @@ impl Pipeline {
 
     /// Sync deferred audit records and refresh the checkpoint now (at exit).
     pub fn flush_audit(&self) {
-        if let Err(e) = tokio::task::block_in_place(|| self.audit.flush()) {
+        if let Err(e) = off_the_workers(|| self.audit.flush()) {
             tracing::error!(error = %e, "audit log not synced at exit");
         }
     }
@@ -699,13 +726,7 @@ impl Pipeline {
         event: audit::Event,
         durability: audit::Durability,
     ) -> Result<audit::Sealed, audit::AuditError> {
-        let multi_thread = tokio::runtime::Handle::try_current()
-            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-        if multi_thread {
-            tokio::task::block_in_place(|| self.audit.append_with(event, durability))
-        } else {
-            self.audit.append_with(event, durability)
-        }
+        off_the_workers(|| self.audit.append_with(event, durability))
     }
 
     fn start_span(&self, ctx: &CallContext, session_id: Option<&str>) -> ActiveCall {
@@ -761,6 +782,20 @@ impl Pipeline {
             },
         };
         span.finish(&outcome);
+    }
+}
+
+/// Run blocking audit I/O (flock, write, fdatasync). On the multi-threaded
+/// runtime the worker hands its other tasks to another thread for the
+/// duration (`block_in_place`); elsewhere (a current-thread runtime, where
+/// that would panic, or no runtime) it simply runs.
+fn off_the_workers<T>(io: impl FnOnce() -> T) -> T {
+    let multi_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if multi_thread {
+        tokio::task::block_in_place(io)
+    } else {
+        io()
     }
 }
 

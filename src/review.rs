@@ -56,12 +56,13 @@ pub struct ReportArgs {
 fn ordered(files: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
     let mut keyed = Vec::new();
     for file in files {
-        let text = std::fs::read_to_string(file)
-            .with_context(|| format!("cannot read {}", file.display()))?;
+        // Bytes: a torn line may end mid-character.
+        let text =
+            std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
         let first_seq = text
-            .lines()
+            .split(|b| *b == b'\n')
             .find_map(|l| {
-                serde_json::from_str::<serde_json::Value>(l)
+                serde_json::from_slice::<serde_json::Value>(l)
                     .ok()?
                     .get("seq")?
                     .as_u64()

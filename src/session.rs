@@ -74,6 +74,16 @@ impl SessionId {
 /// Longest daemon name [`SessionId::parse`] can produce (a hashed dotted id).
 pub const MAX_DAEMON_NAME_LEN: usize = 65;
 
+/// Could `name` be a daemon name [`SessionId::parse`] produced? Names read
+/// back from the socket dir (which the confined agent-browser can write) go
+/// into paths the unconfined server deletes: `..` or `a/b` must never pass.
+pub fn is_daemon_name(name: &str) -> bool {
+    (1..=MAX_DAEMON_NAME_LEN).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,5 +123,16 @@ mod tests {
             assert_eq!(err.rule, "session_id.invalid", "{bad:?}");
         }
         assert!(SessionId::parse(&"x".repeat(64)).is_ok());
+    }
+
+    #[test]
+    fn only_names_parse_can_produce_pass_as_daemon_names() {
+        for id in ["u1", "a.b", "..", &"x".repeat(64)] {
+            let s = SessionId::parse(id).unwrap();
+            assert!(is_daemon_name(s.daemon_name()), "{id:?}");
+        }
+        for name in ["", "..", ".", "a/b", "a.b", "..sock", &"x".repeat(66)] {
+            assert!(!is_daemon_name(name), "{name:?}");
+        }
     }
 }

@@ -81,7 +81,9 @@ impl Key {
                 "audit key must be 64 hex digits",
             )
         };
-        if text.len() != 64 {
+        // Checked byte-wise first: slicing below must never split a
+        // multi-byte character, and from_str_radix would accept a sign.
+        if text.len() != 64 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(bad());
         }
         let mut master = [0u8; 32];
@@ -116,4 +118,27 @@ fn mac_bytes(key: &[u8], data: &[u8]) -> [u8; 32] {
     };
     mac.update(data);
     mac.finalize().into_bytes().into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_file_of_64_non_hex_bytes_is_refused_not_a_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("k");
+        // 64 bytes, but "é" is two of them: byte-offset slicing would split it.
+        for text in [
+            format!("a\u{e9}{}", "0".repeat(61)),
+            format!("+f{}", "0".repeat(62)),
+        ] {
+            assert_eq!(text.len(), 64);
+            std::fs::write(&path, &text).unwrap();
+            let err = Key::load(&path).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::InvalidData, "{text}");
+        }
+        std::fs::write(&path, "0f".repeat(32)).unwrap();
+        assert!(Key::load(&path).is_ok(), "positive control");
+    }
 }

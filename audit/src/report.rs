@@ -70,8 +70,10 @@ pub fn parse_time(text: &str) -> Result<OffsetDateTime, String> {
 pub fn load(files: &[PathBuf]) -> std::io::Result<Vec<Value>> {
     let mut records = Vec::new();
     for file in files {
-        for line in std::fs::read_to_string(file)?.lines() {
-            if let Ok(value @ Value::Object(_)) = serde_json::from_str::<Value>(line) {
+        // Bytes, not a String: a line torn mid-character by a crash must be
+        // skipped like any other bad line, not fail the whole report.
+        for line in std::fs::read(file)?.split(|b| *b == b'\n') {
+            if let Ok(value @ Value::Object(_)) = serde_json::from_slice::<Value>(line) {
                 records.push(value);
             }
         }

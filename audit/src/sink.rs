@@ -270,7 +270,8 @@ impl Sink {
     /// [`DEFERRED_SYNC_WITHIN`]).
     ///
     /// # Errors
-    /// A failed sync or checkpoint write (the failure latches).
+    /// A failed sync (which latches: every later append fails too) or a
+    /// failed checkpoint write (retried at the next flush).
     pub fn flush(&self) -> Result<(), AuditError> {
         self.inner.flush()
     }
@@ -291,7 +292,8 @@ fn start_flusher(sink: Weak<Inner>) -> io::Result<()> {
             loop {
                 std::thread::sleep(DEFERRED_SYNC_WITHIN);
                 let Some(inner) = sink.upgrade() else { break };
-                // A failure latches inside; the next append reports it.
+                // A failed sync latches inside and the next append reports
+                // it; a failed checkpoint write is retried next time.
                 let _ = inner.flush();
             }
         })
@@ -347,19 +349,11 @@ impl Inner {
         if let Some(failed) = &state.failed {
             return Err(latched(failed, &self.path));
         }
-        let _lock = match &self.lock {
-            Some(lock) => {
-                Some(FileLock::exclusive(lock).map_err(io_error(AppendStep::Lock, &self.path))?)
-            }
-            None => None,
-        };
+        let _lock = self.cross_process_lock()?;
         let read_err = io_error(AppendStep::ReadTail, &self.path);
-        self.reopen_if_rotated(state).map_err(read_err)?;
+        self.reopen_if_rotated(state, AppendStep::ReadTail)?;
         let meta = state.file.metadata().map_err(read_err)?;
-        let tail = match state.head.take() {
-            Some((ino, len, tail)) if ino == meta.ino() && len == meta.len() => tail,
-            _ => self.find_head(&state.file, &meta).map_err(read_err)?,
-        };
+        let tail = self.head(state, &meta).map_err(read_err)?;
 
         let time = now_rfc3339();
         let (mut seq, mut prev) = (tail.seq, tail.hash);
@@ -389,6 +383,9 @@ impl Inner {
             && meta.len() > 0
             && meta.len() + line.len() as u64 > rotation.max_bytes
         {
+            // Deferred records (ours or another process's) end the file
+            // about to become `log.1`; the new file will chain to them.
+            sync_or_latch(state, &self.path)?;
             state.file = self
                 .rotate(rotation)
                 .map_err(io_error(AppendStep::Rotate, &self.path))?;
@@ -430,29 +427,17 @@ impl Inner {
         if !state.unsynced && !state.checkpoint_due {
             return Ok(());
         }
-        let _lock = match &self.lock {
-            Some(lock) => {
-                Some(FileLock::exclusive(lock).map_err(io_error(AppendStep::Lock, &self.path))?)
-            }
-            None => None,
-        };
-        if state.unsynced {
-            sync_or_latch(&mut state, &self.path)?;
-        }
+        let _lock = self.cross_process_lock()?;
+        self.reopen_if_rotated(&mut state, AppendStep::Checkpoint)?;
+        // One sync covers our deferred records and, since the head may be
+        // another process's record, theirs.
+        sync_or_latch(&mut state, &self.path)?;
         let Some(key) = &self.key else {
             return Ok(());
         };
         let checkpoint_err = io_error(AppendStep::Checkpoint, &self.path);
-        self.reopen_if_rotated(&mut state).map_err(checkpoint_err)?;
-        // The head may be another process's record, perhaps not synced yet
-        // (or, after a reopen, in the file it rotated to): sync before
-        // vouching for it. A clean file syncs in microseconds.
-        sync_or_latch(&mut state, &self.path)?;
         let meta = state.file.metadata().map_err(checkpoint_err)?;
-        let tail = match state.head.take() {
-            Some((ino, len, tail)) if ino == meta.ino() && len == meta.len() => tail,
-            _ => self.find_head(&state.file, &meta).map_err(checkpoint_err)?,
-        };
+        let tail = self.head(&mut state, &meta).map_err(checkpoint_err)?;
         if tail.seq > 0 {
             let name = self
                 .path
@@ -468,16 +453,39 @@ impl Inner {
         Ok(())
     }
 
+    /// The exclusive `flock` every writer process takes (none on a device).
+    fn cross_process_lock(&self) -> Result<Option<FileLock<'_>>, AuditError> {
+        self.lock
+            .as_ref()
+            .map(FileLock::exclusive)
+            .transpose()
+            .map_err(io_error(AppendStep::Lock, &self.path))
+    }
+
+    /// The chain head: cached when the file has not changed since our own
+    /// last write, read back from the file otherwise.
+    fn head(&self, state: &mut State, meta: &std::fs::Metadata) -> io::Result<Tail> {
+        match state.head.take() {
+            Some((ino, len, tail)) if ino == meta.ino() && len == meta.len() => Ok(tail),
+            _ => self.find_head(&state.file, meta),
+        }
+    }
+
     /// Another process may have rotated the log: make sure our descriptor
     /// names the file now at `path`.
-    fn reopen_if_rotated(&self, state: &mut State) -> io::Result<()> {
+    fn reopen_if_rotated(&self, state: &mut State, step: AppendStep) -> Result<(), AuditError> {
         if self.lock.is_none() {
             return Ok(());
         }
+        let err = io_error(step, &self.path);
         let current = std::fs::metadata(&self.path).ok();
-        let ours = state.file.metadata()?;
+        let ours = state.file.metadata().map_err(err)?;
         if current.is_none_or(|m| m.ino() != ours.ino() || m.dev() != ours.dev()) {
-            state.file = open_log(&self.path)?;
+            // Our deferred records are in the file we are letting go of.
+            if state.unsynced {
+                sync_or_latch(state, &self.path)?;
+            }
+            state.file = open_log(&self.path).map_err(err)?;
             state.head = None;
         }
         Ok(())
@@ -524,9 +532,13 @@ impl Inner {
         }
         std::fs::rename(&self.path, rotated(&self.path, 1))?;
         let file = open_log(&self.path)?;
-        if let Some(dir) = self.path.parent() {
-            File::open(dir)?.sync_all()?;
-        }
+        // A bare file name has the empty path as its parent: the cwd.
+        let dir = self
+            .path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        File::open(dir)?.sync_all()?;
         Ok(file)
     }
 }

@@ -232,6 +232,13 @@ pub(crate) fn build(families: &[SocketFamily]) -> Result<Filters, PrepareError> 
     // the arch and the number: appending it unchanged is sound.
     let mut program = prefix();
     program.extend(denylist);
+    // The kernel's limit (BPF_MAXINSNS); seccompiler checked only its part.
+    if program.len() > 4096 {
+        return Err(PrepareError::Seccomp(format!(
+            "the seccomp program has {} instructions, more than the kernel's 4096",
+            program.len()
+        )));
+    }
     Ok(Filters { program })
 }
 
@@ -272,8 +279,9 @@ fn prefix() -> BpfProgram {
             op(RET_K, 0, 0, RET_ERRNO | errno_u32(libc::ENOSYS)), // 6
         ]
     } else {
-        // Other arches have no x32 twin; seccompiler's arch check follows,
-        // so a foreign-arch clone3 number here can only be refused twice.
+        // Other arches have no x32 twin. The number is checked before
+        // seccompiler's arch check: a compat call that happens to carry
+        // clone3's number gets ENOSYS instead of being killed — refused either way.
         vec![
             op(LD_W_ABS, 0, 0, 0),                                // 0: A = seccomp_data.nr
             op(JEQ_K, 0, 1, clone3),                              // 1: clone3? → 2, else 3

@@ -17,6 +17,7 @@ On a failing test the tail of every browser-shell stderr log involved is attache
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -129,8 +130,9 @@ def chromium(e2e_workdir: Path) -> Iterator[harness.Chromium]:
             # agent-browser daemons outlive their CLI (and, by design, a stopped server: a new one
             # adopts them); at the end of the run none of the suite's may be left behind.
             for pid in harness.daemons_under(SERVER_BASES):
-                os.kill(pid, signal.SIGKILL)
-                log(f"stopped leftover agent-browser daemon pid={pid}")
+                with contextlib.suppress(ProcessLookupError):  # exited since the scan
+                    os.kill(pid, signal.SIGKILL)
+                    log(f"stopped leftover agent-browser daemon pid={pid}")
 
 
 @pytest.fixture(scope="session")

@@ -64,7 +64,7 @@ class Stack:
     def pids(self) -> dict[str, int]:
         out: dict[str, int] = {}
         for line in (self.run_dir / "pids").read_text().splitlines():
-            name, pid = line.split()
+            name, pid = line.split()[:2]  # then its start time
             out[name] = int(pid)
         return out
 

@@ -650,7 +650,7 @@ def test_browser_shell_configuration(final_env):
     # agent-browser's read/exec root is its binary's directory: nothing else of ours there.
     assert Path(env["BROWSER_SHELL_AGENT_BROWSER"]).parent != Path("/opt/browser-shell/bin")
     state = env["BROWSER_SHELL_STATE_DIR"]
-    assert len(state) + len("/sock/") + 40 <= 103, "state dir too long for agent-browser's socket paths"
+    assert len(state) <= 27, "state dir too long for agent-browser's socket paths (browser-shell allows 27 bytes)"
 
 
 # =========================================================================== hub
@@ -929,13 +929,6 @@ def test_bypass2_only_vnc_static_files_skip_auth(gw):
         assert map_lookup(workflow, key) == "@proxy_without_auth", key
     for key in NOT_EXEMPT:
         assert map_lookup(workflow, key) == "@proxy_with_auth", key
-
-
-def test_stock_exemption_would_have_been_bypassed():
-    """The probe list has teeth: the stock map (on $request_uri) lets these through."""
-    stock = re.compile(r"^GET:.+\.(js|css|svg|woff|json|ico|png|jpg|jpeg|gif|webp|wasm|ttf|woff2)$", re.I)
-    for key in ("GET:/websockify?x=.png", "GET:/v1/file/download?path=/etc/shadow&x=.js", "GET:/cdp/json/version?x=.js"):
-        assert stock.search(key)
 
 
 def test_authenticated_and_exempt_workflows(gw):
