@@ -63,6 +63,9 @@ pub enum Termination {
     TimedOut,
     Cancelled,
     SpawnFailed(String),
+    /// The release gate failed (the call's audit intent could not be made
+    /// durable): the child never received its batch and was killed.
+    Withheld(String),
 }
 
 /// What the child produced, before normalisation.
@@ -118,10 +121,19 @@ impl Runner {
     }
 
     /// Run `batch` (one or more commands, the agent's last) in `session`,
-    /// bounded by `timeout` and `cancel`. With `front`, the session's tab is
-    /// brought to the front first (see [`Runner::foreground`]) — while the
-    /// child starts up, but before it receives the batch on stdin, so no
-    /// command reaches a background tab.
+    /// bounded by `timeout` and `cancel`.
+    ///
+    /// The child is spawned at once, but receives the batch on stdin only
+    /// once `release` resolves `Ok` — the caller's audit intent is then
+    /// durable. agent-browser does nothing before it has read its whole
+    /// batch (it loads its config, then reads stdin to EOF, and only then
+    /// connects to its daemon), so the gate's wait overlaps the child's
+    /// start-up instead of preceding it. Should `release` fail, the child
+    /// is killed without ever having a command ([`Termination::Withheld`]).
+    ///
+    /// With `front`, the session's tab is brought to the front in the same
+    /// window (see [`Runner::foreground`]), so no command reaches a
+    /// background tab.
     pub async fn run(
         &self,
         session: &SessionId,
@@ -129,6 +141,7 @@ impl Runner {
         timeout: Duration,
         cancel: &CancellationToken,
         front: bool,
+        release: impl Future<Output = Result<(), String>>,
     ) -> RawOutcome {
         let started = tokio::time::Instant::now();
         let finish = |termination, out: Captured, err: Captured| RawOutcome {
@@ -179,36 +192,47 @@ impl Runner {
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
         let feed = async move {
-            if front {
-                self.foreground(session).await;
-            }
+            let foreground = async {
+                if front {
+                    self.foreground(session).await;
+                }
+            };
+            let (released, ()) = tokio::join!(release, foreground);
+            released?;
             if let Some(mut stdin) = stdin {
                 // A child that exits early closes its stdin; that is its answer,
                 // not an error of ours.
                 let _ = stdin.write_all(&batch).await;
                 let _ = stdin.shutdown().await;
             }
+            Ok::<(), String>(())
         };
         let out_task = tokio::spawn(capture(stdout));
         let err_task = tokio::spawn(capture(stderr));
 
         let termination = tokio::select! {
-            status = async { feed.await; child.wait().await } => match status {
-                Ok(status) => match (status.code(), std::os::unix::process::ExitStatusExt::signal(&status)) {
+            status = async { feed.await?; Ok::<_, String>(child.wait().await) } => match status {
+                Err(why) => Termination::Withheld(why),
+                Ok(Ok(status)) => match (status.code(), std::os::unix::process::ExitStatusExt::signal(&status)) {
                     (Some(code), _) => Termination::Exited(code),
                     (None, Some(sig)) => Termination::Signaled(sig),
                     (None, None) => Termination::Exited(1),
                 },
-                Err(e) => Termination::SpawnFailed(format!("lost the child: {e}")),
+                Ok(Err(e)) => Termination::SpawnFailed(format!("lost the child: {e}")),
             },
             () = tokio::time::sleep(timeout) => Termination::TimedOut,
             () = cancel.cancelled() => Termination::Cancelled,
         };
-        if matches!(termination, Termination::TimedOut | Termination::Cancelled) {
+        if matches!(
+            termination,
+            Termination::TimedOut | Termination::Cancelled | Termination::Withheld(_)
+        ) {
             if let Some(pid) = pid {
                 hardening::kill_process_group(pid);
             }
             let _ = child.kill().await;
+        }
+        if matches!(termination, Termination::TimedOut | Termination::Cancelled) {
             // The daemon keeps running the command the CLI sent it and would
             // hold the session for the rest of it; stop it too. The next call
             // respawns it, and the session keeps its pinned tab.
@@ -574,3 +598,7 @@ async fn join_capture(task: tokio::task::JoinHandle<Captured>) -> Captured {
         _ => Captured::default(),
     }
 }
+
+#[cfg(test)]
+#[path = "exec_tests.rs"]
+mod tests;

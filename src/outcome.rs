@@ -168,6 +168,11 @@ pub fn normalize(session_id: &str, raw: &RawOutcome, max_bytes: usize, guard: Gu
             String::new(),
             format!("browser-shell error: {why}"),
         ),
+        Termination::Withheld(why) => (
+            exit_code::INTERNAL,
+            String::new(),
+            format!("audit unavailable, nothing was run: {why}"),
+        ),
         Termination::Signaled(sig) => (
             128 + sig,
             String::new(),

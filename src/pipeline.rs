@@ -48,7 +48,7 @@ pub struct CallContext {
 /// Shared state of the server: built once, used by every call.
 pub struct Pipeline {
     pub runner: Runner,
-    pub audit: audit::Sink,
+    pub audit: Arc<audit::Sink>,
     pub redactor: audit::Redactor,
     pub telemetry: Telemetry,
     pub url_policy: UrlPolicy,
@@ -115,7 +115,7 @@ impl Pipeline {
     pub fn new(prepared: Prepared, telemetry: Telemetry) -> Self {
         Self {
             runner: prepared.runner,
-            audit: prepared.audit,
+            audit: Arc::new(prepared.audit),
             redactor: prepared.redactor,
             telemetry,
             resolver: Arc::new(SystemResolver {
@@ -237,7 +237,7 @@ impl Pipeline {
             intent.resolved = Some(resolved.iter().map(ToString::to_string).collect());
         }
         let mut laps = Laps::start(call.started);
-        let intent_written = self.append(call, intent, audit::Durability::Synced);
+        let intent_written = self.append(call, intent);
         laps.lap("intent");
         if let Err(e) = intent_written {
             tracing::error!(error = %e, "audit intent not written; refusing the call");
@@ -273,12 +273,47 @@ impl Pipeline {
                 to_call.cancel();
             })
         };
+        // The intent is written; its fdatasync runs while the child starts,
+        // and the child gets its batch only once that sync succeeded (see
+        // `Runner::run`). Started here, before the fork, not at first poll.
+        let intent_synced = {
+            let sync = tokio::task::spawn_blocking({
+                let audit = Arc::clone(&self.audit);
+                move || audit.sync()
+            });
+            async move {
+                match sync.await {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(e)) => Err(e.to_string()),
+                    Err(e) => Err(format!("the audit sync did not finish: {e}")),
+                }
+            }
+        };
         let raw = self
             .runner
-            .run(&request.session, &batch, request.timeout, &cancel, front)
+            .run(
+                &request.session,
+                &batch,
+                request.timeout,
+                &cancel,
+                front,
+                intent_synced,
+            )
             .await;
         forward.abort();
         laps.lap("agent_browser");
+        if let Termination::Withheld(why) = &raw.termination {
+            tracing::error!(error = %why, "audit intent not synced; the command was withheld and its process killed");
+            return (
+                Reply::internal(
+                    session_id,
+                    &format!("audit unavailable, nothing was run: {why}"),
+                ),
+                Verdict::AuditUnavailable {
+                    subcommand: Some(subcommand),
+                },
+            );
+        }
         if subcommand == "close" && matches!(raw.termination, Termination::Exited(0)) {
             self.sessions.forget(request.session.daemon_name());
         } else {
@@ -291,6 +326,7 @@ impl Pipeline {
             Termination::TimedOut => ("timeout", Some("timeout")),
             Termination::Cancelled => ("cancelled", Some("cancelled")),
             Termination::SpawnFailed(_) => ("spawn_failed", Some("spawn_failed")),
+            Termination::Withheld(_) => ("audit_unavailable", Some("audit_unavailable")),
         };
         let mut blocked = None;
         if guard.is_on() && reply.exit_code == 0 {
@@ -324,6 +360,8 @@ impl Pipeline {
                         RESET_TIMEOUT,
                         &self.shutdown.child_token(),
                         false,
+                        // Part of this call, whose intent is already durable.
+                        std::future::ready(Ok(())),
                     )
                     .await;
                 let reset = if matches!(reset.termination, Termination::Exited(0)) {
@@ -374,7 +412,7 @@ impl Pipeline {
         done.duration_ms = Some(millis(call.started));
         done.stdout_bytes = Some(raw.stdout_total);
         done.stderr_bytes = Some(raw.stderr_total);
-        let outcome_written = self.append(call, done, audit::Durability::Deferred);
+        let outcome_written = self.append(call, done);
         laps.lap("outcome");
         laps.report();
         if let Err(e) = outcome_written {
@@ -460,6 +498,8 @@ impl Pipeline {
                     std::time::Duration::from_secs(10),
                     &CancellationToken::new(),
                     false,
+                    // Part of a call whose intent is already durable.
+                    std::future::ready(Ok(())),
                 )
                 .await;
             if let Ok(Value::Array(items)) = serde_json::from_slice::<Value>(&raw.stdout)
@@ -526,7 +566,7 @@ impl Pipeline {
         event.session_id = Some(session_id.to_owned());
         event.outcome = Some(outcome);
         event.reason = Some(reason);
-        match self.write_audit(event, audit::Durability::Deferred) {
+        match self.write_audit(event) {
             Ok(sealed) => self.telemetry.log_audit_event(&sealed.record),
             Err(e) => {
                 tracing::error!(error = %e, "audit record of a session lifecycle event not written");
@@ -621,7 +661,7 @@ impl Pipeline {
         event.reason = Some(refusal.message.clone());
         event.exit_code = Some(exit_code::REFUSED);
         event.duration_ms = Some(millis(call.started));
-        match self.append(call, event, audit::Durability::Deferred) {
+        match self.append(call, event) {
             Ok(()) => (
                 Reply::refused(session_id, refusal),
                 Verdict::Denied {
@@ -680,7 +720,7 @@ impl Pipeline {
         event.verdict = Some("denied");
         event.rule = Some(fault.rule.to_owned());
         event.reason = Some(fault.message.clone());
-        if let Err(e) = self.append(&call, event, audit::Durability::Deferred) {
+        if let Err(e) = self.append(&call, event) {
             tracing::error!(error = %e, "audit record of a malformed message not written");
         }
         span.finish(&CallOutcome {
@@ -699,34 +739,23 @@ impl Pipeline {
     /// Append to the audit log, then copy the sealed record to OTLP (best
     /// effort).
     ///
-    /// Only an intent — the gate in front of a spawn — is appended
-    /// [`Synced`](audit::Durability::Synced): on disk before the child runs.
-    /// Outcomes, refusals and lifecycle records gate nothing; they are
-    /// written before the reply (a killed server loses none of them) and
-    /// synced by the next intent or within
-    /// [`audit::DEFERRED_SYNC_WITHIN`]. That halves the fsyncs of an allowed
-    /// call and takes them off a refused one.
-    fn append(
-        &self,
-        call: &Call<'_>,
-        event: audit::Event,
-        durability: audit::Durability,
-    ) -> Result<(), audit::AuditError> {
-        let sealed = self.write_audit(event, durability)?;
+    /// Every record is written before anything acts on it (a killed server
+    /// loses none) and synced within [`audit::DEFERRED_SYNC_WITHIN`]. The
+    /// one record that gates something, an allowed call's intent, is synced
+    /// on the spot ([`audit::Sink::sync`]) while its child starts up, and
+    /// the child gets its command only after that sync (see `Runner::run`).
+    fn append(&self, call: &Call<'_>, event: audit::Event) -> Result<(), audit::AuditError> {
+        let sealed = self.write_audit(event)?;
         call.span.log_audit_event(&sealed.record);
         Ok(())
     }
 
-    /// The audit write itself: flock, write, maybe fdatasync — blocking I/O.
-    /// On the multi-threaded runtime it moves off the async worker for its
-    /// duration (`block_in_place`), so one call's fsync (or a wait behind
-    /// another call's) never stalls other sessions.
-    fn write_audit(
-        &self,
-        event: audit::Event,
-        durability: audit::Durability,
-    ) -> Result<audit::Sealed, audit::AuditError> {
-        off_the_workers(|| self.audit.append_with(event, durability))
+    /// The audit write itself: flock, write — blocking I/O. On the
+    /// multi-threaded runtime it moves off the async worker for its duration
+    /// (`block_in_place`), so a wait behind another call's sync never stalls
+    /// other sessions.
+    fn write_audit(&self, event: audit::Event) -> Result<audit::Sealed, audit::AuditError> {
+        off_the_workers(|| self.audit.append_with(event, audit::Durability::Deferred))
     }
 
     fn start_span(&self, ctx: &CallContext, session_id: Option<&str>) -> ActiveCall {

@@ -265,6 +265,21 @@ impl Sink {
         self.inner.append(event, durability)
     }
 
+    /// Make every record this sink has written so far durable
+    /// (`fdatasync`), without refreshing the checkpoint.
+    ///
+    /// For a caller that appended a record [`Durability::Deferred`] and must
+    /// have it on disk before it acts on it, but has work to prepare
+    /// meanwhile: the sync then overlaps that work instead of preceding it.
+    /// Records another thread already synced (a group commit, the flusher)
+    /// cost nothing here.
+    ///
+    /// # Errors
+    /// A failed sync, which latches: this and every later append fail.
+    pub fn sync(&self) -> Result<(), AuditError> {
+        self.inner.sync()
+    }
+
     /// Sync what is pending and refresh the checkpoint now (at shutdown;
     /// the background flusher does the same within
     /// [`DEFERRED_SYNC_WITHIN`]).
@@ -411,6 +426,20 @@ impl Inner {
             state.head = Some((meta.ino(), meta.len(), head));
         }
         Ok(sealed)
+    }
+
+    fn sync(&self) -> Result<(), AuditError> {
+        let mut state = self.state.lock().map_err(|_| AuditError::Poisoned)?;
+        if let Some(failed) = &state.failed {
+            return Err(latched(failed, &self.path));
+        }
+        // `state.file` still holds every record we wrote: a rotation (ours,
+        // or another process's noticed by `reopen_if_rotated`) syncs the
+        // file it lets go of first, and clears `unsynced`.
+        if state.unsynced {
+            sync_or_latch(&mut state, &self.path)?;
+        }
+        Ok(())
     }
 
     /// Sync pending records, then write the checkpoint for the chain head.

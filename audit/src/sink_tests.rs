@@ -329,3 +329,37 @@ fn a_checkpoint_vouches_for_records_another_process_appended() {
     );
     assert_eq!(checkpoint.hash, theirs.hash);
 }
+
+#[test]
+fn a_deferred_record_whose_sync_fails_is_reported_and_latches() {
+    // /dev/null takes the write but cannot sync (EINVAL): a real failed
+    // fdatasync after a successful write.
+    let sink = Sink::open(Path::new("/dev/null"), None, None).unwrap();
+    sink.append_with(Event::new(Phase::Intent, "c1"), Durability::Deferred)
+        .unwrap();
+    let err = sink.sync().unwrap_err();
+    assert!(
+        matches!(
+            err,
+            AuditError::Io {
+                step: AppendStep::Sync,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let later = sink
+        .append_with(Event::new(Phase::Outcome, "c1"), Durability::Deferred)
+        .unwrap_err();
+    assert!(
+        later.to_string().contains("an earlier sync failed"),
+        "{later}"
+    );
+}
+
+#[test]
+fn a_sync_with_nothing_pending_does_not_touch_the_file() {
+    // Had it called fdatasync, /dev/null would have answered EINVAL.
+    let sink = Sink::open(Path::new("/dev/null"), None, None).unwrap();
+    sink.sync().unwrap();
+}

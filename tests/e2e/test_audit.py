@@ -57,6 +57,36 @@ def test_a_full_disk_refuses_the_call_and_nothing_runs(start_server) -> None:
     assert is_error and reply["exit_code"] == 125 and "audit unavailable" in reply["stderr"], describe(reply)
 
 
+def test_an_intent_that_cannot_be_synced_never_reaches_agent_browser(start_server) -> None:
+    """The intent is written, then synced while agent-browser starts; the batch goes to its stdin
+    only after the sync. /dev/null takes the write but fails the fdatasync (EINVAL): the process
+    that was starting must be killed without ever reading a command, and the call refused. (The
+    EINVAL comes back at once, usually before the stand-in even starts; the ordering itself, with a
+    gate held closed while the child runs, is proven in src/exec_tests.rs.)"""
+    tmp = Path(tempfile.mkdtemp(prefix="bsn", dir="/tmp"))
+    canary = make_canary(tmp / "canary")
+    # This stand-in also keeps whatever reaches its stdin, one file per process.
+    canary.script.write_text(f'#!/bin/sh\necho "$$ $*" >> {canary.marker}\nexec cat > {tmp}/stdin-$$\n')
+    srv = start_server(
+        agent_browser=canary.script, extra_read_exec=["/usr"],
+        # The child may write /dev/null (agent-browser needs it); there is no evidence to protect on it.
+        audit_log=Path("/dev/null"),
+        extra_args=["--audit-key", str(tmp / "audit.key"), "--allow-writable-audit-log"],
+    )
+    is_error, reply = srv.call("nosync", ["get", "url"])
+    assert is_error and reply["exit_code"] == 125, describe(reply)
+    assert "audit unavailable, nothing was run" in reply["stderr"], reply["stderr"]
+    assert "Invalid argument" in reply["stderr"], reply["stderr"]
+    time.sleep(0.3)  # a child that had been fed would have copied its batch by now
+    fed = {p.name: p.read_bytes() for p in tmp.glob("stdin-*") if p.read_bytes()}
+    assert not fed, f"a command reached agent-browser although its intent was not durable: {fed}"
+    # The failed sync latches: every later call is refused before anything is spawned.
+    spawned = canary.lines()
+    is_error, reply = srv.call("nosync", ["get", "url"])
+    assert is_error and reply["exit_code"] == 125 and "an earlier sync failed" in reply["stderr"], describe(reply)
+    assert canary.lines() == spawned
+
+
 def test_a_log_gone_read_only_refuses_the_call_and_nothing_runs(start_server, binaries: Binaries) -> None:
     srv, canary = canary_on(start_server, Path(tempfile.mkdtemp(prefix="bsr", dir="/tmp")))
     assert srv.call("ro", ["get", "url"])[1]["exit_code"] != 125  # audited and spawned

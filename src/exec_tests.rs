@@ -1,0 +1,141 @@
+//! `Runner::run`'s release gate, against a stand-in agent-browser (a shell
+//! script that copies its stdin to a file), spawned confined like the real
+//! one: the child starts while the gate is still closed, gets its batch only
+//! once the gate opens, and is killed without it when the gate fails.
+
+use std::{
+    os::unix::fs::PermissionsExt,
+    path::{Path, PathBuf},
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use tokio_util::sync::CancellationToken;
+
+use super::{Runner, Termination};
+use crate::session::SessionId;
+
+struct StandIn {
+    _dir: tempfile::TempDir,
+    runner: Runner,
+    /// Where the stand-in copies its stdin; created as soon as it starts.
+    received: PathBuf,
+}
+
+fn stand_in() -> StandIn {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let sockets = dir.path().join("sock");
+    std::fs::create_dir(&home).unwrap();
+    std::fs::create_dir(&sockets).unwrap();
+    let script = dir.path().join("agent-browser");
+    std::fs::write(&script, "#!/bin/sh\nexec cat > \"$HOME/received\"\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+
+    let mut policy = hardening::Policy::default();
+    policy.read_exec_paths = ["/usr", "/bin", "/lib", "/lib64"]
+        .iter()
+        .map(PathBuf::from)
+        .chain([dir.path().to_owned()])
+        .collect();
+    policy.read_write_paths = vec![dir.path().to_owned()];
+    policy.degraded = hardening::Degraded::Allow;
+    let runner = Runner {
+        agent_browser: script,
+        cdp_port: 9,
+        home_dir: home.clone(),
+        socket_dir: sockets,
+        config_file: dir.path().join("config.json"),
+        output_dir: dir.path().join("out"),
+        idle_timeout_ms: 1000,
+        confinement: Arc::new(hardening::prepare(&policy).unwrap()),
+        http: reqwest::Client::new(),
+        verified_sockets: Arc::default(),
+    };
+    StandIn {
+        _dir: dir,
+        runner,
+        received: home.join("received"),
+    }
+}
+
+/// Wait until the stand-in has started (its output file exists).
+async fn started(received: &Path) {
+    for _ in 0..1000 {
+        if received.exists() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the stand-in never started");
+}
+
+fn batch() -> Vec<Vec<String>> {
+    vec![vec!["get".to_owned(), "url".to_owned()]]
+}
+
+#[tokio::test]
+async fn the_child_starts_before_the_gate_opens_but_gets_its_batch_only_after() {
+    let s = stand_in();
+    let at_release = Arc::new(Mutex::new(None));
+    let gate = {
+        let (received, at_release) = (s.received.clone(), Arc::clone(&at_release));
+        async move {
+            started(&received).await;
+            // A child fed too early would have copied its batch by now.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            *at_release.lock().unwrap() = Some(std::fs::read(&received).unwrap());
+            Ok(())
+        }
+    };
+    let session = SessionId::parse("g1").unwrap();
+    let raw = s
+        .runner
+        .run(
+            &session,
+            &batch(),
+            Duration::from_secs(30),
+            &CancellationToken::new(),
+            false,
+            gate,
+        )
+        .await;
+    assert_eq!(raw.termination, Termination::Exited(0), "{raw:?}");
+    assert_eq!(at_release.lock().unwrap().as_deref(), Some(&b""[..]));
+    assert_eq!(
+        std::fs::read(&s.received).unwrap(),
+        serde_json::to_vec(&batch()).unwrap()
+    );
+}
+
+#[tokio::test]
+async fn a_failed_gate_kills_the_child_without_its_batch() {
+    let s = stand_in();
+    let gate = {
+        let received = s.received.clone();
+        async move {
+            started(&received).await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            Err("fdatasync: Invalid argument".to_owned())
+        }
+    };
+    let session = SessionId::parse("g2").unwrap();
+    let raw = s
+        .runner
+        .run(
+            &session,
+            &batch(),
+            Duration::from_secs(30),
+            &CancellationToken::new(),
+            false,
+            gate,
+        )
+        .await;
+    assert_eq!(
+        raw.termination,
+        Termination::Withheld("fdatasync: Invalid argument".to_owned())
+    );
+    // Killed, not finished: had it been fed, `cat` would have copied it.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(std::fs::read(&s.received).unwrap(), b"");
+}
