@@ -300,6 +300,7 @@ impl ServeArgs {
                 .build()
                 .context("cannot build the HTTP client for Chromium's DevTools endpoint")?,
             verified_sockets: Arc::default(),
+            standbys: Arc::default(),
         };
         let version = runner
             .self_test()

@@ -1,7 +1,9 @@
-//! `Runner::run`'s release gate, against a stand-in agent-browser (a shell
-//! script that copies its stdin to a file), spawned confined like the real
-//! one: the child starts while the gate is still closed, gets its batch only
-//! once the gate opens, and is killed without it when the gate fails.
+//! `Runner::run` against a stand-in agent-browser (a shell script that notes
+//! its pid, then copies its stdin to a file), spawned confined like the real
+//! one. The release gate: the child starts while the gate is still closed,
+//! gets its batch only once the gate opens, and is killed without it when the
+//! gate fails. Standbys: a session's next call is served by the process
+//! spawned ahead of it, and one whose session ended is never used.
 
 use std::{
     os::unix::fs::PermissionsExt,
@@ -20,6 +22,8 @@ struct StandIn {
     runner: Runner,
     /// Where the stand-in copies its stdin; created as soon as it starts.
     received: PathBuf,
+    /// One line per stand-in started: its pid.
+    started: PathBuf,
 }
 
 fn stand_in() -> StandIn {
@@ -29,7 +33,11 @@ fn stand_in() -> StandIn {
     std::fs::create_dir(&home).unwrap();
     std::fs::create_dir(&sockets).unwrap();
     let script = dir.path().join("agent-browser");
-    std::fs::write(&script, "#!/bin/sh\nexec cat > \"$HOME/received\"\n").unwrap();
+    std::fs::write(
+        &script,
+        "#!/bin/sh\necho $$ >> \"$HOME/started\"\nexec cat > \"$HOME/received\"\n",
+    )
+    .unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
 
     let mut policy = hardening::Policy::default();
@@ -51,11 +59,13 @@ fn stand_in() -> StandIn {
         confinement: Arc::new(hardening::prepare(&policy).unwrap()),
         http: reqwest::Client::new(),
         verified_sockets: Arc::default(),
+        standbys: Arc::default(),
     };
     StandIn {
         _dir: dir,
         runner,
         received: home.join("received"),
+        started: home.join("started"),
     }
 }
 
@@ -138,4 +148,111 @@ async fn a_failed_gate_kills_the_child_without_its_batch() {
     // Killed, not finished: had it been fed, `cat` would have copied it.
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(std::fs::read(&s.received).unwrap(), b"");
+}
+
+fn pids(started: &Path) -> Vec<String> {
+    std::fs::read_to_string(started)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+async fn until_started(s: &StandIn, count: usize) {
+    for _ in 0..1000 {
+        if pids(&s.started).len() >= count && s.received.exists() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("no stand-in started (want {count})");
+}
+
+fn is_running(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        !matches!(
+            stat.rsplit(')')
+                .next()
+                .and_then(|r| r.split_whitespace().next()),
+            Some("Z" | "X")
+        )
+    })
+}
+
+#[tokio::test]
+async fn a_sessions_next_call_is_served_by_its_standby() {
+    let s = stand_in();
+    let session = SessionId::parse("s1").unwrap();
+    s.runner.prepare_standby(&session);
+    until_started(&s, 1).await;
+    let standby = pids(&s.started);
+    let raw = s
+        .runner
+        .run(
+            &session,
+            &batch(),
+            Duration::from_secs(30),
+            &CancellationToken::new(),
+            false,
+            std::future::ready(Ok(())),
+        )
+        .await;
+    assert_eq!(raw.termination, Termination::Exited(0), "{raw:?}");
+    // No second process: the standby got the batch.
+    assert_eq!(pids(&s.started), standby);
+    assert_eq!(
+        std::fs::read(&s.received).unwrap(),
+        serde_json::to_vec(&batch()).unwrap()
+    );
+}
+
+#[tokio::test]
+async fn a_standby_whose_session_ended_is_killed_and_never_used() {
+    let s = stand_in();
+    let session = SessionId::parse("s2").unwrap();
+    s.runner.prepare_standby(&session);
+    until_started(&s, 1).await;
+    let standby = pids(&s.started).remove(0);
+    assert!(is_running(&standby));
+    s.runner.standbys.discard(session.daemon_name());
+    for _ in 0..500 {
+        if !is_running(&standby) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        !is_running(&standby),
+        "the discarded standby {standby} still runs"
+    );
+    let raw = s
+        .runner
+        .run(
+            &session,
+            &batch(),
+            Duration::from_secs(30),
+            &CancellationToken::new(),
+            false,
+            std::future::ready(Ok(())),
+        )
+        .await;
+    assert_eq!(raw.termination, Termination::Exited(0), "{raw:?}");
+    // A fresh child served the call.
+    let started = pids(&s.started);
+    assert_eq!(started.len(), 2, "{started:?}");
+    assert_ne!(started[1], standby);
+}
+
+#[tokio::test]
+async fn a_standby_spawned_after_its_session_ended_is_not_kept() {
+    let s = stand_in();
+    let session = SessionId::parse("s3").unwrap();
+    s.runner.prepare_standby(&session);
+    // Ended before the spawn (which waits `STANDBY_AFTER`) is done.
+    s.runner.standbys.discard(session.daemon_name());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(s.runner.standbys.take(session.daemon_name()).is_none());
+    for pid in pids(&s.started) {
+        assert!(!is_running(&pid), "an unwanted standby {pid} still runs");
+    }
 }

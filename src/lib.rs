@@ -5,8 +5,8 @@
 //!
 //! [`wire`] (framing) → [`mcp`] (JSON-RPC) → [`request`] (validate) → [`command`] (grammar) →
 //! [`policy`] / [`outputs`] (decide the URL or file) → audit intent →
-//! [`exec`] (spawn) → [`outcome`] (normalise) → audit outcome → reply.
-//! [`pipeline`] is that sequence written out once.
+//! [`exec`] (spawn, or hand the batch to a [`standby`]) → [`outcome`] (normalise) →
+//! audit outcome → reply. [`pipeline`] is that sequence written out once.
 
 #![forbid(unsafe_code)]
 
@@ -28,6 +28,7 @@ pub mod resolve;
 pub mod review;
 pub mod session;
 pub mod sessions;
+pub mod standby;
 pub mod telemetry;
 pub mod tool;
 pub mod wire;

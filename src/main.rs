@@ -259,6 +259,9 @@ fn serve(args: &config::ServeArgs) -> anyhow::Result<()> {
         // client that stops reading cannot hold the exit.
         let _ = tokio::time::timeout(std::time::Duration::from_secs(2), output).await;
         reaper.abort();
+        // No standby outlives the server (one would also exit on its own,
+        // reading EOF, but not before the runtime is gone).
+        pipeline.runner.standbys.clear();
         // Deferred audit records reach the disk, and the checkpoint names
         // the last one, before the process goes.
         pipeline.flush_audit();

@@ -316,8 +316,15 @@ impl Pipeline {
         }
         if subcommand == "close" && matches!(raw.termination, Termination::Exited(0)) {
             self.sessions.forget(request.session.daemon_name());
+            self.runner.standbys.discard(request.session.daemon_name());
         } else {
             self.sessions.touch(request.session.daemon_name());
+            // The next call of a session in working order gets a child that
+            // is already running (see `crate::standby`); after a timeout or
+            // a cancellation it spawns its own.
+            if matches!(raw.termination, Termination::Exited(_)) {
+                self.runner.prepare_standby(&request.session);
+            }
         }
         let mut reply = outcome::normalize(session_id, &raw, self.max_output_bytes, guard);
         let (mut outcome_name, mut error_type) = match &raw.termination {

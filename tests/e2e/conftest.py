@@ -521,6 +521,18 @@ class Canary:
         except FileNotFoundError:
             return []
 
+    def settle_after_allowed_call(self, before: list[str], within: float = 10.0) -> list[str]:
+        """An allowed call execs the canary once; a moment after its reply, browser-shell spawns the
+        session's standby for its next call (src/standby.rs), which execs it once more. Wait for
+        exactly those two, so a later "nothing was spawned" comparison cannot catch that standby."""
+        end = time.monotonic() + within
+        while len(self.lines()) < len(before) + 2 and time.monotonic() < end:
+            time.sleep(0.02)
+        time.sleep(0.1)  # nothing more may follow
+        after = self.lines()
+        assert len(after) == len(before) + 2, f"expected the call's exec and its standby's, got {after[len(before):]}"
+        return after
+
 
 def make_canary(directory: Path) -> Canary:
     directory.mkdir(parents=True, exist_ok=True)
@@ -550,7 +562,7 @@ def canary_server(binaries: Binaries, chromium: harness.Chromium) -> Iterator[tu
         srv.start()
         before = canary.lines()
         is_error, reply = srv.call("canary", ["get", "url"], 10)
-        after = canary.lines()
+        after = canary.settle_after_allowed_call(before)
         assert len(after) > len(before), (
             "positive control failed: an allowed call through the canary server did not exec "
             f"the --agent-browser script (marker unchanged).\nreply={describe(reply)}\n"

@@ -89,9 +89,10 @@ def test_an_intent_that_cannot_be_synced_never_reaches_agent_browser(start_serve
 
 def test_a_log_gone_read_only_refuses_the_call_and_nothing_runs(start_server, binaries: Binaries) -> None:
     srv, canary = canary_on(start_server, Path(tempfile.mkdtemp(prefix="bsr", dir="/tmp")))
+    before = canary.lines()
     assert srv.call("ro", ["get", "url"])[1]["exit_code"] != 125  # audited and spawned
     log = srv.cfg.audit_log
-    before = canary.lines()
+    before = canary.settle_after_allowed_call(before)
     subprocess.run(["chattr", "+i", str(log)], check=True)
     try:
         is_error, reply = srv.call("ro", ["get", "url"])

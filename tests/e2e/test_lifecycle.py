@@ -4,6 +4,8 @@ a previous server are adopted (confined) or closed (unconfined) at start — eac
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import time
 import urllib.request
@@ -46,6 +48,36 @@ def test_an_idle_session_is_reaped_with_its_daemon_tab_and_files(
     assert target not in tab_ids(chromium.port), "the reaped session's tab is still open"
     record = next(r for r in lifecycle(srv.cfg) if r["outcome"] == "reaped")
     assert record["session_id"] == "reap" and "idle for more than 1 s" in record["reason"], record
+    assert not harness.session_cli_processes("reap"), "the reaped session's standby is still running"
+
+
+def wait_for(what: str, probe, within: float = 10.0):
+    end = time.monotonic() + within
+    while not (found := probe()):
+        assert time.monotonic() < end, f"never saw {what}"
+        time.sleep(0.05)
+    return found
+
+
+def test_a_standby_touches_nothing_until_a_call_gives_it_a_command(start_server, web: harness.WebServer) -> None:
+    """After a call, browser-shell spawns the session's next agent-browser ahead of time
+    (src/standby.rs), before that call's intent exists. It must do nothing until a call feeds it:
+    with the session's daemon gone, no new daemon appears while it waits; the next call is then
+    served by it."""
+    srv = start_server()
+    form = web.url("/form")
+    srv.ok("standby", ["open", form])
+    standby = wait_for("the session's standby", lambda: harness.session_cli_processes("standby"))
+    assert len(standby) == 1, standby
+    daemon = int((srv.cfg.state_dir / "sock" / "standby.pid").read_text())
+    os.kill(daemon, signal.SIGKILL)
+    wait_for("the daemon gone", lambda: not alive(daemon))
+    time.sleep(1.0)  # time enough to start a daemon, had the standby wanted to
+    assert all(alive(pid) for pid in standby), "the standby did not wait for its command"
+    others = [pid for pid in harness.daemons_under([srv.cfg.base]) if pid not in standby]
+    assert not others, f"a standby with no command started something: {others}"
+    assert srv.ok("standby", ["get", "url"]) == {"url": form}
+    assert not any(alive(pid) for pid in standby), "the call was not served by the standby"
 
 
 def test_the_session_cap_refuses_a_new_session_until_one_closes(start_server, web: harness.WebServer) -> None:
