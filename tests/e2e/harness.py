@@ -313,6 +313,13 @@ def run_web_server(host: str = "127.0.0.1") -> Iterator[WebServer]:
             elif parsed.path == "/links":
                 target = html.escape(urllib.parse.parse_qs(parsed.query).get("to", ["/"])[0], quote=True)
                 self._send(200, _page("Links", f'<a id="away" href="{target}">away</a>'))
+            elif parsed.path == "/later":
+                # A page whose script sends it to ?to= after ?ms= milliseconds: a navigation that
+                # happens between the agent's commands (tests point it at loopback only).
+                query = urllib.parse.parse_qs(parsed.query)
+                target = json.dumps(query.get("to", ["/"])[0]).replace("<", "\\u003c")
+                ms = int(query.get("ms", ["1000"])[0])
+                self._send(200, _page("Later", f"<script>setTimeout(() => {{ location.href = {target}; }}, {ms});</script>"))
             elif parsed.path == "/favicon.ico":
                 self._send(404, b"", "image/x-icon")
             else:

@@ -88,6 +88,31 @@ def test_a_link_to_a_disallowed_address_never_yields_its_content(
     assert server.ok("pol-5", ["get", "url"]) == {"url": "about:blank"}
 
 
+@pytest.mark.parametrize(
+    "argv", [["snapshot", "-i"], ["get", "title"]], ids=["snapshot-reports-its-origin", "get-title-trailing-read"]
+)
+def test_a_page_that_sent_itself_elsewhere_yields_none_of_its_content(
+    server, web: harness.WebServer, elsewhere: tuple[harness.WebServer, harness.WebServer], argv: list[str]
+) -> None:
+    """A script on an allowed page sends it to a disallowed address between two commands. The next
+    command's reply is the refusal, never that page's content — whether its guard is the URL the
+    command reports itself (snapshot's `origin`) or a `get url` appended to its batch (get title)."""
+    _, three = elsewhere
+    sid = "pol-late-" + argv[0]
+    later = web.url("/later?ms=1000&to=" + urllib.parse.quote(three.url("/next"), safe=""))
+    visits = three.seen_paths().count("/next")  # other tests of this module go there too
+    assert server.ok(sid, ["open", later])["url"] == later
+    deadline = time.monotonic() + 10
+    while three.seen_paths().count("/next") == visits:
+        assert time.monotonic() < deadline, "the page never went to 127.0.0.3"
+        time.sleep(0.05)
+    time.sleep(0.5)  # let the navigation commit
+    is_error, reply = server.call(sid, argv)
+    assert is_error and "navigation.blocked" in reply["stderr"] and "127.0.0.3" in reply["stderr"], describe(reply)
+    assert "Next page" not in reply["stdout"] + reply["stderr"]
+    assert server.ok(sid, ["get", "url"]) == {"url": "about:blank"}
+
+
 def test_a_link_to_an_allowed_page_passes_the_guard(server, web: harness.WebServer) -> None:
     server.ok("pol-6", ["open", web.url("/links?to=" + urllib.parse.quote(web.url("/next"), safe=""))])
     assert server.ok("pol-6", ["click", "#away"]) == {"clicked": "#away"}
