@@ -278,6 +278,9 @@ impl Runner {
         let (runner, session) = (self.clone(), session.clone());
         tokio::spawn(async move {
             tokio::time::sleep(STANDBY_AFTER).await;
+            if !runner.standbys.is_wanted(session.daemon_name(), ticket) {
+                return; // the next call came first and spawned its own
+            }
             let spawned = tokio::task::spawn_blocking(move || match runner.spawn(&session) {
                 Ok(child) => runner.standbys.put(session.daemon_name(), ticket, child),
                 Err(e) => tracing::debug!(error = %e, "no standby for the session's next call"),

@@ -38,11 +38,20 @@ struct Inner {
 
 impl Standbys {
     /// The session's standby, if one is ready and still running. Whatever
-    /// it was, the session has none left afterwards.
+    /// it was, the session has none left afterwards, and none is wanted any
+    /// more: a call that arrives before its standby is ready spawns its own
+    /// child, and a second spawn at the same moment would only slow both.
     pub fn take(&self, daemon_name: &str) -> Option<Child> {
-        let mut child = self.lock().ready.remove(daemon_name)?;
+        let mut inner = self.lock();
+        inner.wanted.remove(daemon_name);
+        let mut child = inner.ready.remove(daemon_name)?;
         // Exited (killed from outside, or read EOF): useless, and reaped here.
         matches!(child.try_wait(), Ok(None)).then_some(child)
+    }
+
+    /// Is the spawn announced with `ticket` still wanted?
+    pub fn is_wanted(&self, daemon_name: &str, ticket: u64) -> bool {
+        self.lock().wanted.get(daemon_name) == Some(&ticket)
     }
 
     /// Announce a spawn for the session's next call; the ticket lets
