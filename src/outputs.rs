@@ -76,11 +76,9 @@ pub struct Quota {
     pub max_file: u64,
 }
 
-/// Make room for one more file in `session_dir` before it is written: the
-/// oldest files go first, in the session and then across all sessions, until
-/// a file of `max_file` bytes fits both quotas. If it cannot fit even with
-/// everything older deleted, the write is refused before it runs.
-pub fn make_room(root: &Path, session_dir: &Path, quota: &Quota) -> Result<usize, Refusal> {
+/// Can the quotas hold one more file of up to `max_file` bytes at all (with
+/// everything older deleted)? If not, the write is refused before it runs.
+pub fn check_room(quota: &Quota) -> Result<(), Refusal> {
     let too_small = |which: &str, limit: u64| {
         Refusal::new(
             "limits.output_quota",
@@ -96,9 +94,18 @@ pub fn make_room(root: &Path, session_dir: &Path, quota: &Quota) -> Result<usize
     if quota.max_file > quota.total {
         return Err(too_small("total", quota.total));
     }
-    let mut removed = prune(session_dir, quota.per_session - quota.max_file);
-    removed += prune(root, quota.total - quota.max_file);
-    Ok(removed)
+    Ok(())
+}
+
+/// Make room for one more file in `session_dir` before it is written (on a
+/// quota [`check_room`] accepted): the oldest files go first, in the session
+/// and then across all sessions, until a file of `max_file` bytes fits both
+/// quotas. Returns how many were deleted. The pipeline calls it only once
+/// the call's intent is durable: deleting is a side effect of the call.
+pub fn make_room(root: &Path, session_dir: &Path, quota: &Quota) -> usize {
+    let per_session = quota.per_session.saturating_sub(quota.max_file);
+    let total = quota.total.saturating_sub(quota.max_file);
+    prune(session_dir, per_session) + prune(root, total)
 }
 
 /// Delete the oldest regular files under `dir` until at most `keep` bytes
@@ -265,7 +272,8 @@ mod tests {
             total: 10_000,
             max_file: 100,
         };
-        assert_eq!(make_room(root.path(), &dir, &quota).unwrap(), 3);
+        check_room(&quota).unwrap();
+        assert_eq!(make_room(root.path(), &dir, &quota), 3);
         let mut left: Vec<String> = fs::read_dir(&dir)
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -276,13 +284,12 @@ mod tests {
 
     #[test]
     fn a_quota_smaller_than_one_file_refuses_before_the_write() {
-        let root = tempfile::tempdir().unwrap();
         let quota = Quota {
             per_session: 50,
             total: 10_000,
             max_file: 100,
         };
-        let err = make_room(root.path(), root.path(), &quota).unwrap_err();
+        let err = check_room(&quota).unwrap_err();
         assert_eq!(err.rule, "limits.output_quota");
     }
 

@@ -276,10 +276,33 @@ impl Pipeline {
         // The intent is written; its fdatasync runs while the child starts,
         // and the child gets its batch only once that sync succeeded (see
         // `Runner::run`). Started here, before the fork, not at first poll.
+        // A screenshot's room is made (the oldest files deleted) after the
+        // sync too: it is the call's first side effect.
+        let room = output.as_ref().and_then(|file| file.parent()).map(|dir| {
+            (
+                self.output_dir.clone(),
+                dir.to_owned(),
+                self.limits.output_quota,
+            )
+        });
         let intent_synced = {
             let sync = tokio::task::spawn_blocking({
                 let audit = Arc::clone(&self.audit);
-                move || audit.sync()
+                let session = request.session.as_str().to_owned();
+                move || {
+                    audit.sync()?;
+                    if let Some((root, dir, quota)) = room {
+                        let removed = outputs::make_room(&root, &dir, &quota);
+                        if removed > 0 {
+                            tracing::info!(
+                                removed,
+                                session,
+                                "oldest screenshots removed to stay within the output quota"
+                            );
+                        }
+                    }
+                    Ok::<(), audit::AuditError>(())
+                }
             });
             async move {
                 match sync.await {
@@ -467,17 +490,8 @@ impl Pipeline {
             }
             Slot::OutputFile(name) => {
                 let path = outputs::resolve(&self.output_dir, &request.session, name.as_deref())?;
-                if let Some(dir) = path.parent() {
-                    let removed =
-                        outputs::make_room(&self.output_dir, dir, &self.limits.output_quota)?;
-                    if removed > 0 {
-                        tracing::info!(
-                            removed,
-                            session = request.session.as_str(),
-                            "oldest screenshots removed to stay within the output quota"
-                        );
-                    }
-                }
+                // Only the check: room is made once the intent is durable.
+                outputs::check_room(&self.limits.output_quota)?;
                 tokens.push(path.display().to_string());
                 output = Some(path);
             }

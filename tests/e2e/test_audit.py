@@ -87,6 +87,24 @@ def test_an_intent_that_cannot_be_synced_never_reaches_agent_browser(start_serve
     assert canary.lines() == spawned
 
 
+def test_room_for_a_screenshot_is_made_only_once_its_intent_is_durable(start_server) -> None:
+    """Making room for a screenshot deletes the session's oldest ones: a side effect of the call, so
+    it waits for the intent's sync. With a log whose sync fails (/dev/null), nothing is deleted.
+    (That room is made at all is test_lifecycle's quota test.)"""
+    tmp = Path(tempfile.mkdtemp(prefix="bsq", dir="/tmp"))
+    srv = start_server(
+        audit_log=Path("/dev/null"),
+        extra_args=["--audit-key", str(tmp / "audit.key"), "--allow-writable-audit-log",
+                    "--child-max-file-bytes", "200000", "--output-quota-session-bytes", "200001"],
+    )
+    old = srv.cfg.output_dir / "quota3" / "old.png"
+    old.parent.mkdir(parents=True, exist_ok=True)
+    old.write_bytes(b"x" * 1000)  # with a 200 kB screenshot to come, the quota wants it gone
+    is_error, reply = srv.call("quota3", ["screenshot", "new.png"])
+    assert is_error and reply["exit_code"] == 125 and "audit unavailable" in reply["stderr"], describe(reply)
+    assert old.exists(), "room was made (a file deleted) before the call's intent was durable"
+
+
 def test_a_log_gone_read_only_refuses_the_call_and_nothing_runs(start_server, binaries: Binaries) -> None:
     srv, canary = canary_on(start_server, Path(tempfile.mkdtemp(prefix="bsr", dir="/tmp")))
     before = canary.lines()
