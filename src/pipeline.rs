@@ -569,17 +569,18 @@ impl Pipeline {
         self.limits.session_idle
     }
 
-    /// End `victim` for good and record why (`reaped`, `evicted`, …).
+    /// Record why (`reaped`, `evicted`, …), then end `victim` for good —
+    /// audit first, as for a call. What could not be undone is recorded
+    /// after, as `retire_incomplete`.
     async fn retire(&self, victim: &Known, outcome: &'static str, reason: &str) {
+        self.lifecycle(&victim.session_id, outcome, reason.to_owned());
         let problems = self
             .runner
             .retire(&victim.daemon_name, &self.output_dir)
             .await;
-        let mut reason = reason.to_owned();
         if !problems.is_empty() {
-            reason = format!("{reason} ({})", problems.join("; "));
+            self.lifecycle(&victim.session_id, "retire_incomplete", problems.join("; "));
         }
-        self.lifecycle(&victim.session_id, outcome, reason);
     }
 
     fn lifecycle(&self, session_id: &str, outcome: &'static str, reason: String) {
@@ -626,12 +627,12 @@ impl Pipeline {
                     "a confined daemon was already running at start".into(),
                 );
             } else {
-                self.runner.kill_daemon(&name).await;
                 self.lifecycle(
                     &name,
                     "closed",
                     "an unconfined daemon was running at start".into(),
                 );
+                self.runner.kill_daemon(&name).await;
             }
         }
     }

@@ -42,12 +42,17 @@ def test_an_idle_session_is_reaped_with_its_daemon_tab_and_files(
     while not any(r["outcome"] == "reaped" for r in lifecycle(srv.cfg)):
         assert time.monotonic() < deadline, "the idle session was never reaped"
         time.sleep(0.2)
+    # The record comes first (audit before acting); the retirement follows it.
+    while alive(pid) or list(sock.glob("reap.*")) or shot.parent.exists():
+        assert time.monotonic() < deadline, "the reaped session was not retired"
+        time.sleep(0.1)
     assert not alive(pid), "the reaped session's daemon is still running"
     assert not list(sock.glob("reap.*")), list(sock.iterdir())
     assert not shot.exists() and not shot.parent.exists()
     assert target not in tab_ids(chromium.port), "the reaped session's tab is still open"
     record = next(r for r in lifecycle(srv.cfg) if r["outcome"] == "reaped")
     assert record["session_id"] == "reap" and "idle for more than 1 s" in record["reason"], record
+    assert not [r for r in lifecycle(srv.cfg) if r["outcome"] == "retire_incomplete"], lifecycle(srv.cfg)
     assert not harness.session_cli_processes("reap"), "the reaped session's standby is still running"
 
 
