@@ -29,7 +29,7 @@ use crate::{
     request::{self, ValidRequest},
     resolve::{Resolve, SystemResolver},
     session::SessionId,
-    sessions::{Admission, Known, Overflow, Sessions},
+    sessions::{Admission, Overflow, Retiring, Sessions},
     telemetry::{ActiveCall, CallMeta, CallOutcome, Telemetry},
 };
 
@@ -173,43 +173,61 @@ impl Pipeline {
         // daemon anyway, and the wrapper's own bookkeeping must not
         // interleave), and at most `max_inflight` calls at all. Each wait is
         // bounded: a call that cannot start in time is refused as busy.
-        let lock = match self
-            .sessions
-            .admit(request.session.daemon_name(), request.session.as_str())
-        {
-            Admission::Go(lock) => lock,
-            Admission::Evicted(lock, victim) => {
-                self.retire(
-                    &victim,
-                    "evicted",
-                    "the session cap was reached; least recently used idle session",
-                )
-                .await;
-                lock
-            }
-            Admission::Full => {
-                let refusal = Refusal::new(
-                    "limits.sessions",
-                    format!(
-                        "{} sessions are already live; close one (argv [\"close\"]) or wait for idle ones to be reaped",
-                        self.limits.max_sessions
-                    ),
-                );
-                return self.deny(call, Some(&request.session), Some(&request.argv), &refusal);
-            }
-        };
         let wait = self.limits.busy_wait;
         let busy = |what: String| Refusal::new("limits.busy", what);
-        let _session_turn = tokio::select! {
-            turn = tokio::time::timeout(wait, lock.lock()) => match turn {
-                Ok(turn) => turn,
-                Err(_) => {
-                    let refusal = busy(format!("the session is still busy with its previous call after {} s; try again", wait.as_secs()));
+        let mut tries = 0;
+        let _session_turn = loop {
+            let lock = match self
+                .sessions
+                .admit(request.session.daemon_name(), request.session.as_str())
+            {
+                Admission::Go(lock) => lock,
+                Admission::Evicted(lock, victim) => {
+                    self.retire(
+                        victim,
+                        "evicted",
+                        "the session cap was reached; least recently used idle session",
+                    )
+                    .await;
+                    lock
+                }
+                Admission::Full => {
+                    let refusal = Refusal::new(
+                        "limits.sessions",
+                        format!(
+                            "{} sessions are already live; close one (argv [\"close\"]) or wait for idle ones to be reaped",
+                            self.limits.max_sessions
+                        ),
+                    );
                     return self.deny(call, Some(&request.session), Some(&request.argv), &refusal);
                 }
-            },
-            () = ctx.cancel.cancelled() => {
-                let refusal = Refusal::new("call.cancelled", "cancelled while waiting for the session's previous call");
+            };
+            let turn = tokio::select! {
+                turn = tokio::time::timeout(wait, Arc::clone(&lock).lock_owned()) => match turn {
+                    Ok(turn) => turn,
+                    Err(_) => {
+                        let refusal = busy(format!("the session is still busy with its previous call after {} s; try again", wait.as_secs()));
+                        return self.deny(call, Some(&request.session), Some(&request.argv), &refusal);
+                    }
+                },
+                () = ctx.cancel.cancelled() => {
+                    let refusal = Refusal::new("call.cancelled", "cancelled while waiting for the session's previous call");
+                    return self.deny(call, Some(&request.session), Some(&request.argv), &refusal);
+                }
+            };
+            // The session may have been retired (reaped, evicted) while this
+            // call waited for its turn: then it starts anew, as a new session.
+            if self
+                .sessions
+                .is_current(request.session.daemon_name(), &lock)
+            {
+                break turn;
+            }
+            tries += 1;
+            if tries == 3 {
+                let refusal = busy(
+                    "the session kept being retired while this call waited; try again".to_owned(),
+                );
                 return self.deny(call, Some(&request.session), Some(&request.argv), &refusal);
             }
         };
@@ -572,7 +590,11 @@ impl Pipeline {
     /// Record why (`reaped`, `evicted`, …), then end `victim` for good —
     /// audit first, as for a call. What could not be undone is recorded
     /// after, as `retire_incomplete`.
-    async fn retire(&self, victim: &Known, outcome: &'static str, reason: &str) {
+    ///
+    /// The session's turn is held throughout, so a call for it waits and
+    /// then starts it anew ([`Sessions::is_current`]).
+    async fn retire(&self, retiring: Retiring, outcome: &'static str, reason: &str) {
+        let victim = &retiring.victim;
         self.lifecycle(&victim.session_id, outcome, reason.to_owned());
         let problems = self
             .runner
@@ -581,6 +603,7 @@ impl Pipeline {
         if !problems.is_empty() {
             self.lifecycle(&victim.session_id, "retire_incomplete", problems.join("; "));
         }
+        self.sessions.retired(retiring);
     }
 
     fn lifecycle(&self, session_id: &str, outcome: &'static str, reason: String) {
@@ -605,12 +628,12 @@ impl Pipeline {
 
     /// Retire every session idle longer than the TTL (the reaper's tick).
     pub async fn reap_idle(&self) {
-        for victim in self.sessions.take_idle(self.limits.session_idle) {
+        for retiring in self.sessions.take_idle(self.limits.session_idle) {
             let why = format!(
                 "idle for more than {} s",
                 self.limits.session_idle.as_secs()
             );
-            self.retire(&victim, "reaped", &why).await;
+            self.retire(retiring, "reaped", &why).await;
         }
     }
 

@@ -38,6 +38,18 @@ struct Entry {
     session_id: String,
     lock: Arc<tokio::sync::Mutex<()>>,
     last_used: Instant,
+    /// Being retired (reaped or evicted): its lock is held until the daemon,
+    /// tab and files are gone, and it no longer counts against the cap.
+    retiring: bool,
+}
+
+/// A session being retired: its turn is held, so a call that arrives for
+/// the same name meanwhile waits, then finds it gone and registers anew
+/// (see [`Sessions::is_current`]). Hand it back with [`Sessions::retired`].
+pub struct Retiring {
+    pub victim: Known,
+    lock: Arc<tokio::sync::Mutex<()>>,
+    _turn: tokio::sync::OwnedMutexGuard<()>,
 }
 
 /// The outcome of admitting a call's session.
@@ -46,7 +58,7 @@ pub enum Admission {
     Go(Arc<tokio::sync::Mutex<()>>),
     /// Run under this lock; `victim` was evicted to make room and must be
     /// stopped.
-    Evicted(Arc<tokio::sync::Mutex<()>>, Known),
+    Evicted(Arc<tokio::sync::Mutex<()>>, Retiring),
     /// The cap is reached and nothing could be evicted.
     Full,
 }
@@ -67,9 +79,23 @@ impl std::fmt::Debug for Sessions {
     }
 }
 
-/// A lock nobody holds or waits on.
+/// A lock nobody holds or waits on, of a session not already retiring.
 fn is_idle(entry: &Entry) -> bool {
-    Arc::strong_count(&entry.lock) == 1 && entry.lock.try_lock().is_ok()
+    !entry.retiring && Arc::strong_count(&entry.lock) == 1 && entry.lock.try_lock().is_ok()
+}
+
+/// Mark `entry` retiring and take its turn (free: it is idle).
+fn start_retiring(name: &str, entry: &mut Entry) -> Option<Retiring> {
+    let turn = Arc::clone(&entry.lock).try_lock_owned().ok()?;
+    entry.retiring = true;
+    Some(Retiring {
+        victim: Known {
+            daemon_name: name.to_owned(),
+            session_id: entry.session_id.clone(),
+        },
+        lock: Arc::clone(&entry.lock),
+        _turn: turn,
+    })
 }
 
 impl Sessions {
@@ -95,23 +121,21 @@ impl Sessions {
             return Admission::Go(Arc::clone(&entry.lock));
         }
         let mut victim = None;
-        if map.len() >= self.max {
+        if map.values().filter(|e| !e.retiring).count() >= self.max {
             if self.overflow == Overflow::Refuse {
                 return Admission::Full;
             }
             let oldest = map
-                .iter()
+                .iter_mut()
                 .filter(|(_, e)| is_idle(e))
-                .min_by_key(|(_, e)| e.last_used)
-                .map(|(name, _)| name.clone());
-            let Some(name) = oldest else {
+                .min_by_key(|(_, e)| e.last_used);
+            let Some((name, entry)) = oldest else {
                 return Admission::Full;
             };
-            if let Some(entry) = map.remove(&name) {
-                victim = Some(Known {
-                    daemon_name: name,
-                    session_id: entry.session_id,
-                });
+            let name = name.clone();
+            victim = start_retiring(&name, entry);
+            if victim.is_none() {
+                return Admission::Full;
             }
         }
         let lock = Arc::new(tokio::sync::Mutex::new(()));
@@ -121,6 +145,7 @@ impl Sessions {
                 session_id: session_id.to_owned(),
                 lock: Arc::clone(&lock),
                 last_used: Instant::now(),
+                retiring: false,
             },
         );
         match victim {
@@ -142,6 +167,28 @@ impl Sessions {
         self.map().remove(daemon_name);
     }
 
+    /// Is `lock` (a call's, once it holds it) still the session's own? Not
+    /// when the session was retired while the call waited: the call must
+    /// then be admitted again, as a new session.
+    pub fn is_current(&self, daemon_name: &str, lock: &Arc<tokio::sync::Mutex<()>>) -> bool {
+        self.map()
+            .get(daemon_name)
+            .is_some_and(|e| !e.retiring && Arc::ptr_eq(&e.lock, lock))
+    }
+
+    /// A retirement is done: drop the session, then let waiting calls go.
+    pub fn retired(&self, retiring: Retiring) {
+        let mut map = self.map();
+        if map
+            .get(&retiring.victim.daemon_name)
+            .is_some_and(|e| Arc::ptr_eq(&e.lock, &retiring.lock))
+        {
+            map.remove(&retiring.victim.daemon_name);
+        }
+        drop(map);
+        drop(retiring);
+    }
+
     /// Track a daemon found running at start (an orphan of a previous server).
     pub fn adopt(&self, daemon_name: &str) {
         self.map()
@@ -150,30 +197,22 @@ impl Sessions {
                 session_id: daemon_name.to_owned(),
                 lock: Arc::new(tokio::sync::Mutex::new(())),
                 last_used: Instant::now(),
+                retiring: false,
             });
     }
 
-    /// Remove and return the sessions idle for longer than `ttl`.
-    pub fn take_idle(&self, ttl: Duration) -> Vec<Known> {
-        let mut map = self.map();
-        let idle: Vec<String> = map
-            .iter()
+    /// Start retiring the sessions idle for longer than `ttl`.
+    pub fn take_idle(&self, ttl: Duration) -> Vec<Retiring> {
+        self.map()
+            .iter_mut()
             .filter(|(_, e)| e.last_used.elapsed() > ttl && is_idle(e))
-            .map(|(name, _)| name.clone())
-            .collect();
-        idle.into_iter()
-            .filter_map(|name| {
-                map.remove(&name).map(|e| Known {
-                    daemon_name: name,
-                    session_id: e.session_id,
-                })
-            })
+            .filter_map(|(name, entry)| start_retiring(name, entry))
             .collect()
     }
 
-    /// How many sessions are live.
+    /// How many sessions are live (not being retired).
     pub fn len(&self) -> usize {
-        self.map().len()
+        self.map().values().filter(|e| !e.retiring).count()
     }
 
     /// Whether no session is live.
@@ -210,7 +249,7 @@ mod tests {
         drop(go(s.admit("b", "b")));
         s.touch("b");
         match s.admit("c", "c") {
-            Admission::Evicted(_, victim) => assert_eq!(victim.session_id, "a.1"),
+            Admission::Evicted(_, retiring) => assert_eq!(retiring.victim.session_id, "a.1"),
             _ => panic!("expected an eviction"),
         }
         assert_eq!(s.len(), 2);
@@ -230,8 +269,46 @@ mod tests {
         let s = Sessions::new(4, Overflow::Refuse);
         drop(go(s.admit("a", "a")));
         std::thread::sleep(Duration::from_millis(5));
-        assert_eq!(s.take_idle(Duration::from_millis(1)).len(), 1);
+        let taken = s.take_idle(Duration::from_millis(1));
+        assert_eq!(taken.len(), 1);
         assert!(s.take_idle(Duration::from_millis(1)).is_empty());
         assert!(s.is_empty());
+        for retiring in taken {
+            s.retired(retiring);
+        }
+        assert!(s.take_idle(Duration::ZERO).is_empty());
+    }
+
+    #[test]
+    fn a_call_for_a_session_being_retired_waits_then_starts_it_anew() {
+        let s = Sessions::new(4, Overflow::Refuse);
+        drop(go(s.admit("a", "a")));
+        let mut taken = s.take_idle(Duration::ZERO);
+        let retiring = taken.pop().unwrap();
+        // A call arrives mid-retirement: it gets the retiring session's lock,
+        // which the retirement holds.
+        let waiting = go(s.admit("a", "a"));
+        assert!(waiting.try_lock().is_err());
+        s.retired(retiring);
+        // Its turn comes, but that session is gone: it must be admitted again.
+        let _turn = waiting.try_lock().unwrap();
+        assert!(!s.is_current("a", &waiting));
+        let fresh = go(s.admit("a", "a"));
+        assert!(!Arc::ptr_eq(&fresh, &waiting));
+        assert!(s.is_current("a", &fresh));
+    }
+
+    #[test]
+    fn an_evicted_session_being_retired_does_not_count_against_the_cap() {
+        let s = Sessions::new(1, Overflow::EvictLru);
+        drop(go(s.admit("a", "a")));
+        let Admission::Evicted(b, retiring) = s.admit("b", "b") else {
+            panic!("expected an eviction");
+        };
+        assert_eq!(s.len(), 1);
+        assert!(s.is_current("b", &b));
+        assert!(!s.is_current("a", &retiring.lock));
+        s.retired(retiring);
+        assert_eq!(s.len(), 1);
     }
 }
