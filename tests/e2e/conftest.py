@@ -472,6 +472,22 @@ def cleanup_server(cfg: ServerConfig) -> None:
 
 
 @pytest.fixture
+def server_config(binaries: Binaries, chromium: harness.Chromium) -> Iterator[Any]:
+    """Factory: server_config(tag=..., agent_browser=...) -> a ServerConfig for a server the test
+    starts by hand. At teardown its dirs are removed, and any process left behind is stopped."""
+    made: list[ServerConfig] = []
+
+    def _make(**kwargs: Any) -> ServerConfig:
+        cfg = new_server_config(binaries, chromium.port, **kwargs)
+        made.append(cfg)
+        return cfg
+
+    yield _make
+    for cfg in made:
+        cleanup_server(cfg)
+
+
+@pytest.fixture
 def start_server(binaries: Binaries, chromium: harness.Chromium) -> Iterator[Any]:
     """Factory: start_server(agent_browser=None) -> started BlockingServer (stopped at teardown)."""
     started: list[BlockingServer] = []

@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 import harness
-from conftest import Binaries, BlockingServer, describe, make_canary, new_server_config
+from conftest import Binaries, BlockingServer, describe, make_canary
 
 
 def run_cli(binaries: Binaries, *args: str) -> subprocess.CompletedProcess[str]:
@@ -125,12 +125,12 @@ def test_a_log_gone_read_only_refuses_the_call_and_nothing_runs(start_server, bi
     assert run.returncode == 0 and "INTACT" in run.stdout, run.stdout
 
 
-def test_an_audit_dir_without_permission_refuses_to_start(binaries: Binaries, chromium: harness.Chromium) -> None:
+def test_an_audit_dir_without_permission_refuses_to_start(server_config) -> None:
     """As an unprivileged user, a root-only audit directory cannot be opened: the server refuses to
     start, before reading any JSON-RPC, and says why."""
     locked = Path(tempfile.mkdtemp(prefix="bs-locked-", dir="/var/tmp"))
     os.chmod(locked, 0o700)  # root-owned
-    cfg = new_server_config(binaries, chromium.port, tag="bsu")
+    cfg = server_config(tag="bsu")
     cfg.audit_log_path = locked / "audit.jsonl"
     for d in (cfg.base,):
         os.chown(d, 65534, 65534)
@@ -144,9 +144,9 @@ def test_an_audit_dir_without_permission_refuses_to_start(binaries: Binaries, ch
 
 
 def test_sigkill_mid_call_leaves_a_dangling_intent_and_an_intact_chain(
-    binaries: Binaries, chromium: harness.Chromium, web: harness.WebServer
+    binaries: Binaries, server_config, web: harness.WebServer
 ) -> None:
-    cfg = new_server_config(binaries, chromium.port, tag="bsk")
+    cfg = server_config(tag="bsk")
     srv = BlockingServer(cfg).start()
     try:
         srv.ok("k1", ["open", web.url("/form")])
@@ -183,14 +183,12 @@ def test_sigkill_mid_call_leaves_a_dangling_intent_and_an_intact_chain(
     assert run.returncode == 0 and "INTACT" in run.stdout, run.stdout
 
 
-def test_eight_processes_appending_to_one_log_keep_one_exact_chain(
-    binaries: Binaries, chromium: harness.Chromium
-) -> None:
+def test_eight_processes_appending_to_one_log_keep_one_exact_chain(binaries: Binaries, server_config) -> None:
     evidence = Path(tempfile.mkdtemp(prefix="bs-8p-", dir="/var/tmp"))
     log = evidence / "audit.jsonl"
     servers = []
     for i in range(8):
-        cfg = new_server_config(binaries, chromium.port, tag=f"bs8{i}")
+        cfg = server_config(tag=f"bs8{i}")
         cfg.audit_log_path = log
         servers.append(BlockingServer(cfg).start())
     calls_per_server = 50

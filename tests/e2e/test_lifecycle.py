@@ -12,7 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import harness
-from conftest import Binaries, BlockingServer, describe, new_server_config
+from conftest import BlockingServer, describe
 
 
 def lifecycle(cfg) -> list[dict]:
@@ -109,10 +109,8 @@ def test_evict_lru_makes_room_by_retiring_the_least_recently_used_idle_session(
     assert not alive(pid)
 
 
-def test_daemons_from_a_previous_server_are_adopted_or_closed(
-    binaries: Binaries, chromium: harness.Chromium, web: harness.WebServer
-) -> None:
-    cfg = new_server_config(binaries, chromium.port, tag="bso")
+def test_daemons_from_a_previous_server_are_adopted_or_closed(server_config, web: harness.WebServer) -> None:
+    cfg = server_config(tag="bso")
     first = BlockingServer(cfg).start()
     try:
         first.ok("orph", ["open", web.url("/form")])

@@ -185,14 +185,13 @@ def test_calls_that_cannot_start_in_time_are_refused_as_busy(start_server, web: 
 
 
 def test_sigterm_lets_calls_finish_within_the_grace_then_cancels_and_exits_zero(
-    binaries, chromium: harness.Chromium, web: harness.WebServer
+    binaries, server_config, web: harness.WebServer
 ) -> None:
     import signal
     import subprocess
+    import threading
 
-    from conftest import new_server_config
-
-    cfg = new_server_config(binaries, chromium.port, tag="bst")
+    cfg = server_config(tag="bst")
     cfg.extra_args = ["--shutdown-grace-sec", "1"]
     cfg.base.mkdir(parents=True, exist_ok=True)
     cfg.write_policy()
@@ -202,20 +201,31 @@ def test_sigterm_lets_calls_finish_within_the_grace_then_cancels_and_exits_zero(
         proc.stdin.write(json.dumps(obj) + "\n")
         proc.stdin.flush()
 
+    def read_reply(within: float = 30.0) -> dict:
+        """One line of stdout, or the test fails (the server killed) after `within` seconds."""
+        line: list[str] = []
+        reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(within)
+        if reader.is_alive() or not line or not line[0]:
+            proc.kill()
+            raise AssertionError(f"no reply line from the server within {within} s (exit {proc.poll()})")
+        return json.loads(line[0])
+
     def call(i: int, argv: list) -> None:
         send({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "browser-shell", "arguments": {"session_id": "term", "argv": argv}}})
 
     send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
-    assert json.loads(proc.stdout.readline())["id"] == 0
+    assert read_reply()["id"] == 0
     call(1, ["open", web.url("/form")])
-    assert json.loads(proc.stdout.readline())["result"]["structuredContent"]["exit_code"] == 0
+    assert read_reply()["result"]["structuredContent"]["exit_code"] == 0
     call(2, ["wait", "20000"])
     deadline = time.monotonic() + 10
     while '"wait"' not in cfg.audit_log.read_text():
         assert time.monotonic() < deadline
         time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
-    reply = json.loads(proc.stdout.readline())
+    reply = read_reply()
     assert reply["id"] == 2 and reply["result"]["structuredContent"]["exit_code"] == 130, reply
     assert proc.wait(timeout=15) == 0
     outcomes = [json.loads(l) for l in cfg.audit_log.read_text().splitlines() if '"outcome"' in l]
