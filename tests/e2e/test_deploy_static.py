@@ -1177,11 +1177,21 @@ def test_entrypoint_refusals(tmp_path, needs_bash):
         assert r.returncode == 1 and message in r.stderr, (env, r.stderr)
 
 
-def test_entrypoint_drops_dangerous_chrome_flags():
-    script = (SCRIPTS / "aio-entrypoint.sh").read_text()
-    for flag in ("--disable-web-security", "--disable-site-isolation-trials", "--remote-allow-origins=*", "--remote-debugging-address=*"):
-        assert flag in script
-    assert 'BROWSER_EXTRA_ARGS=$(strip_chrome_flags "${BROWSER_EXTRA_ARGS:-}")' in script
+def test_entrypoint_drops_dangerous_chrome_flags(tmp_path, needs_bash):
+    dangerous = ["--disable-web-security", "--disable-site-isolation-trials", "--remote-allow-origins=*",
+                 "--remote-debugging-address=0.0.0.0"]
+    kept = ["--window-size=1280,720", "--lang=en-US"]
+    args = " ".join([kept[0], *dangerous, kept[1]])
+    r = run_entrypoint(tmp_path, "1.9", "--preflight", JWT_PUBLIC_KEY=JWT,
+                       BROWSER_EXTRA_ARGS=args, BROWSER_COMMANDLINE_ARGS="--remote-allow-origins=* --mute-audio")
+    d = decisions(r)
+    assert d["browser_extra_args"].split() == kept, d
+    assert d["browser_commandline_args"].split() == ["--mute-audio"], d
+    for flag in dangerous:
+        assert f"dropping Chrome flag {flag}" in r.stderr, r.stderr
+    # Nothing to drop: the value passes through untouched.
+    assert decisions(run_entrypoint(tmp_path, "1.9", "--preflight", JWT_PUBLIC_KEY=JWT,
+                                    BROWSER_EXTRA_ARGS=" ".join(kept)))["browser_extra_args"] == " ".join(kept)
 
 
 def test_entrypoint_installs_the_gateway_and_prunes_stock_routes(tmp_path, needs_bash):

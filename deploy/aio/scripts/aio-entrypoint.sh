@@ -207,6 +207,7 @@ case "$mode" in
     preflight
     printf 'auth=%s\nlayout=%s\nauth_service_port=%s\nwait_ports=%s\nmcp_hub_wait_ports=%s\naudit_dir=%s\n' \
       "$AUTH" "$AIO_LAYOUT" "$AUTH_SERVICE_PORT" "$WAIT_PORTS" "$MCP_HUB_WAIT_PORTS" "$AUDIT_DIR"
+    printf 'browser_extra_args=%s\nbrowser_commandline_args=%s\n' "$BROWSER_EXTRA_ARGS" "$BROWSER_COMMANDLINE_ARGS"
     exit 0
     ;;
   --install-nginx)
