@@ -73,9 +73,19 @@ pub enum Termination {
     TimedOut,
     Cancelled,
     SpawnFailed(String),
-    /// The release gate failed (the call's audit intent could not be made
-    /// durable): the child never received its batch and was killed.
-    Withheld(String),
+    /// The release gate held the batch back: the child never received it
+    /// and was killed.
+    Withheld(Withhold),
+}
+
+/// Why a release gate held a child's batch back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Withhold {
+    /// The call's audit intent could not be made durable.
+    Audit(String),
+    /// The navigation guard, looking before the command, found the page
+    /// somewhere the policy refuses (`page`, `why`).
+    Blocked { page: String, why: String },
 }
 
 /// What the child produced, before normalisation.
@@ -138,8 +148,10 @@ impl Runner {
     /// durable. agent-browser does nothing before it has read its whole
     /// batch (it loads its config, then reads stdin to EOF, and only then
     /// connects to its daemon), so the gate's wait overlaps the child's
-    /// start-up instead of preceding it. Should `release` fail, the child
-    /// is killed without ever having a command ([`Termination::Withheld`]).
+    /// start-up instead of preceding it. Should `release` fail (the intent
+    /// is not durable, or the guard looked first and refused the page), the
+    /// child is killed without ever having a command
+    /// ([`Termination::Withheld`]).
     ///
     /// With `front`, the session's tab is brought to the front in the same
     /// window (see [`Runner::foreground`]), so no command reaches a
@@ -151,7 +163,7 @@ impl Runner {
         timeout: Duration,
         cancel: &CancellationToken,
         front: bool,
-        release: impl Future<Output = Result<(), String>>,
+        release: impl Future<Output = Result<(), Withhold>>,
     ) -> RawOutcome {
         let started = tokio::time::Instant::now();
         let finish = |termination, out: Captured, err: Captured| RawOutcome {
@@ -207,13 +219,13 @@ impl Runner {
                 let _ = stdin.write_all(&batch).await;
                 let _ = stdin.shutdown().await;
             }
-            Ok::<(), String>(())
+            Ok::<(), Withhold>(())
         };
         let out_task = tokio::spawn(capture(stdout));
         let err_task = tokio::spawn(capture(stderr));
 
         let termination = tokio::select! {
-            status = async { feed.await?; Ok::<_, String>(child.wait().await) } => match status {
+            status = async { feed.await?; Ok::<_, Withhold>(child.wait().await) } => match status {
                 Err(why) => Termination::Withheld(why),
                 Ok(Ok(status)) => match (status.code(), std::os::unix::process::ExitStatusExt::signal(&status)) {
                     (Some(code), _) => Termination::Exited(code),

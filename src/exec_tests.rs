@@ -14,7 +14,7 @@ use std::{
 
 use tokio_util::sync::CancellationToken;
 
-use super::{Runner, Termination};
+use super::{Runner, Termination, Withhold};
 use crate::session::SessionId;
 
 struct StandIn {
@@ -126,7 +126,7 @@ async fn a_failed_gate_kills_the_child_without_its_batch() {
         async move {
             started(&received).await;
             tokio::time::sleep(Duration::from_millis(100)).await;
-            Err("fdatasync: Invalid argument".to_owned())
+            Err(Withhold::Audit("fdatasync: Invalid argument".to_owned()))
         }
     };
     let session = SessionId::parse("g2").unwrap();
@@ -143,7 +143,7 @@ async fn a_failed_gate_kills_the_child_without_its_batch() {
         .await;
     assert_eq!(
         raw.termination,
-        Termination::Withheld("fdatasync: Invalid argument".to_owned())
+        Termination::Withheld(Withhold::Audit("fdatasync: Invalid argument".to_owned()))
     );
     // Killed, not finished: had it been fed, `cat` would have copied it.
     tokio::time::sleep(Duration::from_millis(100)).await;

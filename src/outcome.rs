@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::{
-    exec::{RawOutcome, Termination},
+    exec::{RawOutcome, Termination, Withhold},
     refusal::Refusal,
 };
 
@@ -184,10 +184,16 @@ pub fn normalize(session_id: &str, raw: &RawOutcome, max_bytes: usize, guard: Gu
             String::new(),
             format!("browser-shell error: {why}"),
         ),
-        Termination::Withheld(why) => (
+        Termination::Withheld(Withhold::Audit(why)) => (
             exit_code::INTERNAL,
             String::new(),
             format!("audit unavailable, nothing was run: {why}"),
+        ),
+        // The pipeline replaces this reply with the guard's refusal.
+        Termination::Withheld(Withhold::Blocked { page, why }) => (
+            exit_code::REFUSED,
+            String::new(),
+            format!("the page is at {page}: {why}; nothing was run"),
         ),
         Termination::Signaled(sig) => (
             128 + sig,

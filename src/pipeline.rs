@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     command::{self, Slot},
     config::Prepared,
-    exec::{Runner, Termination},
+    exec::{Runner, Termination, Withhold},
     laps::Laps,
     outcome::{self, Reply, exit_code},
     outputs,
@@ -330,6 +330,17 @@ impl Pipeline {
                 }
             }
         };
+        // The session's last command ended without the guard looking at the
+        // page (it failed, timed out or was cancelled): look now, before
+        // this command acts on whatever page that is.
+        let look_first = guard.is_on() && self.sessions.is_unlooked(request.session.daemon_name());
+        let release = async {
+            intent_synced.await.map_err(Withhold::Audit)?;
+            if look_first {
+                self.look_before(&request.session).await?;
+            }
+            Ok(())
+        };
         let raw = self
             .runner
             .run(
@@ -338,12 +349,12 @@ impl Pipeline {
                 request.timeout,
                 &cancel,
                 front,
-                intent_synced,
+                release,
             )
             .await;
         forward.abort();
         laps.lap("agent_browser");
-        if let Termination::Withheld(why) = &raw.termination {
+        if let Termination::Withheld(Withhold::Audit(why)) = &raw.termination {
             tracing::error!(error = %why, "audit intent not synced; the command was withheld and its process killed");
             return (
                 Reply::internal(
@@ -374,72 +385,92 @@ impl Pipeline {
             Termination::TimedOut => ("timeout", Some("timeout")),
             Termination::Cancelled => ("cancelled", Some("cancelled")),
             Termination::SpawnFailed(_) => ("spawn_failed", Some("spawn_failed")),
-            Termination::Withheld(_) => ("audit_unavailable", Some("audit_unavailable")),
+            Termination::Withheld(Withhold::Audit(_)) => {
+                ("audit_unavailable", Some("audit_unavailable"))
+            }
+            Termination::Withheld(Withhold::Blocked { .. }) => {
+                ("navigation_blocked", Some("navigation_blocked"))
+            }
         };
         let mut blocked = None;
-        if guard.is_on() && reply.exit_code == 0 {
-            let page = match outcome::guard_read(&raw, guard) {
-                outcome::GuardRead::Url(url) => Some(url),
-                // Read mid-navigation: look again once it has settled.
-                outcome::GuardRead::Failed => self.read_page_url(&request.session).await,
-                outcome::GuardRead::NotRun => None,
-            };
-            let verdict = match &page {
-                Some(page) => self
-                    .guard(page)
-                    .await
-                    .map_err(|r| (page.clone(), r.message)),
-                // Fail closed: a page whose URL cannot be read is not known to be allowed.
-                None => Err((
-                    "an unknown URL".to_owned(),
-                    "the page URL could not be read after the command".to_owned(),
-                )),
-            };
-            if let Err((page, why)) = verdict {
-                // The page already went there (a browser follows links and
-                // redirects before anyone can look); take it away again.
-                // Not the agent's timeout or cancellation: this must happen.
-                let reset = vec![vec!["open".to_owned(), "about:blank".to_owned()]];
-                let reset = self
-                    .runner
-                    .run(
-                        &request.session,
-                        &reset,
-                        RESET_TIMEOUT,
-                        &self.shutdown.child_token(),
-                        false,
-                        // Part of this call, whose intent is already durable.
-                        std::future::ready(Ok(())),
-                    )
-                    .await;
-                let reset = if matches!(reset.termination, Termination::Exited(0)) {
-                    "the session was sent to about:blank".to_owned()
-                } else {
-                    // Whatever the page is, the session's daemon no longer serves it.
-                    self.runner.kill_daemon(request.session.daemon_name()).await;
-                    format!(
-                        "sending the session to about:blank failed ({:?}), so its browser daemon was stopped",
-                        reset.termination
-                    )
+        let verdict = match &raw.termination {
+            // It looked before the command, which never ran.
+            Termination::Withheld(Withhold::Blocked { page, why }) => Some(Err((
+                page.clone(),
+                format!(
+                    "{why}; the command was not run (the guard looked first: the session's last command had ended unchecked)"
+                ),
+            ))),
+            _ if guard.is_on() && reply.exit_code == 0 => {
+                let page = match outcome::guard_read(&raw, guard) {
+                    outcome::GuardRead::Url(url) => Some(url),
+                    // Read mid-navigation: look again once it has settled.
+                    outcome::GuardRead::Failed => self.read_page_url(&request.session, true).await,
+                    outcome::GuardRead::NotRun => None,
                 };
-                // A screenshot of that page is not left behind either.
-                let removed = match &output {
-                    Some(file) if std::fs::remove_file(file).is_ok() => {
-                        "; the screenshot was deleted"
-                    }
-                    _ => "",
-                };
-                let refusal = Refusal::new(
-                    "navigation.blocked",
-                    format!(
-                        "the page navigated to {}: {why}; {reset}{removed}",
-                        self.redactor.url(&page)
-                    ),
-                );
-                reply = Reply::refused(session_id, &refusal);
-                (outcome_name, error_type) = ("navigation_blocked", Some("navigation_blocked"));
-                blocked = Some(refusal);
+                Some(match &page {
+                    Some(page) => self
+                        .guard(page)
+                        .await
+                        .map_err(|r| (page.clone(), r.message)),
+                    // Fail closed: a page whose URL cannot be read is not known to be allowed.
+                    None => Err((
+                        "an unknown URL".to_owned(),
+                        "the page URL could not be read after the command".to_owned(),
+                    )),
+                })
             }
+            _ => None,
+        };
+        if guard.is_on() {
+            self.sessions
+                .set_unlooked(request.session.daemon_name(), verdict.is_none());
+        }
+        if let Some(Err((page, why))) = verdict {
+            // The page already went there (a browser follows links and
+            // redirects before anyone can look); take it away again.
+            // Not the agent's timeout or cancellation: this must happen.
+            let reset = vec![vec!["open".to_owned(), "about:blank".to_owned()]];
+            let reset = self
+                .runner
+                .run(
+                    &request.session,
+                    &reset,
+                    RESET_TIMEOUT,
+                    &self.shutdown.child_token(),
+                    false,
+                    // Part of this call, whose intent is already durable.
+                    std::future::ready(Ok(())),
+                )
+                .await;
+            let reset = if matches!(reset.termination, Termination::Exited(0)) {
+                "the session was sent to about:blank".to_owned()
+            } else {
+                // Whatever the page is, the session's daemon no longer
+                // serves it; the next command looks first.
+                self.runner.kill_daemon(request.session.daemon_name()).await;
+                self.sessions
+                    .set_unlooked(request.session.daemon_name(), true);
+                format!(
+                    "sending the session to about:blank failed ({:?}), so its browser daemon was stopped",
+                    reset.termination
+                )
+            };
+            // A screenshot of that page is not left behind either.
+            let removed = match &output {
+                Some(file) if std::fs::remove_file(file).is_ok() => "; the screenshot was deleted",
+                _ => "",
+            };
+            let refusal = Refusal::new(
+                "navigation.blocked",
+                format!(
+                    "the page navigated to {}: {why}; {reset}{removed}",
+                    self.redactor.url(&page)
+                ),
+            );
+            reply = Reply::refused(session_id, &refusal);
+            (outcome_name, error_type) = ("navigation_blocked", Some("navigation_blocked"));
+            blocked = Some(refusal);
         }
 
         laps.lap("guard");
@@ -517,18 +548,38 @@ impl Pipeline {
         Ok((tokens, resolved, output))
     }
 
-    /// Read the session's page URL on its own, for the guard, when the
-    /// batch's read fell in the middle of a navigation: up to three tries,
-    /// 100 ms apart.
-    async fn read_page_url(&self, session: &SessionId) -> Option<String> {
+    /// Before a command, for a session whose page the guard has not seen
+    /// since its last command: read the page URL and check it.
+    async fn look_before(&self, session: &SessionId) -> Result<(), Withhold> {
+        let Some(page) = self.read_page_url(session, false).await else {
+            return Err(Withhold::Blocked {
+                page: "an unknown URL".to_owned(),
+                why: "the page URL could not be read before the command".to_owned(),
+            });
+        };
+        match self.guard(&page).await {
+            Ok(()) => Ok(()),
+            Err(refusal) => Err(Withhold::Blocked {
+                page,
+                why: refusal.message,
+            }),
+        }
+    }
+
+    /// Read the session's page URL on its own, for the guard: up to three
+    /// tries, 100 ms apart — the first at once, or, with `settle` (the
+    /// batch's read fell in the middle of a navigation), after 100 ms too.
+    async fn read_page_url(&self, session: &SessionId, settle: bool) -> Option<String> {
         let read = vec![
             outcome::GUARD_COMMAND
                 .iter()
                 .map(|s| (*s).to_owned())
                 .collect(),
         ];
-        for _ in 0..3 {
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        for attempt in 0..3 {
+            if settle || attempt > 0 {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
             let raw = self
                 .runner
                 .run(

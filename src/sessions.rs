@@ -41,6 +41,10 @@ struct Entry {
     /// Being retired (reaped or evicted): its lock is held until the daemon,
     /// tab and files are gone, and it no longer counts against the cap.
     retiring: bool,
+    /// The navigation guard has not looked at the page since the session's
+    /// last command (it failed, timed out or was cancelled; or the session
+    /// was adopted): the next command must look before it acts.
+    unlooked: bool,
 }
 
 /// A session being retired: its turn is held, so a call that arrives for
@@ -146,6 +150,7 @@ impl Sessions {
                 lock: Arc::clone(&lock),
                 last_used: Instant::now(),
                 retiring: false,
+                unlooked: false,
             },
         );
         match victim {
@@ -160,6 +165,19 @@ impl Sessions {
         if let Some(entry) = self.map().get_mut(daemon_name) {
             entry.last_used = Instant::now();
         }
+    }
+
+    /// Record whether the guard has looked at the session's page since its
+    /// last command.
+    pub fn set_unlooked(&self, daemon_name: &str, unlooked: bool) {
+        if let Some(entry) = self.map().get_mut(daemon_name) {
+            entry.unlooked = unlooked;
+        }
+    }
+
+    /// Must the guard look at the session's page before its next command?
+    pub fn is_unlooked(&self, daemon_name: &str) -> bool {
+        self.map().get(daemon_name).is_some_and(|e| e.unlooked)
     }
 
     /// The session ended (`close`): forget it.
@@ -198,6 +216,8 @@ impl Sessions {
                 lock: Arc::new(tokio::sync::Mutex::new(())),
                 last_used: Instant::now(),
                 retiring: false,
+                // A previous server's session: nobody knows where its page is.
+                unlooked: true,
             });
     }
 

@@ -113,6 +113,32 @@ def test_a_page_that_sent_itself_elsewhere_yields_none_of_its_content(
     assert server.ok(sid, ["get", "url"]) == {"url": "about:blank"}
 
 
+def test_after_a_command_that_timed_out_the_next_one_looks_before_it_acts(
+    server, web: harness.WebServer, elsewhere: tuple[harness.WebServer, harness.WebServer]
+) -> None:
+    """No guard reads the page after a command that times out (or fails). If the page went to a
+    disallowed address meanwhile, the session's next command must not act on it: the guard looks
+    first, and the click that would submit that page's form never runs."""
+    _, three = elsewhere
+    sid = "pol-look"
+    later = web.url("/later?ms=500&to=" + urllib.parse.quote(three.url("/form"), safe=""))
+    visits = three.seen_paths().count("/form")
+    server.ok(sid, ["open", later])
+    is_error, reply = server.call(sid, ["wait", "5000"], 1)
+    assert is_error and reply["exit_code"] == 124, describe(reply)
+    deadline = time.monotonic() + 10
+    while three.seen_paths().count("/form") == visits:
+        assert time.monotonic() < deadline, "the page never went to 127.0.0.3"
+        time.sleep(0.05)
+    time.sleep(0.5)  # let the navigation commit
+    is_error, reply = server.call(sid, ["click", "#go"])
+    assert is_error and "navigation.blocked" in reply["stderr"] and "127.0.0.3" in reply["stderr"], describe(reply)
+    assert "the command was not run" in reply["stderr"], describe(reply)
+    time.sleep(0.5)
+    assert "/submit" not in three.seen_paths(), "the click ran on the disallowed page"
+    assert server.ok(sid, ["get", "url"]) == {"url": "about:blank"}
+
+
 def test_a_link_to_an_allowed_page_passes_the_guard(server, web: harness.WebServer) -> None:
     server.ok("pol-6", ["open", web.url("/links?to=" + urllib.parse.quote(web.url("/next"), safe=""))])
     assert server.ok("pol-6", ["click", "#away"]) == {"clicked": "#away"}
