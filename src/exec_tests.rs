@@ -84,6 +84,24 @@ fn batch() -> Vec<Vec<String>> {
     vec![vec!["get".to_owned(), "url".to_owned()]]
 }
 
+/// Run the batch through the stand-in's runner, behind `gate`.
+async fn run(
+    s: &StandIn,
+    session: &SessionId,
+    gate: impl Future<Output = Result<(), Withhold>>,
+) -> super::RawOutcome {
+    s.runner
+        .run(
+            session,
+            &batch(),
+            Duration::from_secs(30),
+            &CancellationToken::new(),
+            false,
+            gate,
+        )
+        .await
+}
+
 #[tokio::test]
 async fn the_child_starts_before_the_gate_opens_but_gets_its_batch_only_after() {
     let s = stand_in();
@@ -99,17 +117,7 @@ async fn the_child_starts_before_the_gate_opens_but_gets_its_batch_only_after() 
         }
     };
     let session = SessionId::parse("g1").unwrap();
-    let raw = s
-        .runner
-        .run(
-            &session,
-            &batch(),
-            Duration::from_secs(30),
-            &CancellationToken::new(),
-            false,
-            gate,
-        )
-        .await;
+    let raw = run(&s, &session, gate).await;
     assert_eq!(raw.termination, Termination::Exited(0), "{raw:?}");
     assert_eq!(at_release.lock().unwrap().as_deref(), Some(&b""[..]));
     assert_eq!(
@@ -130,17 +138,7 @@ async fn a_failed_gate_kills_the_child_without_its_batch() {
         }
     };
     let session = SessionId::parse("g2").unwrap();
-    let raw = s
-        .runner
-        .run(
-            &session,
-            &batch(),
-            Duration::from_secs(30),
-            &CancellationToken::new(),
-            false,
-            gate,
-        )
-        .await;
+    let raw = run(&s, &session, gate).await;
     assert_eq!(
         raw.termination,
         Termination::Withheld(Withhold::Audit("fdatasync: Invalid argument".to_owned()))
@@ -186,17 +184,7 @@ async fn a_sessions_next_call_is_served_by_its_standby() {
     s.runner.prepare_standby(&session);
     until_started(&s, 1).await;
     let standby = pids(&s.started);
-    let raw = s
-        .runner
-        .run(
-            &session,
-            &batch(),
-            Duration::from_secs(30),
-            &CancellationToken::new(),
-            false,
-            std::future::ready(Ok(())),
-        )
-        .await;
+    let raw = run(&s, &session, std::future::ready(Ok(()))).await;
     assert_eq!(raw.termination, Termination::Exited(0), "{raw:?}");
     // No second process: the standby got the batch.
     assert_eq!(pids(&s.started), standby);
@@ -225,17 +213,7 @@ async fn a_standby_whose_session_ended_is_killed_and_never_used() {
         !is_running(&standby),
         "the discarded standby {standby} still runs"
     );
-    let raw = s
-        .runner
-        .run(
-            &session,
-            &batch(),
-            Duration::from_secs(30),
-            &CancellationToken::new(),
-            false,
-            std::future::ready(Ok(())),
-        )
-        .await;
+    let raw = run(&s, &session, std::future::ready(Ok(()))).await;
     assert_eq!(raw.termination, Termination::Exited(0), "{raw:?}");
     // A fresh child served the call.
     let started = pids(&s.started);
