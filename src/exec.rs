@@ -153,8 +153,8 @@ impl Runner {
     /// child is killed without ever having a command
     /// ([`Termination::Withheld`]).
     ///
-    /// With `front`, the session's tab is brought to the front in the same
-    /// window (see [`Runner::foreground`]), so no command reaches a
+    /// With `front`, the session's tab is brought to the front once the gate
+    /// opened (see [`Runner::foreground`]), so no command reaches a
     /// background tab.
     pub async fn run(
         &self,
@@ -205,14 +205,17 @@ impl Runner {
         let stdin = child.stdin.take();
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
-        let feed = async move {
-            let foreground = async {
-                if front {
-                    self.foreground(session).await;
-                }
-            };
-            let (released, ()) = tokio::join!(release, foreground);
-            released?;
+        // Whether the child got its batch: if not, a timeout or cancellation
+        // has no daemon command to stop.
+        let fed = std::sync::atomic::AtomicBool::new(false);
+        let feed = async {
+            release.await?;
+            // After the gate, not beside it: bringing the tab to the front is
+            // visible to the page, so it waits for the durable intent too.
+            if front {
+                self.foreground(session).await;
+            }
+            fed.store(true, std::sync::atomic::Ordering::SeqCst);
             if let Some(mut stdin) = stdin {
                 // A child that exits early closes its stdin; that is its answer,
                 // not an error of ours.
@@ -246,7 +249,9 @@ impl Runner {
             }
             let _ = child.kill().await;
         }
-        if matches!(termination, Termination::TimedOut | Termination::Cancelled) {
+        if matches!(termination, Termination::TimedOut | Termination::Cancelled)
+            && fed.load(std::sync::atomic::Ordering::SeqCst)
+        {
             // The daemon keeps running the command the CLI sent it and would
             // hold the session for the rest of it; stop it too. The next call
             // respawns it, and the session keeps its pinned tab.

@@ -183,6 +183,13 @@ async fn a_sessions_next_call_is_served_by_its_standby() {
     let session = SessionId::parse("s1").unwrap();
     s.runner.prepare_standby(&session);
     until_started(&s, 1).await;
+    // Started is not yet kept: wait until it is the session's standby.
+    for _ in 0..1000 {
+        if s.runner.standbys.is_ready(session.daemon_name()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let standby = pids(&s.started);
     let raw = run(&s, &session, std::future::ready(Ok(()))).await;
     assert_eq!(raw.termination, Termination::Exited(0), "{raw:?}");

@@ -189,11 +189,12 @@ pub fn normalize(session_id: &str, raw: &RawOutcome, max_bytes: usize, guard: Gu
             String::new(),
             format!("audit unavailable, nothing was run: {why}"),
         ),
-        // The pipeline replaces this reply with the guard's refusal.
-        Termination::Withheld(Withhold::Blocked { page, why }) => (
+        // The pipeline replaces this reply with the guard's refusal (whose
+        // page URL goes through the redactor).
+        Termination::Withheld(Withhold::Blocked { .. }) => (
             exit_code::REFUSED,
             String::new(),
-            format!("the page is at {page}: {why}; nothing was run"),
+            "the page is somewhere the policy refuses; nothing was run".to_owned(),
         ),
         Termination::Signaled(sig) => (
             128 + sig,

@@ -371,12 +371,6 @@ impl Pipeline {
             self.runner.standbys.discard(request.session.daemon_name());
         } else {
             self.sessions.touch(request.session.daemon_name());
-            // The next call of a session in working order gets a child that
-            // is already running (see `crate::standby`); after a timeout or
-            // a cancellation it spawns its own.
-            if matches!(raw.termination, Termination::Exited(_)) {
-                self.runner.prepare_standby(&request.session);
-            }
         }
         let mut reply = outcome::normalize(session_id, &raw, self.max_output_bytes, guard);
         let (mut outcome_name, mut error_type) = match &raw.termination {
@@ -457,8 +451,12 @@ impl Pipeline {
                 )
             };
             // A screenshot of that page is not left behind either.
+            // (Only one this call wrote: a withheld command wrote nothing.)
+            let wrote = !matches!(raw.termination, Termination::Withheld(_));
             let removed = match &output {
-                Some(file) if std::fs::remove_file(file).is_ok() => "; the screenshot was deleted",
+                Some(file) if wrote && std::fs::remove_file(file).is_ok() => {
+                    "; the screenshot was deleted"
+                }
                 _ => "",
             };
             let refusal = Refusal::new(
@@ -494,6 +492,13 @@ impl Pipeline {
         let outcome_written = self.append(call, done);
         laps.lap("outcome");
         laps.report();
+        // The next call of a session in working order gets a child that is
+        // already running (see `crate::standby`); after a timeout or a
+        // cancellation it spawns its own. Last, so the guard's own reads
+        // above do not use it up.
+        if matches!(raw.termination, Termination::Exited(_)) && subcommand != "close" {
+            self.runner.prepare_standby(&request.session);
+        }
         if let Err(e) = outcome_written {
             // The command already ran and its intent proves it was allowed;
             // say so loudly. The next call's intent write is the gate: while

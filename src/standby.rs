@@ -83,6 +83,12 @@ impl Standbys {
         inner.ready.remove(daemon_name);
     }
 
+    /// Is a standby ready for the session (tests wait on it)?
+    #[cfg(test)]
+    pub fn is_ready(&self, daemon_name: &str) -> bool {
+        self.lock().ready.contains_key(daemon_name)
+    }
+
     /// At shutdown: kill every standby.
     pub fn clear(&self) {
         let mut inner = self.lock();
