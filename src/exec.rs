@@ -187,7 +187,7 @@ impl Runner {
         let checked = tokio::time::Instant::now();
         self.evict_unconfined_daemon(session).await;
         let daemon_check = checked.elapsed();
-        let spawned = match self.standbys.take(session.daemon_name()) {
+        let spawned = match self.standbys.take_or_await(session.daemon_name()).await {
             Some(standby) => Ok(standby),
             None => self.spawn(session),
         };
@@ -295,12 +295,18 @@ impl Runner {
         let (runner, session) = (self.clone(), session.clone());
         tokio::spawn(async move {
             tokio::time::sleep(STANDBY_AFTER).await;
-            if !runner.standbys.is_wanted(session.daemon_name(), ticket) {
+            if !runner
+                .standbys
+                .start_spawning(session.daemon_name(), ticket)
+            {
                 return; // the next call came first and spawned its own
             }
             let spawned = tokio::task::spawn_blocking(move || match runner.spawn(&session) {
                 Ok(child) => runner.standbys.put(session.daemon_name(), ticket, child),
-                Err(e) => tracing::debug!(error = %e, "no standby for the session's next call"),
+                Err(e) => {
+                    runner.standbys.spawn_failed(session.daemon_name());
+                    tracing::debug!(error = %e, "no standby for the session's next call");
+                }
             });
             let _ = spawned.await;
         });

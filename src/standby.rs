@@ -17,14 +17,24 @@
 //! session ends ([`Standbys::discard`]); one whose spawn finishes after that
 //! is dropped (and so killed) instead of kept.
 
-use std::{collections::HashMap, sync::Mutex};
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Mutex,
+    time::Duration,
+};
 
-use tokio::process::Child;
+use tokio::{process::Child, sync::Notify};
+
+/// How long a call waits for its session's standby that is being spawned
+/// right now (about 1.5 ms) before it spawns a child of its own.
+const SPAWN_WAIT: Duration = Duration::from_millis(20);
 
 /// The ready standby of each session, by daemon name.
 #[derive(Debug, Default)]
 pub struct Standbys {
     inner: Mutex<Inner>,
+    /// A spawn in flight ended (kept or not).
+    spawned: Notify,
 }
 
 #[derive(Debug, Default)]
@@ -33,6 +43,8 @@ struct Inner {
     ready: HashMap<String, Child>,
     /// The ticket of the one spawn in flight that may still be kept.
     wanted: HashMap<String, u64>,
+    /// Sessions whose standby is being spawned right now.
+    spawning: HashSet<String>,
     next_ticket: u64,
 }
 
@@ -49,9 +61,39 @@ impl Standbys {
         matches!(child.try_wait(), Ok(None)).then_some(child)
     }
 
-    /// Is the spawn announced with `ticket` still wanted?
-    pub fn is_wanted(&self, daemon_name: &str, ticket: u64) -> bool {
-        self.lock().wanted.get(daemon_name) == Some(&ticket)
+    /// Like [`Standbys::take`], but when the session's standby is being
+    /// spawned right now, wait for it (up to [`SPAWN_WAIT`]): a call that
+    /// comes right after the previous one would otherwise fork a second
+    /// child beside it.
+    pub async fn take_or_await(&self, daemon_name: &str) -> Option<Child> {
+        let spawned = self.spawned.notified();
+        tokio::pin!(spawned);
+        // Registered before the check, so a spawn ending after it wakes us.
+        spawned.as_mut().enable();
+        let in_flight = {
+            let inner = self.lock();
+            !inner.ready.contains_key(daemon_name) && inner.spawning.contains(daemon_name)
+        };
+        if in_flight {
+            let _ = tokio::time::timeout(SPAWN_WAIT, spawned).await;
+        }
+        self.take(daemon_name)
+    }
+
+    /// The announced spawn is starting now, if it is still wanted.
+    pub fn start_spawning(&self, daemon_name: &str, ticket: u64) -> bool {
+        let mut inner = self.lock();
+        let wanted = inner.wanted.get(daemon_name) == Some(&ticket);
+        if wanted {
+            inner.spawning.insert(daemon_name.to_owned());
+        }
+        wanted
+    }
+
+    /// The spawn failed: nobody should wait for it.
+    pub fn spawn_failed(&self, daemon_name: &str) {
+        self.lock().spawning.remove(daemon_name);
+        self.spawned.notify_waiters();
     }
 
     /// Announce a spawn for the session's next call; the ticket lets
@@ -69,11 +111,14 @@ impl Standbys {
     /// announced) it is dropped, which kills it.
     pub fn put(&self, daemon_name: &str, ticket: u64, child: Child) {
         let mut inner = self.lock();
+        inner.spawning.remove(daemon_name);
         if inner.wanted.get(daemon_name) == Some(&ticket) {
             inner.wanted.remove(daemon_name);
             // A previous standby still there is replaced (and killed).
             inner.ready.insert(daemon_name.to_owned(), child);
         }
+        drop(inner);
+        self.spawned.notify_waiters();
     }
 
     /// The session ended: kill its standby and forget any spawn in flight.
