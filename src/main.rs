@@ -7,7 +7,7 @@
 use std::{process::ExitCode, sync::Arc};
 
 use anyhow::Context;
-use browser_shell::{config, mcp, operator, pipeline, review, telemetry, wire};
+use browser_shell::{config, mcp, operator, pipeline, review, stdio, telemetry, wire};
 use clap::{Parser, Subcommand};
 use rmcp::ServiceExt;
 
@@ -210,22 +210,19 @@ fn serve(args: &config::ServeArgs) -> anyhow::Result<()> {
     let pipeline = Arc::new(pipeline::Pipeline::new(prepared, telemetry.clone()));
     runtime.block_on(async move {
         // stdin → wire → rmcp → wire → stdout: the wire frames and bounds
-        // messages, answers malformed ones itself, and is stdout's only writer.
+        // messages, answers malformed ones itself, and is stdout's only
+        // writer; `stdio` decides how stdin and stdout are read and written.
         let (to_rmcp, rmcp_in) = tokio::io::duplex(PIPE_BYTES);
         let (rmcp_out, from_rmcp) = tokio::io::duplex(PIPE_BYTES);
         let (answers_tx, answers_rx) = tokio::sync::mpsc::unbounded_channel();
         let fault_sink = Arc::clone(&pipeline);
         let input = tokio::spawn(wire::pump_input(
-            tokio::io::stdin(),
+            stdio::input(),
             to_rmcp,
             answers_tx,
             move |fault| fault_sink.record_protocol_fault(fault),
         ));
-        let output = tokio::spawn(wire::pump_output(
-            from_rmcp,
-            answers_rx,
-            tokio::io::stdout(),
-        ));
+        let output = tokio::spawn(wire::pump_output(from_rmcp, answers_rx, stdio::output()));
         pipeline.adopt_orphans().await;
         let reaper = {
             let pipeline = Arc::clone(&pipeline);
@@ -270,8 +267,9 @@ fn serve(args: &config::ServeArgs) -> anyhow::Result<()> {
     })?;
     // Flush OTLP with a bound; a dead collector cannot hold the exit longer.
     telemetry.shutdown(std::time::Duration::from_secs(2));
-    // tokio reads stdin on a blocking thread that cannot be interrupted while
-    // the client keeps stdin open (SIGTERM): do not wait for it.
+    // When stdin is not a pipe, tokio reads it on a blocking thread that
+    // cannot be interrupted while the client keeps it open (SIGTERM): do not
+    // wait for it.
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));
     Ok(())
 }

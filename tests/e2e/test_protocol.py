@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 import queue
+import os
+import re
+import select
+import socket
 import subprocess
 import threading
 import time
@@ -231,3 +235,117 @@ def test_unknown_tool_name_is_a_jsonrpc_error(server) -> None:
     with pytest.raises(MCPError) as info:
         server.call_raw({"session_id": "u1", "argv": ["get", "url"]}, tool="browser-shell-nope")
     assert info.value.code == -32602, f"code {info.value.code}: {info.value.message}"
+
+
+# --------------------------------------------------------------------------- stdio of every kind
+
+SCRIPT = [
+    INIT,
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+    {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+     "params": {"name": "browser-shell", "arguments": {"session_id": "io1", "argv": ["eval", "1"]}}},
+]
+
+
+O_NONBLOCK = 0o4000
+
+
+def _nonblocking(pid: int, fd: int) -> bool:
+    flags = re.search(r"^flags:\s+([0-7]+)$", Path(f"/proc/{pid}/fdinfo/{fd}").read_text(), re.M)
+    assert flags, f"no flags in /proc/{pid}/fdinfo/{fd}"
+    return bool(int(flags.group(1), 8) & O_NONBLOCK)
+
+
+def _start_wired(cfg, wiring: str, tmp: Path) -> tuple[subprocess.Popen, Any]:
+    """Start the server with stdin/stdout/stderr of the kind `wiring` names. Returns the process
+    and what feeds its stdin (None when stdin is a file that already holds the SCRIPT)."""
+    script = "".join(json.dumps(m) + "\n" for m in SCRIPT).encode()
+    env = dict(cfg.env(), RUST_LOG="debug")  # plenty of stderr, to meet stdout where they share
+    stdin: Any = subprocess.PIPE
+    stdout: Any = subprocess.PIPE
+    stderr: Any = open(cfg.stderr_log, "ab")
+    feed: Any = None
+    if wiring == "stdin_file":
+        (tmp / "in.jsonl").write_bytes(script)
+        stdin = open(tmp / "in.jsonl", "rb")
+    elif wiring == "stdin_socket":
+        feed, stdin = socket.socketpair()
+    elif wiring == "stdout_file":
+        stdout = open(tmp / "out.jsonl", "wb")
+    elif wiring == "stdout_shares_stderr":
+        stderr = subprocess.STDOUT
+    proc = subprocess.Popen(cfg.argv(), stdin=stdin, stdout=stdout, stderr=stderr, env=env)
+    if wiring == "stdin_socket":
+        stdin.close()
+        feed.sendall(script)
+    elif wiring != "stdin_file":
+        feed = proc.stdin
+        feed.write(script)
+        feed.flush()
+    return proc, feed
+
+
+def _read_until_answered(stdout: Any, request_id: int, within: float = 20) -> bytes:
+    """Read stdout (a pipe) until the answer to `request_id` has arrived; return what was read."""
+    got = b""
+    deadline = time.monotonic() + within
+    while f'"id":{request_id}'.encode() not in got:
+        left = deadline - time.monotonic()
+        assert left > 0, f"no answer to id {request_id} within {within} s; stdout so far {got[:2000]!r}"
+        if select.select([stdout], [], [], left)[0]:
+            chunk = os.read(stdout.fileno(), 65536)
+            assert chunk, f"stdout closed before the answer to id {request_id}; got {got[:2000]!r}"
+            got += chunk
+    return got
+
+
+@pytest.mark.parametrize("wiring", ["pipes", "stdin_file", "stdin_socket", "stdout_file", "stdout_shares_stderr"])
+def test_every_kind_of_stdio_is_served_and_only_pipes_of_our_own_turn_nonblocking(
+    server_config, wiring: str, tmp_path: Path
+) -> None:
+    # Pipes are polled by the runtime (made non-blocking); a file, a socket, or a stdout pipe that
+    # stderr shares stays blocking and is read or written on a blocking thread. Each way, every
+    # request gets its answer as whole JSON-RPC lines, and the server exits 0 at EOF.
+    cfg = server_config(tag="bsio")
+    cfg.base.mkdir(parents=True, exist_ok=True)
+    cfg.write_policy()
+    proc, feed = _start_wired(cfg, wiring, tmp_path)
+    early = b""
+    try:
+        if wiring in ("pipes", "stdout_shares_stderr"):
+            # Answered, and stdin still open: the server runs with its descriptors as set up.
+            early = _read_until_answered(proc.stdout, 3)
+            assert _nonblocking(proc.pid, 0), "stdin is a pipe: it should be polled, so non-blocking"
+            assert _nonblocking(proc.pid, 1) is (wiring == "pipes"), (
+                "stdout is made non-blocking exactly when it is a pipe that stderr does not share"
+            )
+        if feed is not None:
+            if isinstance(feed, socket.socket):
+                feed.shutdown(socket.SHUT_WR)
+            else:
+                feed.close()
+        if wiring == "stdout_file":
+            proc.wait(timeout=20)
+            out = (tmp_path / "out.jsonl").read_bytes()
+        else:
+            proc.stdin = None  # already closed above; communicate() must not flush it
+            rest, _ = proc.communicate(timeout=20)
+            out = early + rest
+    finally:
+        if isinstance(feed, socket.socket):
+            feed.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=5)
+    assert proc.returncode == 0, f"{wiring}: exit {proc.returncode}"
+    answers = {}
+    for line in out.splitlines():
+        if wiring == "stdout_shares_stderr" and not line.startswith(b"{"):
+            continue  # a diagnostics line, on the same pipe by the caller's choice
+        message = assert_jsonrpc_line(line + b"\n")
+        answers[message.get("id")] = message
+    assert set(answers) == {1, 2, 3}, f"{wiring}: answered ids {sorted(answers, key=str)}; stdout {out[:2000]!r}"
+    assert [t["name"] for t in answers[2]["result"]["tools"]] == ["browser-shell"], answers[2]
+    refused = answers[3]["result"]
+    assert refused["isError"] is True and refused["structuredContent"]["exit_code"] == 126, refused
