@@ -154,8 +154,8 @@ impl Runner {
     /// ([`Termination::Withheld`]).
     ///
     /// With `front`, the session's tab is brought to the front once the gate
-    /// opened (see [`Runner::foreground`]), so no command reaches a
-    /// background tab.
+    /// opened, while the batch is delivered (see [`Runner::foreground`]), so
+    /// no command works on a background tab.
     pub async fn run(
         &self,
         session: &SessionId,
@@ -210,18 +210,27 @@ impl Runner {
         let fed = std::sync::atomic::AtomicBool::new(false);
         let feed = async {
             release.await?;
-            // After the gate, not beside it: bringing the tab to the front is
-            // visible to the page, so it waits for the durable intent too.
-            if front {
-                self.foreground(session).await;
-            }
             fed.store(true, std::sync::atomic::Ordering::SeqCst);
-            if let Some(mut stdin) = stdin {
-                // A child that exits early closes its stdin; that is its answer,
-                // not an error of ours.
-                let _ = stdin.write_all(&batch).await;
-                let _ = stdin.shutdown().await;
-            }
+            // After the gate, not before it: bringing the tab to the front is
+            // visible to the page, so it waits for the durable intent too. It
+            // runs beside the batch's delivery, not before it: the CLI reads
+            // its config and talks to its daemon for a millisecond or more
+            // before the first command reaches the tab, while Chromium
+            // switches tabs in a fraction of that.
+            let to_front = async {
+                if front {
+                    self.foreground(session).await;
+                }
+            };
+            let deliver = async {
+                if let Some(mut stdin) = stdin {
+                    // A child that exits early closes its stdin; that is its
+                    // answer, not an error of ours.
+                    let _ = stdin.write_all(&batch).await;
+                    let _ = stdin.shutdown().await;
+                }
+            };
+            tokio::join!(to_front, deliver);
             Ok::<(), Withhold>(())
         };
         let out_task = tokio::spawn(capture(stdout));

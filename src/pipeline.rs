@@ -273,11 +273,11 @@ impl Pipeline {
 
         let guard = outcome::Guard::for_command(&tokens, self.url_policy.navigation_guard);
         // Chromium renders only the visible tab of a window: in a background
-        // tab agent-browser's actions wait out a 5 s timeout and screenshots
-        // hang for 30 s. Each session has its own pinned tab; bring it to the
-        // front first (through Chromium, not agent-browser, whose `tab`
-        // command would drop the session's snapshot refs). `open`, `get` and
-        // `close` do not need it.
+        // tab agent-browser's actions (click, fill, …) wait out a 5 s
+        // timeout. Each session has its own pinned tab; bring it to the
+        // front as the batch goes out (through Chromium, not agent-browser,
+        // whose `tab` command would drop the session's snapshot refs).
+        // `open`, `get` and `close` do not need it.
         let front = tokens
             .first()
             .is_some_and(|t| !matches!(t.as_str(), "open" | "get" | "close"));

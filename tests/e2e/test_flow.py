@@ -144,13 +144,15 @@ def test_numeric_and_boolean_argv_items_are_accepted(server, web: harness.WebSer
     assert server.ok("num-1", ["get", "value", "#free"]) == {"value": "true"}
 
 
-def test_screenshot_of_a_background_session_does_not_hang(server, web: harness.WebServer) -> None:
-    """Chromium captures only a window's visible tab; browser-shell brings the session's own tab
-    forward first. Without that, this capture hangs until agent-browser's 30 s CDP timeout, so a
-    5 s tool timeout would answer 124 instead of a picture."""
+def test_a_background_session_is_brought_to_the_front_before_it_acts(server, web: harness.WebServer) -> None:
+    """Chromium renders only a window's visible tab; an action in a hidden one waits out
+    agent-browser's 5 s timeout. browser-shell brings the session's own tab forward as each such
+    command goes out, so within a 3 s tool timeout the click is done (without it: 124)."""
     server.ok("bg-a", ["open", web.url("/form")])
     server.ok("bg-b", ["open", web.url("/next")])  # bg-b's tab is now the visible one
-    is_error, reply = server.call("bg-a", ["screenshot", "bg-a.png"], 5)
+    is_error, reply = server.call("bg-a", ["click", "#q"], 3)
+    assert not is_error and reply["exit_code"] == 0, describe(reply)
+    is_error, reply = server.call("bg-b", ["screenshot", "bg-b.png"], 3)  # and back
     assert not is_error, describe(reply)
     _assert_png_under(json.loads(reply["stdout"])["path"], server.cfg.output_dir)
     # Foregrounding did not move either session's page.
