@@ -659,7 +659,8 @@ impl Pipeline {
         if !problems.is_empty() {
             self.lifecycle(&victim.session_id, "retire_incomplete", problems.join("; "));
         }
-        self.sessions.retired(retiring);
+        // The session leaves the registry; a call waiting for it starts anew.
+        drop(retiring);
     }
 
     fn lifecycle(&self, session_id: &str, outcome: &'static str, reason: String) {

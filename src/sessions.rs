@@ -49,11 +49,31 @@ struct Entry {
 
 /// A session being retired: its turn is held, so a call that arrives for
 /// the same name meanwhile waits, then finds it gone and registers anew
-/// (see [`Sessions::is_current`]). Hand it back with [`Sessions::retired`].
+/// (see [`Sessions::is_current`]).
+///
+/// Dropping it ends the retirement: the session leaves the registry, then
+/// its turn is released. That holds however the retirement ends — done, or
+/// abandoned midway (a reaper or a call whose future is dropped) — so a
+/// name is never left behind as a retiring entry that no call can use.
 pub struct Retiring {
     pub victim: Known,
     lock: Arc<tokio::sync::Mutex<()>>,
+    registry: Registry,
     _turn: tokio::sync::OwnedMutexGuard<()>,
+}
+
+impl Drop for Retiring {
+    fn drop(&mut self) {
+        let mut map = lock_registry(&self.registry);
+        if map
+            .get(&self.victim.daemon_name)
+            .is_some_and(|e| Arc::ptr_eq(&e.lock, &self.lock))
+        {
+            map.remove(&self.victim.daemon_name);
+        }
+        // `_turn` is released after this body: a waiting call wakes to find
+        // the session gone.
+    }
 }
 
 /// The outcome of admitting a call's session.
@@ -67,9 +87,17 @@ pub enum Admission {
     Full,
 }
 
+type Registry = Arc<Mutex<HashMap<String, Entry>>>;
+
+fn lock_registry(registry: &Registry) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+    registry
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// The registry.
 pub struct Sessions {
-    map: Mutex<HashMap<String, Entry>>,
+    map: Registry,
     max: usize,
     overflow: Overflow,
 }
@@ -89,7 +117,7 @@ fn is_idle(entry: &Entry) -> bool {
 }
 
 /// Mark `entry` retiring and take its turn (free: it is idle).
-fn start_retiring(name: &str, entry: &mut Entry) -> Option<Retiring> {
+fn start_retiring(registry: &Registry, name: &str, entry: &mut Entry) -> Option<Retiring> {
     let turn = Arc::clone(&entry.lock).try_lock_owned().ok()?;
     entry.retiring = true;
     Some(Retiring {
@@ -98,6 +126,7 @@ fn start_retiring(name: &str, entry: &mut Entry) -> Option<Retiring> {
             session_id: entry.session_id.clone(),
         },
         lock: Arc::clone(&entry.lock),
+        registry: Arc::clone(registry),
         _turn: turn,
     })
 }
@@ -105,16 +134,14 @@ fn start_retiring(name: &str, entry: &mut Entry) -> Option<Retiring> {
 impl Sessions {
     pub fn new(max: usize, overflow: Overflow) -> Self {
         Self {
-            map: Mutex::new(HashMap::new()),
+            map: Arc::new(Mutex::new(HashMap::new())),
             max,
             overflow,
         }
     }
 
     fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
-        self.map
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock_registry(&self.map)
     }
 
     /// Admit a call on `daemon_name`, registering the session if it is new.
@@ -137,7 +164,7 @@ impl Sessions {
                 return Admission::Full;
             };
             let name = name.clone();
-            victim = start_retiring(&name, entry);
+            victim = start_retiring(&self.map, &name, entry);
             if victim.is_none() {
                 return Admission::Full;
             }
@@ -194,19 +221,6 @@ impl Sessions {
             .is_some_and(|e| !e.retiring && Arc::ptr_eq(&e.lock, lock))
     }
 
-    /// A retirement is done: drop the session, then let waiting calls go.
-    pub fn retired(&self, retiring: Retiring) {
-        let mut map = self.map();
-        if map
-            .get(&retiring.victim.daemon_name)
-            .is_some_and(|e| Arc::ptr_eq(&e.lock, &retiring.lock))
-        {
-            map.remove(&retiring.victim.daemon_name);
-        }
-        drop(map);
-        drop(retiring);
-    }
-
     /// Track a daemon found running at start (an orphan of a previous server).
     pub fn adopt(&self, daemon_name: &str) {
         self.map()
@@ -226,7 +240,7 @@ impl Sessions {
         self.map()
             .iter_mut()
             .filter(|(_, e)| e.last_used.elapsed() > ttl && is_idle(e))
-            .filter_map(|(name, entry)| start_retiring(name, entry))
+            .filter_map(|(name, entry)| start_retiring(&self.map, name, entry))
             .collect()
     }
 
@@ -294,7 +308,7 @@ mod tests {
         assert!(s.take_idle(Duration::from_millis(1)).is_empty());
         assert!(s.is_empty());
         for retiring in taken {
-            s.retired(retiring);
+            drop(retiring);
         }
         assert!(s.take_idle(Duration::ZERO).is_empty());
     }
@@ -309,13 +323,34 @@ mod tests {
         // which the retirement holds.
         let waiting = go(s.admit("a", "a"));
         assert!(waiting.try_lock().is_err());
-        s.retired(retiring);
+        drop(retiring);
         // Its turn comes, but that session is gone: it must be admitted again.
         let _turn = waiting.try_lock().unwrap();
         assert!(!s.is_current("a", &waiting));
         let fresh = go(s.admit("a", "a"));
         assert!(!Arc::ptr_eq(&fresh, &waiting));
         assert!(s.is_current("a", &fresh));
+    }
+
+    #[tokio::test]
+    async fn a_retirement_abandoned_midway_still_frees_the_name() {
+        let s = Sessions::new(4, Overflow::Refuse);
+        drop(go(s.admit("a", "a")));
+        let retiring = s.take_idle(Duration::ZERO).pop().unwrap();
+        // The retirement's task is aborted while it works (a reaper stopped
+        // at shutdown, a call's future dropped): it never finishes its job.
+        let task = tokio::spawn(async move {
+            let _retiring = retiring;
+            std::future::pending::<()>().await;
+        });
+        task.abort();
+        assert!(task.await.unwrap_err().is_cancelled());
+        // The name is free: a call gets a session of its own, not a lock
+        // that leads back to the abandoned entry forever.
+        let fresh = go(s.admit("a", "a"));
+        assert!(fresh.try_lock().is_ok());
+        assert!(s.is_current("a", &fresh));
+        assert_eq!(s.len(), 1);
     }
 
     #[test]
@@ -328,7 +363,7 @@ mod tests {
         assert_eq!(s.len(), 1);
         assert!(s.is_current("b", &b));
         assert!(!s.is_current("a", &retiring.lock));
-        s.retired(retiring);
+        drop(retiring);
         assert_eq!(s.len(), 1);
     }
 }
