@@ -120,6 +120,26 @@ def e2e_workdir() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
+@pytest.fixture
+def scratch() -> Iterator[Any]:
+    """Factory: scratch(prefix, under="/tmp") -> a new directory, removed at teardown (kept with
+    BROWSER_SHELL_E2E_KEEP). Audit logs and keys need one under /var/tmp: the confined agent-browser
+    may write all of /tmp, and the server refuses evidence there."""
+    made: list[Path] = []
+
+    def _make(prefix: str, under: str = "/tmp") -> Path:
+        path = Path(tempfile.mkdtemp(prefix=prefix, dir=under))
+        made.append(path)
+        return path
+
+    yield _make
+    for path in made:
+        if os.environ.get("BROWSER_SHELL_E2E_KEEP"):
+            log(f"keeping scratch dir {path}")
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def chromium(e2e_workdir: Path) -> Iterator[harness.Chromium]:
     with harness.run_chromium(e2e_workdir) as browser:

@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -41,10 +40,10 @@ def canary_on(start_server, tmp: Path, **kwargs):
 # --------------------------------------------------------------------------- unwritable audit log
 
 
-def test_a_full_disk_refuses_the_call_and_nothing_runs(start_server) -> None:
-    tmp = Path(tempfile.mkdtemp(prefix="bs-full-", dir="/var/tmp"))
+def test_a_full_disk_refuses_the_call_and_nothing_runs(start_server, scratch) -> None:
+    tmp = scratch("bs-full-", under="/var/tmp")
     srv, canary = canary_on(
-        start_server, Path(tempfile.mkdtemp(prefix="bsf", dir="/tmp")),
+        start_server, scratch("bsf"),
         audit_log=Path("/dev/full"), extra_args=["--audit-key", str(tmp / "audit.key")],
     )
     before = canary.lines()  # the confined start-up self-test ran the canary once
@@ -57,13 +56,13 @@ def test_a_full_disk_refuses_the_call_and_nothing_runs(start_server) -> None:
     assert is_error and reply["exit_code"] == 125 and "audit unavailable" in reply["stderr"], describe(reply)
 
 
-def test_an_intent_that_cannot_be_synced_never_reaches_agent_browser(start_server) -> None:
+def test_an_intent_that_cannot_be_synced_never_reaches_agent_browser(start_server, scratch) -> None:
     """The intent is written, then synced while agent-browser starts; the batch goes to its stdin
     only after the sync. /dev/null takes the write but fails the fdatasync (EINVAL): the process
     that was starting must be killed without ever reading a command, and the call refused. (The
     EINVAL comes back at once, usually before the stand-in even starts; the ordering itself, with a
     gate held closed while the child runs, is proven in src/exec_tests.rs.)"""
-    tmp = Path(tempfile.mkdtemp(prefix="bsn", dir="/tmp"))
+    tmp = scratch("bsn")
     canary = make_canary(tmp / "canary")
     # This stand-in also keeps whatever reaches its stdin, one file per process.
     canary.script.write_text(f'#!/bin/sh\necho "$$ $*" >> {canary.marker}\nexec cat > {tmp}/stdin-$$\n')
@@ -85,13 +84,18 @@ def test_an_intent_that_cannot_be_synced_never_reaches_agent_browser(start_serve
     is_error, reply = srv.call("nosync", ["get", "url"])
     assert is_error and reply["exit_code"] == 125 and "an earlier sync failed" in reply["stderr"], describe(reply)
     assert canary.lines() == spawned
+    # Control: with a log that syncs, the same stand-in does get its batch, and it is seen this way.
+    healthy = start_server(agent_browser=canary.script, extra_read_exec=["/usr"])
+    healthy.call("synced", ["get", "url"])  # its reply does not matter: the stand-in prints nothing
+    fed = [p.read_bytes() for p in tmp.glob("stdin-*") if p.read_bytes()]
+    assert any(json.loads(batch) == [["get", "url"]] for batch in fed), f"no stand-in got the batch: {fed}"
 
 
-def test_room_for_a_screenshot_is_made_only_once_its_intent_is_durable(start_server) -> None:
+def test_room_for_a_screenshot_is_made_only_once_its_intent_is_durable(start_server, scratch) -> None:
     """Making room for a screenshot deletes the session's oldest ones: a side effect of the call, so
     it waits for the intent's sync. With a log whose sync fails (/dev/null), nothing is deleted.
     (That room is made at all is test_lifecycle's quota test.)"""
-    tmp = Path(tempfile.mkdtemp(prefix="bsq", dir="/tmp"))
+    tmp = scratch("bsq")
     srv = start_server(
         audit_log=Path("/dev/null"),
         extra_args=["--audit-key", str(tmp / "audit.key"), "--allow-writable-audit-log",
@@ -105,8 +109,8 @@ def test_room_for_a_screenshot_is_made_only_once_its_intent_is_durable(start_ser
     assert old.exists(), "room was made (a file deleted) before the call's intent was durable"
 
 
-def test_a_log_gone_read_only_refuses_the_call_and_nothing_runs(start_server, binaries: Binaries) -> None:
-    srv, canary = canary_on(start_server, Path(tempfile.mkdtemp(prefix="bsr", dir="/tmp")))
+def test_a_log_gone_read_only_refuses_the_call_and_nothing_runs(start_server, scratch, binaries: Binaries) -> None:
+    srv, canary = canary_on(start_server, scratch("bsr"))
     before = canary.lines()
     assert srv.call("ro", ["get", "url"])[1]["exit_code"] != 125  # audited and spawned
     log = srv.cfg.audit_log
@@ -125,10 +129,10 @@ def test_a_log_gone_read_only_refuses_the_call_and_nothing_runs(start_server, bi
     assert run.returncode == 0 and "INTACT" in run.stdout, run.stdout
 
 
-def test_an_audit_dir_without_permission_refuses_to_start(server_config) -> None:
+def test_an_audit_dir_without_permission_refuses_to_start(server_config, scratch) -> None:
     """As an unprivileged user, a root-only audit directory cannot be opened: the server refuses to
     start, before reading any JSON-RPC, and says why."""
-    locked = Path(tempfile.mkdtemp(prefix="bs-locked-", dir="/var/tmp"))
+    locked = scratch("bs-locked-", under="/var/tmp")
     os.chmod(locked, 0o700)  # root-owned
     cfg = server_config(tag="bsu")
     cfg.audit_log_path = locked / "audit.jsonl"
@@ -183,8 +187,8 @@ def test_sigkill_mid_call_leaves_a_dangling_intent_and_an_intact_chain(
     assert run.returncode == 0 and "INTACT" in run.stdout, run.stdout
 
 
-def test_eight_processes_appending_to_one_log_keep_one_exact_chain(binaries: Binaries, server_config) -> None:
-    evidence = Path(tempfile.mkdtemp(prefix="bs-8p-", dir="/var/tmp"))
+def test_eight_processes_appending_to_one_log_keep_one_exact_chain(binaries: Binaries, server_config, scratch) -> None:
+    evidence = scratch("bs-8p-", under="/var/tmp")
     log = evidence / "audit.jsonl"
     servers = []
     for i in range(8):
@@ -258,8 +262,8 @@ def test_the_policy_file_can_add_secret_query_parameters(start_server, web: harn
     assert secret not in srv.cfg.audit_log.read_text()
 
 
-def test_diagnostics_can_also_go_to_a_rolling_file(start_server) -> None:
-    logs = Path(tempfile.mkdtemp(prefix="bs-diag-", dir="/var/tmp"))
+def test_diagnostics_can_also_go_to_a_rolling_file(start_server, scratch) -> None:
+    logs = scratch("bs-diag-", under="/var/tmp")
     srv = start_server(extra_args=["--diagnostics-dir", str(logs)])
     srv.call("diag", ["fill", "#x", "typed-secret-123"])
     files = list(logs.glob("browser-shell.log*"))
