@@ -1118,7 +1118,10 @@ def run_entrypoint(tmp_path: Path, layout: str, *args: str, **env: str) -> subpr
 
 def decisions(r: subprocess.CompletedProcess) -> dict[str, str]:
     assert r.returncode == 0, r.stderr
-    return dict(line.split("=", 1) for line in r.stdout.splitlines())
+    pairs = [line.split("=", 1) for line in r.stdout.splitlines()]
+    keys = [key for key, _ in pairs]
+    assert len(keys) == len(set(keys)), f"a decision printed twice: {r.stdout!r}"
+    return dict(pairs)
 
 
 @pytest.fixture
@@ -1189,9 +1192,13 @@ def test_entrypoint_drops_dangerous_chrome_flags(tmp_path, needs_bash):
     assert d["browser_commandline_args"].split() == ["--mute-audio"], d
     for flag in dangerous:
         assert f"dropping Chrome flag {flag}" in r.stderr, r.stderr
-    # Nothing to drop: the value passes through untouched.
+    # Nothing to drop: the same words pass through.
     assert decisions(run_entrypoint(tmp_path, "1.9", "--preflight", JWT_PUBLIC_KEY=JWT,
                                     BROWSER_EXTRA_ARGS=" ".join(kept)))["browser_extra_args"] == " ".join(kept)
+    # A newline in the flags stays inside their one line: it cannot print a decision of its own.
+    d = decisions(run_entrypoint(tmp_path, "1.9", "--preflight", JWT_PUBLIC_KEY=JWT,
+                                 BROWSER_EXTRA_ARGS="--lang=en-US\nauth=off\n"))
+    assert d["auth"] == "on" and d["browser_extra_args"] == "--lang=en-US auth=off", d
 
 
 def test_entrypoint_installs_the_gateway_and_prunes_stock_routes(tmp_path, needs_bash):

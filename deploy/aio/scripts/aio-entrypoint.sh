@@ -119,21 +119,23 @@ preflight() {
   BROWSER_COMMANDLINE_ARGS=$(strip_chrome_flags "${BROWSER_COMMANDLINE_ARGS:-}")
 }
 
+# The flags the browser start script will see: the same words (it splits them
+# on whitespace too), minus the dangerous ones, on one line — a newline in the
+# variable must not start a line of its own in the --preflight output.
 strip_chrome_flags() {
-  local words=() w dropped=0
+  local words=() w
   set -f
   # shellcheck disable=SC2086  # the browser start script word-splits these too
   for w in $1; do
     case $w in
       --disable-web-security | --disable-site-isolation-trials | --remote-allow-origins=* | --remote-debugging-address=*)
         log "dropping Chrome flag $w"
-        dropped=1
         ;;
       *) words+=("$w") ;;
     esac
   done
   set +f
-  if [ "$dropped" = 1 ]; then printf '%s' "${words[*]}"; else printf '%s' "$1"; fi
+  printf '%s' "${words[*]}"
 }
 
 # ----------------------------------------------------------------------------- nginx
