@@ -174,6 +174,8 @@ impl Pipeline {
         // interleave), and at most `max_inflight` calls at all. Each wait is
         // bounded: a call that cannot start in time is refused as busy.
         let wait = self.limits.busy_wait;
+        // One bound for the whole admission, however often it starts over.
+        let give_up = tokio::time::Instant::now() + wait;
         let busy = |what: String| Refusal::new("limits.busy", what);
         let mut tries = 0;
         let _session_turn = loop {
@@ -203,7 +205,7 @@ impl Pipeline {
                 }
             };
             let turn = tokio::select! {
-                turn = tokio::time::timeout(wait, Arc::clone(&lock).lock_owned()) => match turn {
+                turn = tokio::time::timeout_at(give_up, Arc::clone(&lock).lock_owned()) => match turn {
                     Ok(turn) => turn,
                     Err(_) => {
                         let refusal = busy(format!("the session is still busy with its previous call after {} s; try again", wait.as_secs()));
@@ -683,15 +685,21 @@ impl Pipeline {
         }
     }
 
-    /// Retire every session idle longer than the TTL (the reaper's tick).
-    pub async fn reap_idle(&self) {
+    /// Retire every session idle longer than the TTL (the reaper's tick),
+    /// all at once: each holds its session's turn until it is done, so one
+    /// after the other would keep a call for the last of them waiting on
+    /// all the others.
+    pub async fn reap_idle(self: &Arc<Self>) {
+        let why = format!(
+            "idle for more than {} s",
+            self.limits.session_idle.as_secs()
+        );
+        let mut retirements = tokio::task::JoinSet::new();
         for retiring in self.sessions.take_idle(self.limits.session_idle) {
-            let why = format!(
-                "idle for more than {} s",
-                self.limits.session_idle.as_secs()
-            );
-            self.retire(retiring, "reaped", &why).await;
+            let (pipeline, why) = (Arc::clone(self), why.clone());
+            retirements.spawn(async move { pipeline.retire(retiring, "reaped", &why).await });
         }
+        while retirements.join_next().await.is_some() {}
     }
 
     /// At start: adopt confined daemons already running in our socket dir

@@ -33,13 +33,15 @@ def test_an_idle_session_is_reaped_with_its_daemon_tab_and_files(
 ) -> None:
     srv = start_server(extra_args=["--session-idle-sec", "1"])
     srv.ok("reap", ["open", web.url("/form")])
+    srv.ok("reap2", ["open", web.url("/next")])  # a second idle session: each tick retires all it finds
     shot = Path(srv.ok("reap", ["screenshot", "r.png"])["path"])
     sock = srv.cfg.state_dir / "sock"
     pid = int((sock / "reap.pid").read_text())
+    pid2 = int((sock / "reap2.pid").read_text())
     target = json.loads((sock / "reap.target").read_text())["targetId"]
     assert shot.exists() and alive(pid) and target in tab_ids(chromium.port)
     deadline = time.monotonic() + 15
-    while not any(r["outcome"] == "reaped" for r in lifecycle(srv.cfg)):
+    while not any(r["outcome"] == "reaped" and r["session_id"] == "reap" for r in lifecycle(srv.cfg)):
         assert time.monotonic() < deadline, "the idle session was never reaped"
         time.sleep(0.2)
     # The record comes first (audit before acting); the retirement follows it.
@@ -50,10 +52,16 @@ def test_an_idle_session_is_reaped_with_its_daemon_tab_and_files(
     assert not list(sock.glob("reap.*")), list(sock.iterdir())
     assert not shot.exists() and not shot.parent.exists()
     assert target not in tab_ids(chromium.port), "the reaped session's tab is still open"
-    record = next(r for r in lifecycle(srv.cfg) if r["outcome"] == "reaped")
-    assert record["session_id"] == "reap" and "idle for more than 1 s" in record["reason"], record
+    record = next(r for r in lifecycle(srv.cfg) if r["outcome"] == "reaped" and r["session_id"] == "reap")
+    assert "idle for more than 1 s" in record["reason"], record
     assert not [r for r in lifecycle(srv.cfg) if r["outcome"] == "retire_incomplete"], lifecycle(srv.cfg)
     assert not harness.session_cli_processes("reap"), "the reaped session's standby is still running"
+    while not {r["session_id"] for r in lifecycle(srv.cfg) if r["outcome"] == "reaped"} >= {"reap", "reap2"}:
+        assert time.monotonic() < deadline, "the second idle session was never reaped"
+        time.sleep(0.1)
+    while alive(pid2) or list(sock.glob("reap2.*")):
+        assert time.monotonic() < deadline, "the second reaped session was not retired"
+        time.sleep(0.1)
 
 
 def wait_for(what: str, probe, within: float = 10.0):
