@@ -310,6 +310,8 @@ impl Runner {
             {
                 return; // the next call came first and spawned its own
             }
+            let standbys = Arc::clone(&runner.standbys);
+            let name = session.daemon_name().to_owned();
             let spawned = tokio::task::spawn_blocking(move || match runner.spawn(&session) {
                 Ok(child) => runner.standbys.put(session.daemon_name(), ticket, child),
                 Err(e) => {
@@ -317,7 +319,10 @@ impl Runner {
                     tracing::debug!(error = %e, "no standby for the session's next call");
                 }
             });
-            let _ = spawned.await;
+            if spawned.await.is_err() {
+                // It panicked: no call may keep waiting for it.
+                standbys.spawn_failed(&name);
+            }
         });
     }
 

@@ -296,33 +296,10 @@ impl Pipeline {
         // The intent is written; its fdatasync runs while the child starts,
         // and the child gets its batch only once that sync succeeded (see
         // `Runner::run`). Started here, before the fork, not at first poll.
-        // A screenshot's room is made (the oldest files deleted) after the
-        // sync too: it is the call's first side effect.
-        let room = output.as_ref().and_then(|file| file.parent()).map(|dir| {
-            (
-                self.output_dir.clone(),
-                dir.to_owned(),
-                self.limits.output_quota,
-            )
-        });
         let intent_synced = {
             let sync = tokio::task::spawn_blocking({
                 let audit = Arc::clone(&self.audit);
-                let session = request.session.as_str().to_owned();
-                move || {
-                    audit.sync()?;
-                    if let Some((root, dir, quota)) = room {
-                        let removed = outputs::make_room(&root, &dir, &quota);
-                        if removed > 0 {
-                            tracing::info!(
-                                removed,
-                                session,
-                                "oldest screenshots removed to stay within the output quota"
-                            );
-                        }
-                    }
-                    Ok::<(), audit::AuditError>(())
-                }
+                move || audit.sync()
             });
             async move {
                 match sync.await {
@@ -340,6 +317,12 @@ impl Pipeline {
             intent_synced.await.map_err(Withhold::Audit)?;
             if look_first {
                 self.look_before(&request.session).await?;
+            }
+            // A screenshot's room is made (the oldest files deleted) last:
+            // it is the call's first side effect, due only once the intent
+            // is durable and the guard let the command run.
+            if let Some(dir) = output.as_ref().and_then(|file| file.parent()) {
+                self.make_room(&request.session, dir).await;
             }
             Ok(())
         };
@@ -553,6 +536,25 @@ impl Pipeline {
             }
         }
         Ok((tokens, resolved, output))
+    }
+
+    /// Delete the oldest screenshots until one more fits the quotas (file
+    /// I/O, on a blocking thread).
+    async fn make_room(&self, session: &SessionId, dir: &std::path::Path) {
+        let (root, dir, quota) = (
+            self.output_dir.clone(),
+            dir.to_owned(),
+            self.limits.output_quota,
+        );
+        match tokio::task::spawn_blocking(move || outputs::make_room(&root, &dir, &quota)).await {
+            Ok(0) => {}
+            Ok(removed) => tracing::info!(
+                removed,
+                session = session.as_str(),
+                "oldest screenshots removed to stay within the output quota"
+            ),
+            Err(e) => tracing::warn!(error = %e, "making room for a screenshot did not finish"),
+        }
     }
 
     /// Before a command, for a session whose page the guard has not seen

@@ -57,9 +57,15 @@ struct Entry {
 /// name is never left behind as a retiring entry that no call can use.
 pub struct Retiring {
     pub victim: Known,
-    lock: Arc<tokio::sync::Mutex<()>>,
     registry: Registry,
-    _turn: tokio::sync::OwnedMutexGuard<()>,
+    turn: tokio::sync::OwnedMutexGuard<()>,
+}
+
+impl Retiring {
+    /// The lock of the session being retired (the one its turn holds).
+    fn lock(&self) -> &Arc<tokio::sync::Mutex<()>> {
+        tokio::sync::OwnedMutexGuard::mutex(&self.turn)
+    }
 }
 
 impl Drop for Retiring {
@@ -67,11 +73,11 @@ impl Drop for Retiring {
         let mut map = lock_registry(&self.registry);
         if map
             .get(&self.victim.daemon_name)
-            .is_some_and(|e| Arc::ptr_eq(&e.lock, &self.lock))
+            .is_some_and(|e| Arc::ptr_eq(&e.lock, self.lock()))
         {
             map.remove(&self.victim.daemon_name);
         }
-        // `_turn` is released after this body: a waiting call wakes to find
+        // `turn` is released after this body: a waiting call wakes to find
         // the session gone.
     }
 }
@@ -125,9 +131,8 @@ fn start_retiring(registry: &Registry, name: &str, entry: &mut Entry) -> Option<
             daemon_name: name.to_owned(),
             session_id: entry.session_id.clone(),
         },
-        lock: Arc::clone(&entry.lock),
         registry: Arc::clone(registry),
-        _turn: turn,
+        turn,
     })
 }
 
@@ -362,7 +367,7 @@ mod tests {
         };
         assert_eq!(s.len(), 1);
         assert!(s.is_current("b", &b));
-        assert!(!s.is_current("a", &retiring.lock));
+        assert!(!s.is_current("a", retiring.lock()));
         drop(retiring);
         assert_eq!(s.len(), 1);
     }

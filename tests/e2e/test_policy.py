@@ -148,6 +148,30 @@ def test_after_a_command_that_timed_out_the_next_one_looks_before_it_acts(
     assert server.ok(sid, ["get", "url"]) == {"url": "about:blank"}
 
 
+def test_a_screenshot_the_guard_refuses_to_take_deletes_no_older_one(
+    start_server, chromium: harness.Chromium, web: harness.WebServer,
+    elsewhere: tuple[harness.WebServer, harness.WebServer]
+) -> None:
+    """Making room for a screenshot deletes the session's oldest ones: a side effect of a command
+    that runs. When the guard looks first and refuses the page, the screenshot is never taken, so
+    nothing is deleted for it. (That room is made at all is test_lifecycle's quota test.)"""
+    _, three = elsewhere
+    srv = start_server(extra_args=["--child-max-file-bytes", "200000", "--output-quota-session-bytes", "200001"])
+    sid = "pol-room"
+    later = web.url("/later?ms=3000&to=" + urllib.parse.quote(three.url("/next?room"), safe=""))
+    srv.ok(sid, ["open", later])
+    is_error, reply = srv.call(sid, ["wait", "10000"], 1)  # ends unchecked: the next command looks first
+    assert is_error and reply["exit_code"] == 124, describe(reply)
+    wait_for_a_tab_at(chromium, three.url("/next?room"))
+    old = srv.cfg.output_dir / sid / "old.png"
+    old.parent.mkdir(parents=True, exist_ok=True)
+    old.write_bytes(b"x" * 1000)  # with a 200 kB screenshot to come, the quota wants it gone
+    is_error, reply = srv.call(sid, ["screenshot", "new.png"])
+    assert is_error and "navigation.blocked" in reply["stderr"], describe(reply)
+    assert "the command was not run" in reply["stderr"], describe(reply)
+    assert old.exists(), "room was made (a file deleted) for a screenshot the guard never let run"
+
+
 def test_a_link_to_an_allowed_page_passes_the_guard(server, web: harness.WebServer) -> None:
     server.ok("pol-6", ["open", web.url("/links?to=" + urllib.parse.quote(web.url("/next"), safe=""))])
     assert server.ok("pol-6", ["click", "#away"]) == {"clicked": "#away"}
