@@ -35,6 +35,7 @@ import argparse
 import json
 import os
 import platform
+import random
 import re
 import shutil
 import statistics
@@ -58,6 +59,9 @@ SECTIONS = ("warm", "smoke", "peer", "audit", "confine")
 # Warm calls are cheap (a few ms) and noisy on a small VM (p95 2-3× p50): their two medians, whose
 # difference is the result, get 5×N interleaved pairs each.
 WARM_FACTOR = 5
+# browser-shell and agent-browser direct run the smoke flow this many times per round (the ratio's row;
+# its p50 moved by ±3 % between 30-run samples on this VM), the playwright-mcp flavours once.
+SMOKE_FACTOR = 3
 PROTOCOL = "2025-11-25"
 
 
@@ -443,6 +447,15 @@ def per_step(steps: dict, key: str, step):
     return timed_step
 
 
+def ratio_interval(a: list[float], b: list[float], rounds: int = 2000) -> tuple[float, float]:
+    """5th and 95th percentile of median(a) / median(b) over bootstrap resamples of each list: how far
+    the printed ratio could move with another sample of the same size (a fixed seed, so reruns agree)."""
+    rng = random.Random(7)
+    ratios = sorted(statistics.median(rng.choices(a, k=len(a))) / statistics.median(rng.choices(b, k=len(b)))
+                    for _ in range(rounds))
+    return ratios[rounds * 5 // 100], ratios[rounds * 95 // 100]
+
+
 def step_breakdown(steps: dict) -> str:
     """Where the smoke flow's added time goes: p50 per command, browser-shell minus agent-browser direct."""
     parts = []
@@ -481,20 +494,28 @@ def bench_smoke(ab: Path, chromium, web, evidence: Path, n: int, notes: list[str
         f.warm_up(web)
     steps.clear()
     for i in range(n):
-        for f in flavours:
+        for k in range(SMOKE_FACTOR):
+            for f in flavours[:2]:
+                f.once(web, i * SMOKE_FACTOR + k)
+        for f in flavours[2:]:
             f.once(web, i)
     rss = {"browser-shell": srv.rss_kib(), "playwright-mcp": pw.rss_kib()}
     for proc in (srv, pw, pw0):
         proc.close()
 
     bs, raw, pwd, pws = flavours
-    ok = lambda f: f"{len(f.times)}/{n} ok"  # noqa: E731
+    planned = {f.key: n * SMOKE_FACTOR if f in (bs, raw) else n for f in flavours}
+    ok = lambda f: f"{len(f.times)}/{planned[f.key]} ok"  # noqa: E731
     rows = [
         row(f"smoke flow: browser-shell ({ok(bs)}) vs agent-browser direct, one process per step ({ok(raw)})",
             bs.times, raw.times, "ratio ≤ 1.10", lambda a50, b50: a50 / b50 <= 1.10),
         row(f"smoke flow: browser-shell vs playwright-mcp over CDP, defaults ({ok(pwd)})", bs.times, pwd.times, "–"),
         row(f"smoke flow: browser-shell vs playwright-mcp `--timeout-settle 0` ({ok(pws)})", bs.times, pws.times, "–"),
     ]
+    if bs.times and raw.times:
+        low, high = ratio_interval(bs.times, raw.times)
+        notes.append(f"smoke flow ratio browser-shell / agent-browser direct: {statistics.median(bs.times) / statistics.median(raw.times):.3f}, "
+                     f"90 % bootstrap interval {low:.3f}–{high:.3f} ({len(bs.times)} and {len(raw.times)} runs)")
     notes.append(step_breakdown(steps))
     notes.append(f"RSS after the smoke runs: browser-shell {rss['browser-shell'] / 1024:.1f} MiB (its agent-browser daemons "
                  f"are separate processes), playwright-mcp {rss['playwright-mcp'] / 1024:.1f} MiB")
@@ -578,7 +599,7 @@ def header(ab: Path, n: int, only: list[str]) -> list[str]:
                      f"@modelcontextprotocol/sdk {sdk}"]
     return [f"# browser-shell benchmark — {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
             f"{platform.node()}: {os.cpu_count()} CPUs, {platform.platform()}; {'; '.join(versions)}; "
-            f"N={n} interleaved (warm calls: {n * WARM_FACTOR}); sections: {','.join(only)}\n"]
+            f"N={n} interleaved (warm calls: {n * WARM_FACTOR}; smoke flow: {n * SMOKE_FACTOR} runs of browser-shell and agent-browser direct, {n} of each playwright-mcp); sections: {','.join(only)}\n"]
 
 
 def verify_evidence(evidence: Path) -> str:
