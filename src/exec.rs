@@ -25,10 +25,10 @@ use crate::{session::SessionId, standby::Standbys};
 /// Bytes of each stream kept for normalisation; the rest is counted only.
 pub const CAPTURE_LIMIT: usize = 8 * 1024 * 1024;
 
-/// A standby scheduled at the end of a call (see [`crate::standby`]) is
-/// spawned this long after it, so that call's reply is out first: while the
-/// server forks, every page it writes takes a copy-on-write fault, which
-/// cost the reply path more (≈ 0.4 ms measured) than the spawn saves.
+/// A standby is spawned this long after the call that wants it ended, so
+/// that call's reply is out first: while the server forks, every page it
+/// writes takes a copy-on-write fault, which cost the reply path more
+/// (≈ 0.4 ms measured) than the spawn saves.
 const STANDBY_AFTER: Duration = Duration::from_millis(1);
 
 /// How long to wait for pipes to close after the child was killed.
@@ -231,11 +231,6 @@ impl Runner {
                 }
             };
             tokio::join!(to_front, deliver);
-            // The session's next child is spawned now, while this one works,
-            // not after the reply: an agent's next call often follows its
-            // reply within a millisecond, before a standby spawned then
-            // would be ready, and so paid for a spawn of its own.
-            self.prepare_standby_after(session, Duration::ZERO);
             Ok::<(), Withhold>(())
         };
         let out_task = tokio::spawn(capture(stdout));
@@ -268,10 +263,7 @@ impl Runner {
         {
             // The daemon keeps running the command the CLI sent it and would
             // hold the session for the rest of it; stop it too. The next call
-            // respawns it, and the session keeps its pinned tab. The standby
-            // spawned beside this child goes as well: a session whose command
-            // was stopped starts its next call afresh.
-            self.standbys.discard(session.daemon_name());
+            // respawns it, and the session keeps its pinned tab.
             self.stop_daemon(session).await;
         }
         let out = join_capture(out_task).await;
@@ -305,22 +297,13 @@ impl Runner {
     }
 
     /// Spawn the session's standby for its next call, in the background
-    /// and [`STANDBY_AFTER`] from now (see [`crate::standby`]), unless it
-    /// has one ready or on its way. A failure only means the next call
-    /// spawns its own child.
+    /// and [`STANDBY_AFTER`] from now (see [`crate::standby`]). A failure
+    /// only means the next call spawns its own child.
     pub fn prepare_standby(&self, session: &SessionId) {
-        self.prepare_standby_after(session, STANDBY_AFTER);
-    }
-
-    fn prepare_standby_after(&self, session: &SessionId, delay: Duration) {
-        let Some(ticket) = self.standbys.want(session.daemon_name()) else {
-            return;
-        };
+        let ticket = self.standbys.want(session.daemon_name());
         let (runner, session) = (self.clone(), session.clone());
         tokio::spawn(async move {
-            if !delay.is_zero() {
-                tokio::time::sleep(delay).await;
-            }
+            tokio::time::sleep(STANDBY_AFTER).await;
             if !runner
                 .standbys
                 .start_spawning(session.daemon_name(), ticket)

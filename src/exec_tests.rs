@@ -1,11 +1,9 @@
 //! `Runner::run` against a stand-in agent-browser (a shell script that notes
-//! its pid, copies its stdin to a file of its own, then lingers 200 ms, as a
-//! command would), spawned confined like the real one. The release gate: the
-//! child starts while the gate is still closed, gets its batch only once the
-//! gate opens, and is killed without it when the gate fails. Standbys: a
-//! session's next call is served by the process spawned ahead of it, that
-//! process is ready by the time the call before it ends, and one whose
-//! session ended is never used.
+//! its pid, then copies its stdin to a file), spawned confined like the real
+//! one. The release gate: the child starts while the gate is still closed,
+//! gets its batch only once the gate opens, and is killed without it when the
+//! gate fails. Standbys: a session's next call is served by the process
+//! spawned ahead of it, and one whose session ended is never used.
 
 use std::{
     os::unix::fs::PermissionsExt,
@@ -22,9 +20,8 @@ use crate::session::SessionId;
 struct StandIn {
     _dir: tempfile::TempDir,
     runner: Runner,
-    /// Where each stand-in copies its stdin (`received.<pid>`), created as
-    /// soon as it starts.
-    home: PathBuf,
+    /// Where the stand-in copies its stdin; created as soon as it starts.
+    received: PathBuf,
     /// One line per stand-in started: its pid.
     started: PathBuf,
 }
@@ -38,7 +35,7 @@ fn stand_in() -> StandIn {
     let script = dir.path().join("agent-browser");
     std::fs::write(
         &script,
-        "#!/bin/sh\necho $$ >> \"$HOME/started\"\ncat > \"$HOME/received.$$\"\nsleep 0.2\n",
+        "#!/bin/sh\necho $$ >> \"$HOME/started\"\nexec cat > \"$HOME/received\"\n",
     )
     .unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -67,30 +64,20 @@ fn stand_in() -> StandIn {
     StandIn {
         _dir: dir,
         runner,
+        received: home.join("received"),
         started: home.join("started"),
-        home,
     }
 }
 
-/// What each stand-in started so far received on stdin, by pid, in order
-/// of start (empty: started, not fed).
-fn received(s: &StandIn) -> Vec<(String, Vec<u8>)> {
-    pids(&s.started)
-        .into_iter()
-        .map(|pid| {
-            let got = std::fs::read(s.home.join(format!("received.{pid}"))).unwrap_or_default();
-            (pid, got)
-        })
-        .collect()
-}
-
-/// The pids of the stand-ins that received a batch.
-fn fed(s: &StandIn) -> Vec<String> {
-    received(s)
-        .into_iter()
-        .filter(|(_, got)| !got.is_empty())
-        .map(|(pid, _)| pid)
-        .collect()
+/// Wait until the stand-in has started (its output file exists).
+async fn started(received: &Path) {
+    for _ in 0..1000 {
+        if received.exists() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the stand-in never started");
 }
 
 fn batch() -> Vec<Vec<String>> {
@@ -117,41 +104,35 @@ async fn run(
 
 #[tokio::test]
 async fn the_child_starts_before_the_gate_opens_but_gets_its_batch_only_after() {
-    let s = Arc::new(stand_in());
+    let s = stand_in();
     let at_release = Arc::new(Mutex::new(None));
     let gate = {
-        let (s, at_release) = (Arc::clone(&s), Arc::clone(&at_release));
+        let (received, at_release) = (s.received.clone(), Arc::clone(&at_release));
         async move {
-            until_started(&s, 1).await;
+            started(&received).await;
             // A child fed too early would have copied its batch by now.
             tokio::time::sleep(Duration::from_millis(100)).await;
-            *at_release.lock().unwrap() = Some(received(&s));
+            *at_release.lock().unwrap() = Some(std::fs::read(&received).unwrap());
             Ok(())
         }
     };
     let session = SessionId::parse("g1").unwrap();
     let raw = run(&s, &session, gate).await;
     assert_eq!(raw.termination, Termination::Exited(0), "{raw:?}");
-    let at_release = at_release.lock().unwrap().clone().unwrap();
-    assert!(
-        at_release.iter().all(|(_, got)| got.is_empty()),
-        "{at_release:?}"
-    );
-    let child = &at_release[0].0;
-    assert_eq!(fed(&s), std::slice::from_ref(child));
+    assert_eq!(at_release.lock().unwrap().as_deref(), Some(&b""[..]));
     assert_eq!(
-        std::fs::read(s.home.join(format!("received.{child}"))).unwrap(),
+        std::fs::read(&s.received).unwrap(),
         serde_json::to_vec(&batch()).unwrap()
     );
 }
 
 #[tokio::test]
 async fn a_failed_gate_kills_the_child_without_its_batch() {
-    let s = Arc::new(stand_in());
+    let s = stand_in();
     let gate = {
-        let s = Arc::clone(&s);
+        let received = s.received.clone();
         async move {
-            until_started(&s, 1).await;
+            started(&received).await;
             tokio::time::sleep(Duration::from_millis(100)).await;
             Err(Withhold::Audit("fdatasync: Invalid argument".to_owned()))
         }
@@ -164,8 +145,7 @@ async fn a_failed_gate_kills_the_child_without_its_batch() {
     );
     // Killed, not finished: had it been fed, `cat` would have copied it.
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(received(&s).len(), 1);
-    assert!(fed(&s).is_empty(), "{:?}", received(&s));
+    assert_eq!(std::fs::read(&s.received).unwrap(), b"");
 }
 
 fn pids(started: &Path) -> Vec<String> {
@@ -176,15 +156,9 @@ fn pids(started: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Until `count` stand-ins have started (each has created its file).
 async fn until_started(s: &StandIn, count: usize) {
     for _ in 0..1000 {
-        let pids = pids(&s.started);
-        if pids.len() >= count
-            && pids
-                .iter()
-                .all(|pid| s.home.join(format!("received.{pid}")).exists())
-        {
+        if pids(&s.started).len() >= count && s.received.exists() {
             return;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -219,31 +193,12 @@ async fn a_sessions_next_call_is_served_by_its_standby() {
     let standby = pids(&s.started);
     let raw = run(&s, &session, std::future::ready(Ok(()))).await;
     assert_eq!(raw.termination, Termination::Exited(0), "{raw:?}");
-    // The standby got the batch (a later process is the next call's).
-    assert_eq!(fed(&s), standby);
+    // No second process: the standby got the batch.
+    assert_eq!(pids(&s.started), standby);
     assert_eq!(
-        std::fs::read(s.home.join(format!("received.{}", standby[0]))).unwrap(),
+        std::fs::read(&s.received).unwrap(),
         serde_json::to_vec(&batch()).unwrap()
     );
-}
-
-#[tokio::test]
-async fn the_next_calls_standby_is_ready_by_the_time_a_call_ends() {
-    // An agent's next call often follows its reply at once: a standby
-    // spawned only after the reply would not be ready for it.
-    let s = stand_in();
-    let session = SessionId::parse("s4").unwrap();
-    let raw = run(&s, &session, std::future::ready(Ok(()))).await;
-    assert_eq!(raw.termination, Termination::Exited(0), "{raw:?}");
-    // At once, no waiting: it was spawned while the call's child ran.
-    assert!(s.runner.standbys.is_ready(session.daemon_name()));
-    let started = pids(&s.started);
-    assert_eq!(started.len(), 2, "{started:?}");
-    assert_eq!(fed(&s), [started[0].clone()], "the standby got nothing");
-    // And it serves the next call.
-    let raw = run(&s, &session, std::future::ready(Ok(()))).await;
-    assert_eq!(raw.termination, Termination::Exited(0), "{raw:?}");
-    assert_eq!(fed(&s)[..2], started[..]);
 }
 
 #[tokio::test]
@@ -269,7 +224,7 @@ async fn a_standby_whose_session_ended_is_killed_and_never_used() {
     assert_eq!(raw.termination, Termination::Exited(0), "{raw:?}");
     // A fresh child served the call.
     let started = pids(&s.started);
-    assert_eq!(fed(&s), [started[1].clone()], "{started:?}");
+    assert_eq!(started.len(), 2, "{started:?}");
     assert_ne!(started[1], standby);
 }
 

@@ -478,10 +478,9 @@ impl Pipeline {
         laps.lap("outcome");
         laps.report();
         // The next call of a session in working order gets a child that is
-        // already running (see `crate::standby`): usually the one spawned
-        // while this call's child ran; if the guard's own reads above used
-        // that up, one spawned now. After a timeout or a cancellation no new
-        // one is spawned.
+        // already running (see `crate::standby`); after a timeout or a
+        // cancellation it spawns its own. Last, so the guard's own reads
+        // above do not use it up.
         if matches!(raw.termination, Termination::Exited(_)) && subcommand != "close" {
             self.runner.prepare_standby(&request.session);
         }

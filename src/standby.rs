@@ -13,12 +13,6 @@
 //! the server die, its stdin closes, it rejects the empty batch and exits
 //! without having contacted anything.
 //!
-//! When: as soon as a call's child has its batch, the session's next child
-//! is spawned, while that one works — an agent's next call often follows
-//! its reply within a millisecond, too soon for a standby spawned after the
-//! reply. A call that ran to its end and finds none (the guard's own reads
-//! used it up) schedules one after its reply. A session has at most one.
-//!
 //! A standby is wanted from the moment a call schedules one until the
 //! session ends ([`Standbys::discard`]); one whose spawn finishes after that
 //! is dropped (and so killed) instead of kept.
@@ -102,22 +96,14 @@ impl Standbys {
         self.spawned.notify_waiters();
     }
 
-    /// Announce a spawn for the session's next call, unless it has a
-    /// standby ready or on its way already (`None`: one is enough, and one
-    /// that exited meanwhile is found out by [`Standbys::take`]); the ticket
-    /// lets [`Standbys::put`] tell whether it is still wanted when it is ready.
-    pub fn want(&self, daemon_name: &str) -> Option<u64> {
+    /// Announce a spawn for the session's next call; the ticket lets
+    /// [`Standbys::put`] tell whether it is still wanted when it is ready.
+    pub fn want(&self, daemon_name: &str) -> u64 {
         let mut inner = self.lock();
-        if inner.ready.contains_key(daemon_name)
-            || inner.wanted.contains_key(daemon_name)
-            || inner.spawning.contains(daemon_name)
-        {
-            return None;
-        }
         inner.next_ticket += 1;
         let ticket = inner.next_ticket;
         inner.wanted.insert(daemon_name.to_owned(), ticket);
-        Some(ticket)
+        ticket
     }
 
     /// Keep `child` as the session's standby if its ticket is still the
