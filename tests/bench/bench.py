@@ -59,6 +59,10 @@ SECTIONS = ("warm", "smoke", "peer", "audit", "confine")
 # Warm calls are cheap (a few ms) and noisy on a small VM (p95 2-3× p50): their two medians, whose
 # difference is the result, get 5×N interleaved pairs each.
 WARM_FACTOR = 5
+# An untimed pause after each warm call, so that one flavour's background work (browser-shell spawns its
+# session's next child a millisecond after each reply) is not billed to the call of the other flavour
+# that follows it. Agents' calls are seconds apart; the smoke flow keeps measuring calls back to back.
+SETTLE_S = 0.02
 # browser-shell and agent-browser direct run the smoke flow this many times per round (the ratio's row;
 # its p50 moved by ±3 % between 30-run samples on this VM), the playwright-mcp flavours once.
 SMOKE_FACTOR = 3
@@ -235,7 +239,9 @@ def bench_warm(ab: Path, chromium, web, evidence: Path, n: int, notes: list[str]
         a, b = [], []
         for _ in range(n * WARM_FACTOR):
             a.append(timed(through(argv)))
+            time.sleep(SETTLE_S)
             b.append(timed(direct(argv)))
+            time.sleep(SETTLE_S)
         rows.append(row(f"warm `{' '.join(argv)}`: browser-shell vs agent-browser direct", a, b, "added ≤ 1.0 ms",
                         lambda a50, b50: a50 - b50 <= 1.0))
 
