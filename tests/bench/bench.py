@@ -5,11 +5,13 @@ server; p50 and p95 of N runs; the table is the output. No timing assertion: tar
 to the results (✓/✗ where the table can tell). What each section measures:
 
   warm     (5×N pairs) one persistent browser-shell MCP session vs spawning agent-browser directly with the same
-           flags (`--cdp P --json --session S --pin-tab`), on a warm daemon: `get url`, `snapshot -i`;
+           flags (`--cdp P --json --session S --pin-tab`), on a warm daemon: `get url`, `snapshot -i`,
+           each call followed by an untimed pause (SETTLE_S);
            a refused call (on a server whose agent-browser is an exec-logging stand-in: the run fails
            if any refusal spawned a process); a `tools/list` round trip; the server's RSS after that run.
   smoke    the smoke flow `open → snapshot -i → fill → click → press Enter → get url → close` on the
-           loopback form page, end to end, as (a) browser-shell driven by an MCP client, (b) raw
+           loopback form page, end to end (3×N runs of (a) and (b), N of (c); the ratio's bootstrap
+           interval is printed), as (a) browser-shell driven by an MCP client, (b) raw
            agent-browser, one process per step (the floor), (c) Microsoft's playwright-mcp attached
            to the same Chromium over CDP (`--cdp-endpoint`), driven by the same MCP client, both with
            its defaults (each action waits a fixed 500 ms "settle") and with `--timeout-settle 0`.
