@@ -701,7 +701,13 @@ impl Pipeline {
             let (pipeline, why) = (Arc::clone(self), why.clone());
             retirements.spawn(async move { pipeline.retire(retiring, "reaped", &why).await });
         }
-        while retirements.join_next().await.is_some() {}
+        while let Some(done) = retirements.join_next().await {
+            if let Err(e) = done {
+                // Its `Retiring` was dropped, so the name is free again; what
+                // the retirement did not get to is said here, not silently lost.
+                tracing::error!(error = %e, "a reaped session's retirement did not finish");
+            }
+        }
     }
 
     /// At start: adopt confined daemons already running in our socket dir
