@@ -493,12 +493,7 @@ impl Runner {
     /// when this kernel enforces one? `None` when the process is gone.
     fn is_confined(&self, pid: u32) -> Option<bool> {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-        let field = |name: &str| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-                .map(str::trim)
-        };
+        let field = |name: &str| status_field(&status, name);
         let seccomp_expected =
             !matches!(self.confinement.report().seccomp, hardening::Layer::Off(_));
         Some(
@@ -621,15 +616,26 @@ async fn kill_and_reap_wait(pid: u32) {
     }
 }
 
-/// Still running: present in /proc and not a zombie (a zombie has already
-/// closed its sockets).
+/// Still running, sockets and all. Not when gone from /proc, nor a zombie
+/// whose threads have all exited. A multi-threaded process (the daemon) can
+/// show its main thread as a zombie while its other threads still run and
+/// still hold its sockets open, so `Threads:` must be down to that one.
 fn is_alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        let state = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next());
-        !matches!(state, Some("Z" | "X") | None)
-    })
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    let field = |name: &str| status_field(&status, name);
+    let exited = field("State").is_some_and(|s| s.starts_with('Z') || s.starts_with('X'));
+    let threads = field("Threads").and_then(|n| n.parse::<u32>().ok());
+    !(exited && threads.is_none_or(|n| n <= 1))
+}
+
+/// The value of one `Name:` line of a `/proc/<pid>/status` text.
+fn status_field<'a>(status: &'a str, name: &str) -> Option<&'a str> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .map(str::trim)
 }
 
 /// Who answers on a session's socket.

@@ -3,7 +3,9 @@
 //! one. The release gate: the child starts while the gate is still closed,
 //! gets its batch only once the gate opens, and is killed without it when the
 //! gate fails. Standbys: a session's next call is served by the process
-//! spawned ahead of it, and one whose session ended is never used.
+//! spawned ahead of it, and one whose session ended is never used. And a
+//! killed multi-threaded process (the daemon) counts as gone only once all
+//! its threads are.
 
 use std::{
     os::unix::fs::PermissionsExt,
@@ -240,4 +242,36 @@ async fn a_standby_spawned_after_its_session_ended_is_not_kept() {
     for pid in pids(&s.started) {
         assert!(!is_running(&pid), "an unwanted standby {pid} still runs");
     }
+}
+
+#[test]
+fn a_process_whose_main_thread_exited_is_alive_while_another_thread_runs() {
+    // The daemon is multi-threaded: killed, its main thread can show as a
+    // zombie while the others still hold its socket. Here the main thread
+    // leaves (pthread_exit) and one thread keeps running for 2 s.
+    let mut child = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import threading, time, ctypes\n\
+             threading.Thread(target=time.sleep, args=(2,)).start()\n\
+             ctypes.CDLL(None).pthread_exit(None)",
+        ])
+        .spawn()
+        .expect("python3 runs");
+    let pid = child.id();
+    let status = || std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    for _ in 0..200 {
+        if status().contains("zombie") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(status().contains("zombie"), "{}", status());
+    assert!(
+        super::is_alive(pid),
+        "its other thread still runs: {}",
+        status()
+    );
+    let _ = child.wait();
+    assert!(!super::is_alive(pid));
 }
