@@ -334,18 +334,18 @@ impl Inner {
         }
         let batch = std::mem::take(&mut *self.queue.lock().map_err(|_| AuditError::Poisoned)?);
         let sync = batch.iter().any(|(_, d, _)| *d == Durability::Synced);
-        match self.commit(
-            &mut state,
-            batch.iter().map(|(body, _, _)| body.clone()).collect(),
-            sync,
-        ) {
+        let (bodies, followers): (Vec<_>, Vec<_>) = batch
+            .into_iter()
+            .map(|(body, _, follower)| (body, follower))
+            .unzip();
+        match self.commit(&mut state, bodies, sync) {
             Ok(sealed) => {
-                for ((_, _, follower), sealed) in batch.iter().zip(sealed) {
+                for (follower, sealed) in followers.iter().zip(sealed) {
                     follower.put(Ok(sealed));
                 }
             }
             Err(e) => {
-                for (_, _, follower) in &batch {
+                for follower in &followers {
                     follower.put(Err(e.duplicate()));
                 }
             }
