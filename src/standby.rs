@@ -128,8 +128,8 @@ impl Standbys {
         inner.ready.remove(daemon_name);
     }
 
-    /// Is a standby ready for the session (tests wait on it)?
-    #[cfg(test)]
+    /// Is a standby ready for the session? (A call that will take it
+    /// forks nothing; tests wait on it.)
     pub fn is_ready(&self, daemon_name: &str) -> bool {
         self.lock().ready.contains_key(daemon_name)
     }

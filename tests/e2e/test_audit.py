@@ -91,6 +91,36 @@ def test_an_intent_that_cannot_be_synced_never_reaches_agent_browser(start_serve
     assert any(json.loads(batch) == [["get", "url"]] for batch in fed), f"no stand-in got the batch: {fed}"
 
 
+def test_an_intent_that_cannot_be_synced_never_reaches_the_sessions_waiting_standby(start_server, scratch) -> None:
+    """A session's later calls take a standby that is already running (src/standby.rs) and write
+    their intent synced, before the standby gets anything. Here the session has its standby, then
+    the log's path is made to fail its syncs (/dev/null bind-mounted over it: the sink takes the
+    new file for a rotation and reopens it): the call is refused and the waiting standby, whose
+    stdin this stand-in keeps, never receives a byte."""
+    tmp = scratch("bsw")
+    canary = make_canary(tmp / "canary")
+    canary.script.write_text(f'#!/bin/sh\necho "$$ $*" >> {canary.marker}\nexec cat > {tmp}/stdin-$$\n')
+    srv = start_server(agent_browser=canary.script, extra_read_exec=["/usr"])
+    before = canary.lines()
+    srv.call("standby", ["get", "url"])  # its reply does not matter: the stand-in prints nothing
+    after = canary.settle_after_allowed_call(before)
+    called, standby = (line.split()[0] for line in after[-2:])
+    # Control: the call's own process got its batch, so a fed standby would be seen the same way.
+    assert json.loads((tmp / f"stdin-{called}").read_bytes()) == [["get", "url"]]
+    log = srv.cfg.audit_log
+    subprocess.run(["mount", "--bind", "/dev/null", str(log)], check=True)
+    try:
+        is_error, reply = srv.call("standby", ["get", "url"])
+        time.sleep(0.3)  # a standby that had been fed would have copied its batch by now
+        fed = (tmp / f"stdin-{standby}").read_bytes()
+    finally:
+        subprocess.run(["umount", "--lazy", str(log)], check=True)  # the server still holds it open
+    assert is_error and reply["exit_code"] == 125, describe(reply)
+    assert "audit unavailable, nothing was run" in reply["stderr"], reply["stderr"]
+    assert fed == b"", f"a command reached the session's standby although its intent was not durable: {fed!r}"
+    assert canary.lines() == after, "a process was spawned although the intent was not durable"
+
+
 def test_room_for_a_screenshot_is_made_only_once_its_intent_is_durable(start_server, scratch) -> None:
     """Making room for a screenshot deletes the session's oldest ones: a side effect of the call, so
     it waits for the intent's sync. With a log whose sync fails (/dev/null), nothing is deleted.
