@@ -184,9 +184,6 @@ fn init_diagnostics(dir: Option<&std::path::Path>) {
         .init();
 }
 
-/// Buffer between the wire and rmcp, each direction.
-const PIPE_BYTES: usize = 256 * 1024;
-
 fn serve(args: &config::ServeArgs) -> anyhow::Result<()> {
     let prepared = args.prepare()?;
     let grace = std::time::Duration::from_secs(args.shutdown_grace_sec);
@@ -209,20 +206,24 @@ fn serve(args: &config::ServeArgs) -> anyhow::Result<()> {
     }
     let pipeline = Arc::new(pipeline::Pipeline::new(prepared, telemetry.clone()));
     runtime.block_on(async move {
-        // stdin → wire → rmcp → wire → stdout: the wire frames and bounds
-        // messages, answers malformed ones itself, and is stdout's only
-        // writer; `stdio` decides how stdin and stdout are read and written.
-        let (to_rmcp, rmcp_in) = tokio::io::duplex(PIPE_BYTES);
-        let (rmcp_out, from_rmcp) = tokio::io::duplex(PIPE_BYTES);
+        // stdin → wire → rmcp → wire → stdout: the wire frames, bounds and
+        // parses messages, answers malformed ones itself, is rmcp's transport
+        // and stdout's only writer; `stdio` decides how stdin and stdout are
+        // read and written.
+        let (transport, ends) = wire::Wire::new();
         let (answers_tx, answers_rx) = tokio::sync::mpsc::unbounded_channel();
         let fault_sink = Arc::clone(&pipeline);
         let input = tokio::spawn(wire::pump_input(
             stdio::input(),
-            to_rmcp,
+            ends.to_server,
             answers_tx,
             move |fault| fault_sink.record_protocol_fault(fault),
         ));
-        let output = tokio::spawn(wire::pump_output(from_rmcp, answers_rx, stdio::output()));
+        let output = tokio::spawn(wire::pump_output(
+            ends.from_server,
+            answers_rx,
+            stdio::output(),
+        ));
         pipeline.adopt_orphans().await;
         let reaper = {
             let pipeline = Arc::clone(&pipeline);
@@ -238,7 +239,7 @@ fn serve(args: &config::ServeArgs) -> anyhow::Result<()> {
             })
         };
         let service = mcp::BrowserShellServer::new(Arc::clone(&pipeline))
-            .serve((rmcp_in, rmcp_out))
+            .serve(transport)
             .await?;
         let stop = service.cancellation_token();
         let mut sigterm =
