@@ -11,7 +11,7 @@
 //! (root on the box). Ship the OTLP copy of the events elsewhere for that.
 
 use std::{
-    fs::OpenOptions,
+    fs::{File, OpenOptions},
     io::{self, Write},
     os::unix::fs::OpenOptionsExt,
     path::{Path, PathBuf},
@@ -79,9 +79,15 @@ impl Checkpoint {
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
     }
 
-    /// Replace the checkpoint at `path`: temp file, fdatasync, rename. The
-    /// directory is not synced: after a crash the previous checkpoint may
-    /// come back, which only makes the check weaker, never wrong.
+    /// Replace the checkpoint at `path`: temp file, fdatasync, rename, and
+    /// an fsync of the directory. Without that last one, the rename's
+    /// metadata waits in the filesystem journal until the next sync of
+    /// anything — usually the next call's intent record, whose `fdatasync`
+    /// then commits it too, on the call's critical path (p95 of such a sync
+    /// 1.37–1.54 ms against 0.99–1.03 ms with it, ext4 on this VM). The
+    /// flusher writes checkpoints in the background, so that is where the
+    /// cost belongs. (A crash before it only brings the previous checkpoint
+    /// back, which makes the check weaker, never wrong.)
     ///
     /// # Errors
     /// Any write, sync or rename failure.
@@ -95,7 +101,12 @@ impl Checkpoint {
             .open(&tmp)?;
         file.write_all(serde_json::to_string(self).unwrap_or_default().as_bytes())?;
         file.sync_data()?;
-        std::fs::rename(&tmp, path)
+        std::fs::rename(&tmp, path)?;
+        let dir = match path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir,
+            _ => Path::new("."),
+        };
+        File::open(dir)?.sync_all()
     }
 }
 
