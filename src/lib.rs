@@ -3,7 +3,7 @@
 //!
 //! A call flows one way through the modules:
 //!
-//! [`stdio`] → [`wire`] (framing) → [`mcp`] (JSON-RPC) → [`request`] (validate) → [`command`] (grammar) →
+//! [`stdio`] → [`wire`] (framing, parsing) → [`mcp`] (JSON-RPC) → [`request`] (validate) → [`command`] (grammar) →
 //! [`policy`] / [`outputs`] (decide the URL or file) → audit intent →
 //! [`exec`] (spawn, or hand the batch to a [`standby`]) → [`outcome`] (normalise) →
 //! audit outcome → reply. [`pipeline`] is that sequence written out once.
