@@ -43,6 +43,12 @@ pub struct Fault {
 /// a client that stops reading holds rmcp up instead of filling memory.
 const OUTPUT_QUEUE: usize = 64;
 
+/// Parsed messages waiting for rmcp before the wire stops reading stdin
+/// (each may be up to [`MAX_MESSAGE_BYTES`]). rmcp takes each one as soon as
+/// it arrives and answers it on a task of its own: this is a hand-off, not
+/// a buffer.
+const INPUT_QUEUE: usize = 4;
+
 /// rmcp's transport: the messages the wire parsed, and rmcp's own messages
 /// out to the wire's writer.
 pub struct Wire {
@@ -59,7 +65,7 @@ pub struct WireEnds {
 
 impl Wire {
     pub fn new() -> (Self, WireEnds) {
-        let (to_server, from_input) = mpsc::channel(OUTPUT_QUEUE);
+        let (to_server, from_input) = mpsc::channel(INPUT_QUEUE);
         let (to_output, from_server) = mpsc::channel(OUTPUT_QUEUE);
         (
             Self {
