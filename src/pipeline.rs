@@ -878,8 +878,9 @@ impl Pipeline {
     /// Every record is written before anything acts on it (a killed server
     /// loses none) and synced within [`audit::DEFERRED_SYNC_WITHIN`]. The
     /// one record that gates something, an allowed call's intent, is synced
-    /// on the spot ([`audit::Sink::sync`]) while its child starts up, and
-    /// the child gets its command only after that sync (see `Runner::run`).
+    /// before its child gets its command: on the spot ([`audit::Sink::sync`])
+    /// while the child starts up, or, when the session's standby is ready,
+    /// with the write itself ([`Pipeline::append_with`], `Synced`).
     fn append(&self, call: &Call<'_>, event: audit::Event) -> Result<(), audit::AuditError> {
         self.append_with(call, event, audit::Durability::Deferred)
     }
