@@ -294,6 +294,8 @@ impl ServeArgs {
             output_dir: output_dir.clone(),
             idle_timeout_ms: self.idle_timeout_sec * 1000,
             confinement: Arc::clone(&confinement),
+            trampoline: hardening::Trampoline::new("/proc/self/exe", &policy)
+                .context("cannot serialise the confinement policy")?,
             // Only ever 127.0.0.1: no HTTP(S)_PROXY may see target ids.
             http: reqwest::Client::builder()
                 .no_proxy()

@@ -1,6 +1,8 @@
 //! `Runner::run` against a stand-in agent-browser (a shell script that notes
-//! its pid, then copies its stdin to a file), spawned confined like the real
-//! one. The release gate: the child starts while the gate is still closed,
+//! its pid, then copies its stdin to a file), started like the real one but
+//! through a stand-in trampoline that only execs it: this test binary cannot
+//! be the trampoline, and the real one's confinement is proven by hardening's
+//! tests and `tests/e2e`. The release gate: the child starts while the gate is still closed,
 //! gets its batch only once the gate opens, and is killed without it when the
 //! gate fails. Standbys: a session's next call is served by the process
 //! spawned ahead of it, and one whose session ended is never used. And a
@@ -41,6 +43,10 @@ fn stand_in() -> StandIn {
     )
     .unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Called as `trampoline POLICY PROGRAM ARGS…`.
+    let trampoline = dir.path().join("trampoline");
+    std::fs::write(&trampoline, "#!/bin/sh\nshift\nexec \"$@\"\n").unwrap();
+    std::fs::set_permissions(&trampoline, std::fs::Permissions::from_mode(0o755)).unwrap();
 
     let mut policy = hardening::Policy::default();
     policy.read_exec_paths = ["/usr", "/bin", "/lib", "/lib64"]
@@ -59,6 +65,7 @@ fn stand_in() -> StandIn {
         output_dir: dir.path().join("out"),
         idle_timeout_ms: 1000,
         confinement: Arc::new(hardening::prepare(&policy).unwrap()),
+        trampoline: hardening::Trampoline::new(trampoline, &policy).unwrap(),
         http: reqwest::Client::new(),
         verified_sockets: Arc::default(),
         standbys: Arc::default(),
@@ -148,6 +155,33 @@ async fn a_failed_gate_kills_the_child_without_its_batch() {
     // Killed, not finished: had it been fed, `cat` would have copied it.
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(std::fs::read(&s.received).unwrap(), b"");
+}
+
+#[tokio::test]
+async fn a_trampoline_that_refuses_is_a_failed_spawn_and_agent_browser_never_starts() {
+    let mut s = stand_in();
+    let dir = s.runner.home_dir.parent().unwrap().to_owned();
+    let refusing = dir.join("refusing-trampoline");
+    std::fs::write(
+        &refusing,
+        format!(
+            "#!/bin/sh\necho '{}cannot enforce Landlock: Operation not permitted' >&2\nexit {}\n",
+            hardening::trampoline::STDERR_PREFIX,
+            hardening::trampoline::EXIT_REFUSED
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&refusing, std::fs::Permissions::from_mode(0o755)).unwrap();
+    s.runner.trampoline =
+        hardening::Trampoline::new(&refusing, &hardening::Policy::default()).unwrap();
+    let session = SessionId::parse("t1").unwrap();
+    let raw = run(&s, &session, std::future::ready(Ok(()))).await;
+    assert_eq!(
+        raw.termination,
+        Termination::SpawnFailed("cannot enforce Landlock: Operation not permitted".to_owned()),
+        "{raw:?}"
+    );
+    assert!(!s.started.exists(), "the stand-in agent-browser ran");
 }
 
 fn pids(started: &Path) -> Vec<String> {

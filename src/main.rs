@@ -87,6 +87,12 @@ enum HardeningCmd {
 }
 
 fn main() -> ExitCode {
+    // Every agent-browser child starts as this binary under the
+    // trampoline's name (see `Runner::confined_command`): it confines
+    // itself and execs agent-browser, before anything else here runs.
+    if hardening::trampoline::invoked() {
+        hardening::trampoline::main();
+    }
     let cli = Cli::parse();
     let diagnostics_dir = match &cli.command {
         Some(Cmd::Serve(args)) => args.diagnostics_dir.clone(),

@@ -7,12 +7,7 @@
 //!   exactly as a call would (same environment, same confinement), minus
 //!   browser-shell's validation, to see what the kernel alone refuses.
 
-use std::{
-    io::Write,
-    path::PathBuf,
-    process::{Command, Stdio},
-    sync::Arc,
-};
+use std::{io::Write, path::PathBuf, process::Stdio};
 
 use anyhow::Context;
 
@@ -89,8 +84,10 @@ pub fn hardening_check(args: &ServeArgs) -> anyhow::Result<bool> {
             .filter(|p| p.exists())
             .chain(me.parent().map(PathBuf::from)),
     );
-    let probe_confinement = Arc::new(hardening::prepare(&probe_policy)?);
-    let mut command = Command::new(&me);
+    // Prepared here only to fail early and plainly; the child prepares it
+    // again for itself, through the same trampoline every call's child uses.
+    hardening::prepare(&probe_policy)?;
+    let mut command = hardening::Trampoline::new("/proc/self/exe", &probe_policy)?.command(&me);
     command
         .arg("__probe")
         .args(["--cdp", &args.cdp_port.to_string(), "--writable"])
@@ -99,11 +96,13 @@ pub fn hardening_check(args: &ServeArgs) -> anyhow::Result<bool> {
         .arg(prepared.audit.path())
         .env_clear()
         .stdin(Stdio::null())
-        .stderr(Stdio::null());
-    hardening::confine(&mut command, probe_confinement);
+        .stderr(Stdio::piped());
     let output = command
         .output()
         .context("cannot run the confined self-probe")?;
+    if let Some(why) = hardening::trampoline::failure(output.status.code(), &output.stderr) {
+        anyhow::bail!("the self-probe could not be confined: {why}");
+    }
     let results: Vec<hardening::probe::Outcome> =
         serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&output.stdout)
             .context("the self-probe printed no result")?
@@ -157,14 +156,8 @@ fn join(paths: &[PathBuf]) -> String {
 /// Run agent-browser with `argv` confined as a call would be; return its exit code.
 pub fn hardening_exec(args: &ServeArgs, argv: &[String]) -> anyhow::Result<i32> {
     let prepared = args.prepare()?;
-    let runner = &prepared.runner;
-    let mut command = Command::new(&runner.agent_browser);
-    command
-        .args(argv)
-        .env_clear()
-        .envs(runner.environment())
-        .current_dir(&runner.home_dir);
-    hardening::confine(&mut command, Arc::clone(&prepared.confinement));
+    let mut command = prepared.runner.confined_command();
+    command.args(argv);
     let status = command.status().context("cannot run agent-browser")?;
     Ok(status.code().unwrap_or(1))
 }

@@ -1,7 +1,8 @@
 //! Standby processes: for each live session, one confined agent-browser CLI
 //! spawned ahead of its next call, so that call does not pay for the spawn
-//! (the server's `fork` plus the confinement's attach, ≈ 1.3 ms here) on
-//! its critical path.
+//! (the trampoline's start, its confinement of itself and its exec of
+//! agent-browser: ≈ 2–3 ms here, see `Runner::confined_command`) on its
+//! critical path.
 //!
 //! Why a process spawned before its call's intent record is safe: started
 //! with `batch`, agent-browser loads its config and then reads stdin to EOF

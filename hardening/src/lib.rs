@@ -1,5 +1,5 @@
-//! Confinement of a child process: prepared in the parent, applied between
-//! fork and exec, fail-closed.
+//! Confinement of a child process: applied before it execs its program,
+//! every step verified, fail-closed.
 //!
 //! The one job of this crate is to take a [`Policy`] (plain data: readable
 //! and writable paths, allowed TCP ports, socket families, identity) and make
@@ -16,10 +16,20 @@
 //! 7. seccomp: `clone3 → ENOSYS`, an x32 guard, an EPERM denylist,
 //! 8. a read-back of what must now hold.
 //!
-//! [`prepare`] does everything that allocates or opens files, in the parent.
-//! [`confine`] installs a `pre_exec` hook that only issues syscalls on that
-//! prepared memory; any failing step makes `spawn()` return an error that
-//! [`ConfineError::from_spawn_error`] decodes, and nothing runs.
+//! Two ways to apply it, the same steps either way:
+//!
+//! - [`Trampoline`]: the child starts as a trampoline executable that
+//!   prepares the policy, applies it to itself and execs the program. The
+//!   parent never forks (std spawns it with `posix_spawn`), so a large
+//!   server's memory is not write-protected by every spawn. A failing step
+//!   makes the trampoline exit before the program runs, and
+//!   [`trampoline::failure`] says why. browser-shell starts every
+//!   agent-browser this way.
+//! - [`confine`]: [`prepare`] does everything that allocates or opens files,
+//!   in the parent, and a `pre_exec` hook only issues syscalls on that
+//!   prepared memory between `fork` and `exec`; any failing step makes
+//!   `spawn()` return an error that [`ConfineError::from_spawn_error`]
+//!   decodes, and nothing runs.
 //!
 //! This crate knows nothing about MCP or agent-browser.
 //!
@@ -46,6 +56,7 @@ mod process_group;
 mod rlimits;
 mod seccomp;
 mod step;
+pub mod trampoline;
 
 use std::{fmt, os::unix::process::CommandExt, path::PathBuf, sync::Arc};
 
@@ -55,6 +66,7 @@ pub use process_group::{kill_process, kill_process_group};
 pub use rlimits::{Limit, Resource};
 pub use seccomp::denied_syscalls;
 pub use step::{ConfineError, Step};
+pub use trampoline::Trampoline;
 
 /// Why a policy cannot be prepared on this machine. The caller must not spawn.
 #[derive(Debug, thiserror::Error)]

@@ -3,8 +3,11 @@
 
 use std::path::PathBuf;
 
+use serde::{Deserialize, Serialize};
+
 /// What a confined process may do. Everything not listed is denied.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Serialisable so that a [`crate::Trampoline`] can carry it across `exec`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Policy {
     /// Paths beneath which the process may read and execute.
@@ -32,7 +35,7 @@ pub struct Policy {
 }
 
 /// A socket family a confined process may use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum SocketFamily {
     /// `AF_UNIX`.
@@ -46,7 +49,7 @@ pub enum SocketFamily {
 }
 
 /// A uid/gid to switch to; supplementary groups are dropped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Identity {
     /// The user id.
     pub uid: u32,
@@ -55,7 +58,7 @@ pub struct Identity {
 }
 
 /// Whether a kernel that cannot enforce the whole policy is acceptable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Degraded {
     /// Refuse to prepare: the caller must not start (the default).
     Refuse,

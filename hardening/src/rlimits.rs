@@ -4,10 +4,12 @@
 //! Only lowering: a limit above the current hard limit would need
 //! `CAP_SYS_RESOURCE`, and is never what a confinement wants.
 
+use serde::{Deserialize, Serialize};
+
 use crate::step::Step;
 
 /// A resource the policy can limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum Resource {
     /// Core dump size (0: none — a crashing child must not dump memory).
@@ -21,7 +23,7 @@ pub enum Resource {
 }
 
 /// One limit: soft and hard set to the same value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limit {
     /// What is limited.
     pub resource: Resource,

@@ -166,6 +166,109 @@ fn confined_probe_fails_every_escape_with_the_expected_errno() {
 }
 
 #[test]
+fn a_probe_started_through_the_trampoline_fails_every_escape_too() {
+    if !can_run() {
+        return;
+    }
+    let f = fixture();
+    let port = f.listener.local_addr().unwrap().port();
+    // The probe binary is its own trampoline (it dispatches on argv[0]).
+    let trampoline = hardening::Trampoline::new(PROBE, &policy(f.writable.path(), port)).unwrap();
+    let mut command = trampoline.command(Path::new(PROBE));
+    let probes = run_probe(&mut command, f.writable.path(), port, f.protected.path());
+    let outcomes: Vec<hardening::probe::Outcome> = probes
+        .iter()
+        .map(|(name, result)| hardening::probe::Outcome {
+            name: name.clone(),
+            result: result.clone(),
+        })
+        .collect();
+    assert!(
+        probes.contains_key("append_protected_0") && probes.len() > 5,
+        "the probe did not run all its probes: {probes:#?}"
+    );
+    let gaps = hardening::probe::gaps(&outcomes);
+    assert!(
+        gaps.is_empty(),
+        "confinement gaps:\n{}\nall probes: {probes:#?}",
+        gaps.join("\n")
+    );
+}
+
+/// Run `command` (a trampoline) to the end; its exit code and stderr.
+fn refused(mut command: Command) -> (Option<i32>, Vec<u8>, Vec<u8>) {
+    let output = command
+        .stdin(Stdio::null())
+        .output()
+        .expect("spawn the trampoline");
+    (output.status.code(), output.stdout, output.stderr)
+}
+
+#[test]
+fn the_trampoline_refuses_a_program_outside_the_executable_set_and_says_why() {
+    if !can_run() {
+        return;
+    }
+    let f = fixture();
+    let mut policy = policy(f.writable.path(), 1);
+    policy
+        .read_exec_paths
+        .retain(|p| !Path::new("/usr/bin/touch").starts_with(p));
+    // The trampoline itself must stay executable: it runs before it confines.
+    let marker = f.writable.path().join("ran");
+    let trampoline = hardening::Trampoline::new(PROBE, &policy).unwrap();
+    let mut command = trampoline.command(Path::new("/usr/bin/touch"));
+    command.arg(&marker);
+    let (code, stdout, stderr) = refused(command);
+    let why = hardening::trampoline::failure(code, &stderr).unwrap_or_else(|| {
+        panic!(
+            "not a trampoline refusal: {code:?} {}",
+            String::from_utf8_lossy(&stderr)
+        )
+    });
+    assert!(
+        why.contains("cannot start /usr/bin/touch") && why.contains("denied"),
+        "{why}"
+    );
+    assert!(stdout.is_empty());
+    assert!(!marker.exists(), "the program ran");
+}
+
+#[test]
+fn the_trampoline_refuses_a_policy_it_cannot_prepare_and_says_why() {
+    let f = fixture();
+    let mut policy = policy(f.writable.path(), 1);
+    policy.read_write_paths.push("/nonexistent/bs-dir".into());
+    let marker = f.writable.path().join("ran");
+    let trampoline = hardening::Trampoline::new(PROBE, &policy).unwrap();
+    let mut command = trampoline.command(Path::new("/usr/bin/touch"));
+    command.arg(&marker);
+    let (code, _, stderr) = refused(command);
+    let why = hardening::trampoline::failure(code, &stderr).unwrap_or_else(|| {
+        panic!(
+            "not a trampoline refusal: {code:?} {}",
+            String::from_utf8_lossy(&stderr)
+        )
+    });
+    assert!(why.contains("/nonexistent/bs-dir"), "{why}");
+    assert!(!marker.exists(), "the program ran");
+}
+
+#[test]
+fn the_trampoline_refuses_a_policy_that_is_not_json() {
+    let mut command = Command::new(PROBE);
+    std::os::unix::process::CommandExt::arg0(&mut command, hardening::trampoline::ARG0);
+    command.args(["{not json", "/usr/bin/true"]);
+    let (code, _, stderr) = refused(command);
+    let why = hardening::trampoline::failure(code, &stderr);
+    assert!(
+        why.as_deref()
+            .is_some_and(|w| w.contains("policy is not valid")),
+        "{why:?}"
+    );
+}
+
+#[test]
 fn a_binary_outside_the_executable_set_never_runs() {
     if !can_run() {
         return;

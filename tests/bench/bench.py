@@ -23,7 +23,9 @@ to the results (✓/✗ where the table can tell). What each section measures:
            on @modelcontextprotocol/sdk (tests/bench/peers/node-peer.mjs) vs playwright-mcp.
   audit    synced audit appends with the OTLP exporter off / up / down,
            `cargo run --release --example audit_otlp_throughput`.
-  confine  confinement cost, `cargo run --release -p hardening --example spawn_cost`.
+  confine  confinement cost: /usr/bin/true spawned plainly, through a pre_exec hook (fork), and through
+           browser-shell's binary as the trampoline (what every agent-browser spawn does),
+           `cargo run --release -p hardening --example spawn_cost`.
 
 The MCP client is the raw JSON-RPC-over-stdio one below (no client library in the timing), the same
 for browser-shell and the peers. Everything talks to 127.0.0.1 only.
@@ -668,8 +670,9 @@ def main() -> None:
               " (target ≥ 2,000 events/s at 32 writers, 0 lost):")
         print(example("browser-shell", "audit_otlp_throughput", "/var/tmp", "100"))
     if "confine" in only:
-        print("\nconfinement cost, `cargo run --release -p hardening --example spawn_cost`:")
-        print(example("hardening", "spawn_cost", "300"))
+        print("\nconfinement cost, `cargo run --release -p hardening --example spawn_cost 300 target/release/browser-shell`"
+              " (browser-shell's binary as the trampoline, as in production):")
+        print(example("hardening", "spawn_cost", "300", str(BIN)))
 
 
 if __name__ == "__main__":

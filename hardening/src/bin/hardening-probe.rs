@@ -7,12 +7,18 @@
 //! Text of `fill` commands in the batch names extra files that must not be
 //! appendable (e.g. the audit log). `--writable DIR` overrides the writable
 //! directory probed (default `/tmp`).
+//!
+//! Started as [`hardening::trampoline::ARG0`], it is the crate's trampoline
+//! instead (for the tests of [`hardening::Trampoline`]).
 
 use std::{io::Read, path::PathBuf};
 
 use serde_json::{Map, Value, json};
 
 fn main() {
+    if hardening::trampoline::invoked() {
+        hardening::trampoline::main();
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     let flag = |name: &str| {
         args.iter()
