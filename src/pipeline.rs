@@ -291,10 +291,15 @@ impl Pipeline {
         // timeout. Each session has its own pinned tab; bring it to the
         // front as the batch goes out (through Chromium, not agent-browser,
         // whose `tab` command would drop the session's snapshot refs).
-        // `open`, `get` and `close` do not need it.
+        // `open`, `get` and `close` do not need it, nor does `snapshot`: it
+        // reads the accessibility tree, which a background tab serves the
+        // same (same refs, same time; a `click` there took 5 s). Activating
+        // anyway switched tabs whenever two sessions took turns on one
+        // Chromium, and the snapshot waited for that: 38 ms a `snapshot -i`
+        // against 11 ms without (one session alone: no difference).
         let front = tokens
             .first()
-            .is_some_and(|t| !matches!(t.as_str(), "open" | "get" | "close"));
+            .is_some_and(|t| !matches!(t.as_str(), "open" | "get" | "close" | "snapshot"));
         let batch = Self::batch_for(tokens, guard);
         // The client's cancellation, or the server's shutdown, stops the call.
         let cancel = self.shutdown.child_token();
