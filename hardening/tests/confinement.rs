@@ -78,6 +78,28 @@ fn run_probe(
     serde_json::from_value(reply[0]["result"]["probes"].clone()).unwrap()
 }
 
+/// Every probe ran (the protected file among them) and each escape failed
+/// with the errno of the layer that must stop it.
+fn assert_every_escape_refused(probes: &BTreeMap<String, String>) {
+    let outcomes: Vec<hardening::probe::Outcome> = probes
+        .iter()
+        .map(|(name, result)| hardening::probe::Outcome {
+            name: name.clone(),
+            result: result.clone(),
+        })
+        .collect();
+    assert!(
+        probes.contains_key("append_protected_0") && probes.len() > 5,
+        "the probe did not run all its probes: {probes:#?}"
+    );
+    let gaps = hardening::probe::gaps(&outcomes);
+    assert!(
+        gaps.is_empty(),
+        "confinement gaps:\n{}\nall probes: {probes:#?}",
+        gaps.join("\n")
+    );
+}
+
 struct Fixture {
     writable: tempfile::TempDir,
     protected: tempfile::NamedTempFile,
@@ -146,23 +168,7 @@ fn confined_probe_fails_every_escape_with_the_expected_errno() {
     let mut command = Command::new(PROBE);
     hardening::confine(&mut command, prepared);
     let probes = run_probe(&mut command, f.writable.path(), port, f.protected.path());
-    let outcomes: Vec<hardening::probe::Outcome> = probes
-        .iter()
-        .map(|(name, result)| hardening::probe::Outcome {
-            name: name.clone(),
-            result: result.clone(),
-        })
-        .collect();
-    assert!(
-        probes.contains_key("append_protected_0"),
-        "the protected file was not probed: {probes:#?}"
-    );
-    let gaps = hardening::probe::gaps(&outcomes);
-    assert!(
-        gaps.is_empty(),
-        "confinement gaps:\n{}\nall probes: {probes:#?}",
-        gaps.join("\n")
-    );
+    assert_every_escape_refused(&probes);
 }
 
 #[test]
@@ -176,23 +182,7 @@ fn a_probe_started_through_the_trampoline_fails_every_escape_too() {
     let trampoline = hardening::Trampoline::new(PROBE, &policy(f.writable.path(), port)).unwrap();
     let mut command = trampoline.command(Path::new(PROBE));
     let probes = run_probe(&mut command, f.writable.path(), port, f.protected.path());
-    let outcomes: Vec<hardening::probe::Outcome> = probes
-        .iter()
-        .map(|(name, result)| hardening::probe::Outcome {
-            name: name.clone(),
-            result: result.clone(),
-        })
-        .collect();
-    assert!(
-        probes.contains_key("append_protected_0") && probes.len() > 5,
-        "the probe did not run all its probes: {probes:#?}"
-    );
-    let gaps = hardening::probe::gaps(&outcomes);
-    assert!(
-        gaps.is_empty(),
-        "confinement gaps:\n{}\nall probes: {probes:#?}",
-        gaps.join("\n")
-    );
+    assert_every_escape_refused(&probes);
 }
 
 /// Run `command` (a trampoline) to the end; its exit code and stderr.
