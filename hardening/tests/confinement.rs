@@ -52,6 +52,13 @@ fn policy(writable: &Path, port: u16) -> hardening::Policy {
     policy
 }
 
+/// [`policy`] with no read+exec root above `program`.
+fn policy_without_exec_of(writable: &Path, program: &Path) -> hardening::Policy {
+    let mut policy = policy(writable, 1);
+    policy.read_exec_paths.retain(|p| !program.starts_with(p));
+    policy
+}
+
 fn run_probe(
     command: &mut Command,
     writable: &Path,
@@ -185,13 +192,30 @@ fn a_probe_started_through_the_trampoline_fails_every_escape_too() {
     assert_every_escape_refused(&probes);
 }
 
-/// Run `command` (a trampoline) to the end; its exit code and stderr.
-fn refused(mut command: Command) -> (Option<i32>, Vec<u8>, Vec<u8>) {
+/// Run `command` (a trampoline) to the end; it must have refused: its
+/// reason, and what it printed on stdout.
+fn refusal(mut command: Command) -> (String, Vec<u8>) {
     let output = command
         .stdin(Stdio::null())
         .output()
         .expect("spawn the trampoline");
-    (output.status.code(), output.stdout, output.stderr)
+    let why =
+        hardening::trampoline::failure(output.status.code(), &output.stderr).unwrap_or_else(|| {
+            panic!(
+                "not a trampoline refusal: {:?} {}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+            )
+        });
+    (why, output.stdout)
+}
+
+/// `touch marker`, through a trampoline with `policy`.
+fn touch(policy: &hardening::Policy, marker: &Path) -> Command {
+    let trampoline = hardening::Trampoline::new(PROBE, policy).unwrap();
+    let mut command = trampoline.command(Path::new("/usr/bin/touch"));
+    command.arg(marker);
+    command
 }
 
 #[test]
@@ -200,22 +224,10 @@ fn the_trampoline_refuses_a_program_outside_the_executable_set_and_says_why() {
         return;
     }
     let f = fixture();
-    let mut policy = policy(f.writable.path(), 1);
-    policy
-        .read_exec_paths
-        .retain(|p| !Path::new("/usr/bin/touch").starts_with(p));
-    // The trampoline itself must stay executable: it runs before it confines.
+    // The trampoline itself stays executable: it runs before it confines.
+    let policy = policy_without_exec_of(f.writable.path(), Path::new("/usr/bin/touch"));
     let marker = f.writable.path().join("ran");
-    let trampoline = hardening::Trampoline::new(PROBE, &policy).unwrap();
-    let mut command = trampoline.command(Path::new("/usr/bin/touch"));
-    command.arg(&marker);
-    let (code, stdout, stderr) = refused(command);
-    let why = hardening::trampoline::failure(code, &stderr).unwrap_or_else(|| {
-        panic!(
-            "not a trampoline refusal: {code:?} {}",
-            String::from_utf8_lossy(&stderr)
-        )
-    });
+    let (why, stdout) = refusal(touch(&policy, &marker));
     assert!(
         why.contains("cannot start /usr/bin/touch") && why.contains("denied"),
         "{why}"
@@ -230,16 +242,7 @@ fn the_trampoline_refuses_a_policy_it_cannot_prepare_and_says_why() {
     let mut policy = policy(f.writable.path(), 1);
     policy.read_write_paths.push("/nonexistent/bs-dir".into());
     let marker = f.writable.path().join("ran");
-    let trampoline = hardening::Trampoline::new(PROBE, &policy).unwrap();
-    let mut command = trampoline.command(Path::new("/usr/bin/touch"));
-    command.arg(&marker);
-    let (code, _, stderr) = refused(command);
-    let why = hardening::trampoline::failure(code, &stderr).unwrap_or_else(|| {
-        panic!(
-            "not a trampoline refusal: {code:?} {}",
-            String::from_utf8_lossy(&stderr)
-        )
-    });
+    let (why, _) = refusal(touch(&policy, &marker));
     assert!(why.contains("/nonexistent/bs-dir"), "{why}");
     assert!(!marker.exists(), "the program ran");
 }
@@ -249,13 +252,8 @@ fn the_trampoline_refuses_a_policy_that_is_not_json() {
     let mut command = Command::new(PROBE);
     std::os::unix::process::CommandExt::arg0(&mut command, hardening::trampoline::ARG0);
     command.args(["{not json", "/usr/bin/true"]);
-    let (code, _, stderr) = refused(command);
-    let why = hardening::trampoline::failure(code, &stderr);
-    assert!(
-        why.as_deref()
-            .is_some_and(|w| w.contains("policy is not valid")),
-        "{why:?}"
-    );
+    let (why, _) = refusal(command);
+    assert!(why.contains("policy is not valid"), "{why}");
 }
 
 #[test]
@@ -266,10 +264,7 @@ fn a_binary_outside_the_executable_set_never_runs() {
     // A policy whose read+exec set omits the probe's own directory: every
     // step succeeds, then the kernel denies the exec itself.
     let f = fixture();
-    let mut policy = policy(f.writable.path(), 1);
-    policy
-        .read_exec_paths
-        .retain(|p| !Path::new(PROBE).starts_with(p));
+    let policy = policy_without_exec_of(f.writable.path(), Path::new(PROBE));
     let prepared = Arc::new(hardening::prepare(&policy).unwrap());
     let mut command = Command::new(PROBE);
     hardening::confine(&mut command, prepared);
