@@ -79,6 +79,33 @@ impl Checkpoint {
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
     }
 
+    /// Replace the checkpoint at `path` unless it already vouches for this
+    /// record or a later one, under an exclusive `flock` of
+    /// `<path>.lock`: that is how writers in several processes share one
+    /// checkpoint without the log's own lock, which appenders wait for. The
+    /// lock keeps them from writing the same temp file at once, and the
+    /// comparison keeps a slower writer from moving the checkpoint back.
+    /// A checkpoint that does not verify under `key` is replaced.
+    ///
+    /// # Errors
+    /// Opening or locking the lock file, and any error of [`Checkpoint::write`].
+    pub fn write_unless_older(&self, path: &Path, key: &Key) -> io::Result<()> {
+        let lock = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(format!("{}.lock", path.display()))?;
+        // Released when `lock` is closed, after the write.
+        lock.lock()?;
+        if let Ok(current) = Self::read(path)
+            && current.is_authentic(key)
+            && current.seq >= self.seq
+        {
+            return Ok(());
+        }
+        self.write(path)
+    }
+
     /// Replace the checkpoint at `path`: temp file, fdatasync, rename, and
     /// an fsync of the directory. Without that last one, the rename's
     /// metadata waits in the filesystem journal until the next sync of

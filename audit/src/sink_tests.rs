@@ -363,3 +363,72 @@ fn a_sync_with_nothing_pending_does_not_touch_the_file() {
     let sink = Sink::open(Path::new("/dev/null"), None, None).unwrap();
     sink.sync().unwrap();
 }
+
+#[test]
+fn a_checkpoint_never_moves_back_to_an_earlier_record() {
+    // Two processes' flushers may finish out of order: the slower one, with
+    // the older head, must not replace the newer checkpoint.
+    let dir = tempfile::tempdir().unwrap();
+    let path = checkpoint_path(&dir.path().join("a.jsonl"));
+    let key = key(dir.path());
+    let newer = Checkpoint::new(&key, "a.jsonl", 12, "h12", "2026-11-23T00:00:01Z");
+    let older = Checkpoint::new(&key, "a.jsonl", 10, "h10", "2026-11-23T00:00:02Z");
+    newer.write_unless_older(&path, &key).unwrap();
+    older.write_unless_older(&path, &key).unwrap();
+    assert_eq!(Checkpoint::read(&path).unwrap(), newer);
+    // A later one still replaces it.
+    let later = Checkpoint::new(&key, "a.jsonl", 13, "h13", "2026-11-23T00:00:03Z");
+    later.write_unless_older(&path, &key).unwrap();
+    assert_eq!(Checkpoint::read(&path).unwrap(), later);
+}
+
+#[test]
+fn a_checkpoint_that_does_not_verify_is_replaced_whatever_seq_it_claims() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = checkpoint_path(&dir.path().join("a.jsonl"));
+    let key = key(dir.path());
+    let mut forged = Checkpoint::new(&key, "a.jsonl", 1_000, "h", "2026-11-23T00:00:01Z");
+    forged.mac = "00".repeat(32);
+    forged.write(&path).unwrap();
+    let real = Checkpoint::new(&key, "a.jsonl", 5, "h5", "2026-11-23T00:00:02Z");
+    real.write_unless_older(&path, &key).unwrap();
+    assert_eq!(Checkpoint::read(&path).unwrap(), real);
+}
+
+#[test]
+fn an_append_does_not_wait_for_the_checkpoint_write() {
+    // Hold the checkpoint's own lock, as a slow checkpoint write would: the
+    // background flusher stops there, and appends must still go through.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.jsonl");
+    let checkpoint = checkpoint_path(&path);
+    let held = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(format!("{}.lock", checkpoint.display()))
+        .unwrap();
+    held.lock().unwrap();
+    let sink = Sink::open(&path, Some(key(dir.path())), None).unwrap();
+    sink.append(Event::new(Phase::Intent, "c1")).unwrap();
+    // Several flusher rounds: it has synced and is waiting for the lock.
+    std::thread::sleep(DEFERRED_SYNC_WITHIN * 3);
+    assert!(
+        !checkpoint.exists(),
+        "the flusher did not wait for the checkpoint lock"
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            tx.send(sink.append(Event::new(Phase::Outcome, "c1")))
+                .unwrap()
+        });
+        let appended = rx.recv_timeout(Duration::from_secs(5));
+        held.unlock().unwrap();
+        assert!(
+            matches!(appended, Ok(Ok(_))),
+            "the append waited for the checkpoint write: {appended:?}"
+        );
+    });
+    drop(sink);
+    assert!(Checkpoint::read(&checkpoint).unwrap().seq >= 1);
+}
