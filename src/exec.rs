@@ -361,13 +361,14 @@ impl Runner {
             .map_or_else(|| self.home_dir.clone(), PathBuf::from)
     }
 
-    /// Explain a failed spawn: a confinement step (decoded from its errno) or
-    /// an ordinary exec error.
+    /// Explain a failed spawn: the trampoline itself did not start. (A
+    /// confinement step that fails is the trampoline's refusal, read from
+    /// its exit with `hardening::trampoline::failure`.)
     fn spawn_error(&self, err: &std::io::Error) -> String {
-        match hardening::ConfineError::from_spawn_error(err) {
-            Some(confine) => confine.to_string(),
-            None => format!("cannot start {}: {err}", self.agent_browser.display()),
-        }
+        format!(
+            "cannot start the confinement trampoline for {}: {err}",
+            self.agent_browser.display()
+        )
     }
 
     /// Run `agent-browser --version` exactly as calls will run it (same

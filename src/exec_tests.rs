@@ -2,8 +2,8 @@
 //! its pid, then copies its stdin to a file), started like the real one but
 //! through a stand-in trampoline that only execs it: this test binary cannot
 //! be the trampoline, and the real one's confinement is proven by hardening's
-//! tests and `tests/e2e`. The release gate: the child starts while the gate is still closed,
-//! gets its batch only once the gate opens, and is killed without it when the
+//! tests and `tests/e2e`. The release gate: the child starts while the gate
+//! is still closed, gets its batch only once the gate opens, and is killed without it when the
 //! gate fails. Standbys: a session's next call is served by the process
 //! spawned ahead of it, and one whose session ended is never used. And a
 //! killed multi-threaded process (the daemon) counts as gone only once all

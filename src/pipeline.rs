@@ -258,8 +258,8 @@ impl Pipeline {
         }
         let mut laps = Laps::start(call.started);
         // The intent must be on disk before the child gets its batch. A
-        // call that will fork its child lets the `fdatasync` run while it
-        // forks (below); one whose session has a standby ready forks
+        // call that must spawn its child lets the `fdatasync` run while it
+        // spawns (below); one whose session has a standby ready spawns
         // nothing, so it syncs right here, in the same blocking section as
         // the write: overlapping would only add two thread hand-offs (one
         // to a blocking thread, one back), ≈ 0.1 ms on this path.
@@ -313,7 +313,7 @@ impl Pipeline {
         // The intent is written; unless it is synced already, its fdatasync
         // runs while the child starts, and the child gets its batch only
         // once that sync succeeded (see `Runner::run`). Started here, before
-        // the fork, not at first poll.
+        // the spawn, not at first poll.
         let intent_synced = {
             let sync = overlap_sync.then(|| {
                 tokio::task::spawn_blocking({

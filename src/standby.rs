@@ -64,7 +64,7 @@ impl Standbys {
 
     /// Like [`Standbys::take`], but when the session's standby is being
     /// spawned right now, wait for it (up to [`SPAWN_WAIT`]): a call that
-    /// comes right after the previous one would otherwise fork a second
+    /// comes right after the previous one would otherwise spawn a second
     /// child beside it.
     pub async fn take_or_await(&self, daemon_name: &str) -> Option<Child> {
         let spawned = self.spawned.notified();
@@ -130,7 +130,7 @@ impl Standbys {
     }
 
     /// Is a standby ready for the session? (A call that will take it
-    /// forks nothing; tests wait on it.)
+    /// spawns nothing; tests wait on it.)
     pub fn is_ready(&self, daemon_name: &str) -> bool {
         self.lock().ready.contains_key(daemon_name)
     }
