@@ -6,7 +6,10 @@ to the results (✓/✗ where the table can tell). What each section measures:
 
   warm     (5×N pairs) one persistent browser-shell MCP session vs spawning agent-browser directly with the same
            flags (`--cdp P --json --session S --pin-tab`), on a warm daemon: `get url`, `snapshot -i`,
-           each call followed by an untimed pause (SETTLE_S);
+           each call followed by an untimed pause (SETTLE_S); the added p50's bootstrap interval; the
+           floor (one append + fdatasync on the audit log's filesystem, timed between the same calls) and
+           what is left above it; where the time goes inside the server (p50 per phase of its debug
+           `call phases` events, from a second server with that logging on, untimed);
            a refused call (on a server whose agent-browser is an exec-logging stand-in: the run fails
            if any refusal spawned a process); a `tools/list` round trip; the server's RSS after that run.
   smoke    the smoke flow `open → snapshot -i → fill → click → press Enter → get url → close` on the
@@ -91,11 +94,12 @@ class Mcp:
     `started` is taken just before the process is spawned, so `time.perf_counter() - started` after
     a reply is the cold start up to that reply. Notifications the server sends are skipped."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path | None = None):
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path | None = None, stderr: Path | None = None):
         self.ids = 0
         self.started = time.perf_counter()
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     text=True, env=env, cwd=cwd)
+        with open(stderr or os.devnull, "wb") as err:
+            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                                         text=True, env=env, cwd=cwd)
         self.rpc({"jsonrpc": "2.0", "id": 0, "method": "initialize",
                   "params": {"protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}})
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
@@ -142,16 +146,27 @@ class Server(Mcp):
     """browser-shell serve, confined, with its own state/output dirs, an audit log in `evidence` and
     a policy that allows `web_cidr` (the loopback web server)."""
 
-    def __init__(self, ab: Path, cdp: int, web_cidr: str, evidence: Path, extra: list[str] | None = None):
+    def __init__(self, ab: Path, cdp: int, web_cidr: str, evidence: Path, extra: list[str] | None = None,
+                 phases: bool = False):
+        """`phases`: debug logging of the server's `call phases` events to `self.log` (for the profile;
+        the logging itself costs each call a little, so timed servers run without it)."""
         self.base = Path(tempfile.mkdtemp(prefix="bsb", dir="/tmp"))
+        self.log = self.base / "server.log"
         (self.base / "policy.json").write_text(json.dumps({"open": {"allow_private_cidrs": [web_cidr]}}))
         self.audit = evidence / f"audit-{self.base.name}.jsonl"
         super().__init__(
             [str(BIN), "serve", "--agent-browser", str(ab), "--cdp-port", str(cdp), "--state-dir", str(self.base / "s"),
              "--output-dir", str(self.base / "o"), "--audit-log", str(self.audit), "--policy", str(self.base / "policy.json"),
              *(extra or [])],
-            env={"PATH": "/usr/bin:/bin"},
+            env={"PATH": "/usr/bin:/bin", **({"RUST_LOG": "browser_shell::laps=debug"} if phases else {})},
+            stderr=self.log if phases else None,
         )
+
+    def phases(self) -> list[dict[str, int]]:
+        """The `call phases` events logged so far (µs per phase, in the order the server took them)."""
+        text = self.log.read_text() if self.log.exists() else ""
+        return [{k: int(v) for k, v in (kv.split("=") for kv in m.group(1).split())}
+                for m in re.finditer(r'laps_us="([^"]+)"', text)]
 
     def call(self, sid: str, argv: list) -> dict:
         return self.tool("browser-shell", {"session_id": sid, "argv": argv})["structuredContent"]
@@ -237,7 +252,18 @@ def bench_warm(ab: Path, chromium, web, evidence: Path, n: int, notes: list[str]
     def direct(argv):
         return lambda: subprocess.run(raw + argv, env=env, capture_output=True, check=True)
 
-    rows = []
+    floor_file = evidence / "fsync-floor"
+    line = b'{"floor":"' + b"x" * 500 + b'"}\n'  # about an intent record's size
+
+    def floor() -> None:
+        fd = os.open(floor_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            os.write(fd, line)
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
+
+    rows, floors, added = [], [], {}
     for argv in (["get", "url"], ["snapshot", "-i"]):
         through(argv)(); direct(argv)()  # warm
         a, b = [], []
@@ -246,9 +272,19 @@ def bench_warm(ab: Path, chromium, web, evidence: Path, n: int, notes: list[str]
             time.sleep(SETTLE_S)
             b.append(timed(direct(argv)))
             time.sleep(SETTLE_S)
+            floors.append(timed(floor))
+            time.sleep(SETTLE_S)  # the next call starts from the same idle as every other
         rows.append(row(f"warm `{' '.join(argv)}`: browser-shell vs agent-browser direct", a, b, "added ≤ 1.0 ms",
                         lambda a50, b50: a50 - b50 <= 1.0))
-
+        added[" ".join(argv)] = (statistics.median(a) - statistics.median(b), difference_interval(a, b))
+    floor_file.unlink(missing_ok=True)
+    f50 = statistics.median(floors)
+    notes.append("warm calls, added p50 with its 90 % bootstrap interval, and what is left once the floor (one "
+                 f"append + fdatasync of a 0.5 KiB line on the audit log's filesystem, timed between the same calls: "
+                 f"p50 {f50:.2f} / p95 {pct(floors, 95):.2f} ms) is taken off: "
+                 + "; ".join(f"`{cmd}` {d:+.2f} ms ({lo:+.2f}…{hi:+.2f}), {d - f50:+.2f} above the floor"
+                             for cmd, (d, (lo, hi)) in added.items()))
+    notes.append(warm_profile(ab, chromium, web, evidence, n))
     rows.append(bench_refused(chromium, web, evidence, n))
     listing = [timed(srv.list_tools) for _ in range(n)]
     rows.append(row("`tools/list` round trip (transport floor)", listing, None, "–"))
@@ -258,6 +294,41 @@ def bench_warm(ab: Path, chromium, web, evidence: Path, n: int, notes: list[str]
     notes.append(f"RSS of the server after the warm run: {rss / 1024:.1f} MiB (a busy server, with its standbys' pipes and "
                  "blocking threads; the ≤ 8 MiB target is for idle RSS, section peer)")
     return rows
+
+
+def difference_interval(a: list[float], b: list[float], rounds: int = 2000) -> tuple[float, float]:
+    """5th and 95th percentile of median(a) - median(b) over bootstrap resamples of each list (a fixed
+    seed, so reruns agree): how far the printed added p50 could move with another sample of the same size."""
+    rng = random.Random(7)
+    diffs = sorted(statistics.median(rng.choices(a, k=len(a))) - statistics.median(rng.choices(b, k=len(b)))
+                   for _ in range(rounds))
+    return diffs[rounds * 5 // 100], diffs[rounds * 95 // 100]
+
+
+def warm_profile(ab: Path, chromium, web, evidence: Path, n: int) -> str:
+    """Where a warm call's time goes inside the server: p50 of each phase of its `call phases` debug
+    events, from a server of its own with that logging on (untimed by the client, so the logging's own
+    cost stays out of the table)."""
+    srv = Server(ab, chromium.port, "127.0.0.1/32", evidence, phases=True)
+    parts = []
+    try:
+        expect(srv.call("p1", ["open", web.url("/form")])["exit_code"] == 0, "the profile server's open failed")
+        for argv in (["get", "url"], ["snapshot", "-i"]):
+            srv.call("p1", argv)  # warm
+            before = len(srv.phases())
+            for _ in range(n * 2):
+                expect(srv.call("p1", argv)["exit_code"] == 0, f"the profile server's {' '.join(argv)} failed")
+                time.sleep(SETTLE_S * 3)  # paced like the timed run: an idle pause before each call
+            events = srv.phases()[before:]
+            expect(len(events) == n * 2, f"{len(events)} `call phases` events for {n * 2} calls")
+            phases = events[0].keys()
+            parts.append(f"`{' '.join(argv)}` " + ", ".join(
+                f"{p} {statistics.median([e.get(p, 0) for e in events]) / 1000:.2f}" for p in phases))
+        srv.call("p1", ["close"])
+    finally:
+        srv.close()
+    return ("where a warm call's time goes inside browser-shell, p50 ms per phase (`call phases` debug events, "
+            "a server of its own; `intent` includes the fdatasync): " + "; ".join(parts))
 
 
 def bench_refused(chromium, web, evidence: Path, n: int) -> str:
