@@ -3,7 +3,8 @@
 Everything here talks to 127.0.0.1 only. Raw HTTP goes through a plain socket, so nothing
 normalises the request line (`//mcp`, `/%6dcp`, `/mcp/../v1` arrive as written). The VNC client
 is a minimal RFB 3.8 client (security type None, raw encoding, 32-bit true colour), over TCP to
-x11vnc or over a WebSocket through nginx's `/websockify`, the way noVNC connects.
+x11vnc or over a WebSocket through nginx's `/websockify`, the way noVNC connects. The SKILL.md
+examples are read and their documented replies compared by the helpers at the end.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import secrets
 import socket
 import struct
@@ -21,6 +23,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import harness
 
@@ -387,3 +390,67 @@ def wait_for(predicate, timeout: float, interval: float = 0.3):
         if value or time.monotonic() > end:
             return value
         time.sleep(interval)
+
+
+# --------------------------------------------------------------------------- SKILL.md examples
+
+
+def skill_examples(text: str) -> list[tuple[dict, dict | None]]:
+    """(call, documented reply or None) for every line of every ```json block in SKILL.md.
+
+    A line with `argv` is a call; a line with `exit_code` is the reply to the call right before
+    it. Anything else in a json block is an error: the doc must stay executable."""
+    pairs: list[list] = []
+    blocks = re.findall(r"^```json\n(.*?)^```", text, re.S | re.M)
+    assert blocks, "no json blocks in SKILL.md"
+    for block in blocks:
+        for line in block.splitlines():
+            if not line.strip():
+                continue
+            obj = json.loads(line)
+            if "argv" in obj and "session_id" in obj:
+                pairs.append([obj, None])
+            elif "exit_code" in obj and "session_id" in obj:
+                assert pairs and pairs[-1][1] is None, f"a reply without its call: {line}"
+                assert pairs[-1][0]["session_id"] == obj["session_id"], f"reply to another session: {line}"
+                pairs[-1][1] = obj
+            else:
+                raise AssertionError(f"a json line that is neither a call nor a reply: {line}")
+    return [(c, r) for c, r in pairs]
+
+
+def doc_matches(expected: Any, actual: Any) -> bool:
+    """Documented value vs actual: `…` in a string stands for any text; objects may have more keys."""
+    if isinstance(expected, str):
+        if not isinstance(actual, str):
+            return False
+        if "…" in expected:
+            return re.fullmatch(".*".join(map(re.escape, expected.split("…"))), actual, re.S) is not None
+        return expected == actual
+    if isinstance(expected, dict):
+        return isinstance(actual, dict) and all(k in actual and doc_matches(v, actual[k]) for k, v in expected.items())
+    if isinstance(expected, list):
+        return isinstance(actual, list) and len(expected) == len(actual) and all(map(doc_matches, expected, actual))
+    return type(expected) is type(actual) and expected == actual
+
+
+def reply_matches(doc: dict, actual: dict) -> bool:
+    for key, value in doc.items():
+        if key not in actual:
+            return False
+        if key == "stdout" and value.strip():
+            try:
+                expected = json.loads(value)
+            except ValueError:
+                expected = None
+            if expected is not None:
+                try:
+                    got = json.loads(actual["stdout"])
+                except ValueError:
+                    return False
+                if not (doc_matches(expected, got) and actual["stdout"].endswith("\n") == value.endswith("\n")):
+                    return False
+                continue
+        if not doc_matches(value, actual[key]):
+            return False
+    return True

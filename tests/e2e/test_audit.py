@@ -16,7 +16,9 @@ import anyio
 import pytest
 
 import harness
-from conftest import Binaries, BlockingServer, describe, make_canary
+from server import Binaries, BlockingServer, describe, make_canary
+
+pytestmark = pytest.mark.chromium
 
 
 def run_cli(binaries: Binaries, *args: str) -> subprocess.CompletedProcess[str]:

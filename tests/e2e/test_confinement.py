@@ -7,8 +7,12 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 import harness
-from conftest import describe
+from server import describe
+
+pytestmark = pytest.mark.chromium
 
 REPO = Path(__file__).resolve().parents[2]
 PROBE = REPO / "target" / "debug" / "hardening-probe"
@@ -116,7 +120,7 @@ def test_kernel_refuses_a_write_outside_the_writable_roots_when_validation_is_by
     assert inside.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_hardening_check_verifies_the_box(server) -> None:
+def test_hardening_check_verifies_the_confinement_on_this_machine(server) -> None:
     cfg = server.cfg
     run = subprocess.run(
         [str(cfg.server_bin), "hardening", "check", *cfg.args()[1:]],

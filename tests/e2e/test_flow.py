@@ -6,8 +6,12 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 import harness
-from conftest import describe
+from server import describe
+
+pytestmark = pytest.mark.chromium
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -38,7 +42,7 @@ def _assert_png_under(path_str: str, output_dir: Path) -> Path:
     return real
 
 
-def test_smoke_flow_submits_filled_value(server, web: harness.WebServer) -> None:
+def test_the_smoke_flow_submits_the_filled_value_and_screenshots_land_per_session(server, web: harness.WebServer) -> None:
     sid = "smoke-1"
     value = "hello browser-shell"
     form_url = web.url("/form")

@@ -12,7 +12,11 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 import harness
+
+pytestmark = pytest.mark.chromium
 
 
 def _get(url: str) -> tuple[int, str]:

@@ -11,8 +11,12 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 import harness
-from conftest import BlockingServer, describe
+from server import BlockingServer, describe
+
+pytestmark = pytest.mark.chromium
 
 
 def lifecycle(cfg) -> list[dict]:

@@ -16,9 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 
 import harness
-from conftest import Binaries, call
+from server import Binaries, call
+
+pytestmark = pytest.mark.chromium
 
 SESSIONS = int(os.environ.get("BROWSER_SHELL_LOAD_SESSIONS", "8"))
 CALLS = int(os.environ.get("BROWSER_SHELL_LOAD_CALLS", "12"))

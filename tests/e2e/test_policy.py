@@ -1,22 +1,22 @@
 """The URL policy through MCP with real Chromium. Only 127.0.0.1/32 is allowed by the test policy;
 the "private" targets are other loopback addresses (127.0.0.2, 127.0.0.3) — never a real private or
-public address, because the browser connects before any guard can look."""
+public address, because the browser connects before any guard can look. (The shipped policy files
+and their schema: test_policy_files.py.)"""
 
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
-import jsonschema
 import pytest
 
 import harness
-from conftest import describe
+from server import describe
+
+pytestmark = pytest.mark.chromium
 
 
 @pytest.fixture(scope="module")
@@ -190,39 +190,3 @@ def test_other_schemes_are_refused_and_audited_with_their_rule(server) -> None:
         assert reply["exit_code"] == 126 and f"[{rule}]" in reply["stderr"], (url, reply)
     rules = rules_in_audit(server)
     assert rules.count("url.scheme") >= 4 and "url.invalid" in rules
-
-
-# --------------------------------------------------------------------------- the shipped files
-
-POLICY_DIR = Path(__file__).resolve().parents[2] / "deploy" / "policy"
-
-
-def test_the_shipped_example_policy_matches_the_schema_and_loads(binaries) -> None:
-    schema = json.loads((POLICY_DIR / "browser-shell.policy.schema.json").read_text())
-    jsonschema.Draft202012Validator.check_schema(schema)
-    example = POLICY_DIR / "browser-shell.policy.example.json"
-    jsonschema.validate(json.loads(example.read_text()), schema)
-    run = subprocess.run([str(binaries.server), "policy", "check", str(example)], capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr
-    assert json.loads(run.stdout)["allow_private_cidrs"] == ["10.20.0.0/16"]
-
-
-@pytest.mark.parametrize(
-    "bad",
-    [
-        {"open": {"allow_schemes": ["file"]}},
-        {"open": {"allow_hostz": []}},
-        {"open": {"deny_hosts": ["*.evil.example"]}},
-        {"open": {"dns_timeout_ms": 0}},
-        {"opne": {}},
-    ],
-    ids=["file-scheme", "unknown-key", "wildcard", "zero-timeout", "typo-section"],
-)
-def test_what_the_schema_rejects_the_server_rejects_too(binaries, tmp_path: Path, bad: dict) -> None:
-    schema = json.loads((POLICY_DIR / "browser-shell.policy.schema.json").read_text())
-    with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(bad, schema)
-    policy = tmp_path / "policy.json"
-    policy.write_text(json.dumps(bad))
-    run = subprocess.run([str(binaries.server), "policy", "check", str(policy)], capture_output=True, text=True)
-    assert run.returncode == 2 and "policy file" in run.stderr, (run.returncode, run.stderr)

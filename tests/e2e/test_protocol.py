@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 
-from conftest import REPLY_KEYS, cleanup_server, new_server_config, _LOGS_THIS_TEST
+from server import REPLY_KEYS, STDERR_LOGS, cleanup_server, new_server_config
+
+pytestmark = pytest.mark.chromium
 
 
 def test_tools_list_has_exactly_one_tool(server) -> None:
@@ -168,7 +170,7 @@ GARBAGE: list[tuple[str, bytes]] = [
 def raw_server(binaries, chromium):
     cfg = new_server_config(binaries, chromium.port, tag="bsr")
     cfg.base.mkdir(parents=True, exist_ok=True)
-    _LOGS_THIS_TEST.append(cfg.stderr_log)
+    STDERR_LOGS.watch(cfg.stderr_log)
     env = cfg.env()
     srv = RawServer(cfg.argv(), env, cfg.stderr_log)
     yield srv
@@ -193,19 +195,25 @@ def _send_garbage_and_check(raw: RawServer, phase: str) -> dict[str, list[str]]:
     return answers
 
 
-def test_malformed_jsonrpc_gets_error_and_server_keeps_serving(raw_server: RawServer) -> None:
-    # Whatever the server answers to garbage must be JSON-RPC (checked line by line), and it must
-    # still be alive and serving afterwards on the same process.
-    _send_garbage_and_check(raw_server, "pre-initialize")
-
+@pytest.mark.parametrize("phase", ["pre-initialize", "post-initialize"])
+def test_malformed_jsonrpc_is_answered_only_in_jsonrpc_and_the_server_keeps_serving(raw_server: RawServer, phase: str) -> None:
+    """Garbage before or after `initialize`: whatever the server answers must be JSON-RPC (checked
+    line by line), and the same process must still be alive and serving afterwards."""
+    if phase == "pre-initialize":
+        _send_garbage_and_check(raw_server, phase)
     init = raw_server.request(INIT)
     assert "result" in init, f"initialize after garbage failed: {init}"
     raw_server.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+    if phase == "post-initialize":
+        _send_garbage_and_check(raw_server, phase)
     listing = raw_server.request({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
     assert [t["name"] for t in listing["result"]["tools"]] == ["browser-shell"], listing
+    # Every stdout line seen so far was JSON-RPC (checked as it arrived); nothing else leaked.
+    for line in raw_server.transcript:
+        assert_jsonrpc_line(line.encode())
 
 
-def test_garbage_line_gets_jsonrpc_parse_error(raw_server: RawServer) -> None:
+def test_an_unparsable_line_gets_a_jsonrpc_parse_error_with_id_null(raw_server: RawServer) -> None:
     """JSON-RPC 2.0 section 5: an unparsable message is answered with -32700 and id null."""
     raw_server.send(b"{not json")
     lines = raw_server.read_lines(quiet=1.0, deadline=5)
@@ -215,18 +223,6 @@ def test_garbage_line_gets_jsonrpc_parse_error(raw_server: RawServer) -> None:
         for m in msgs
     ), f"no -32700 parse-error response to a garbage line; server answered {[l.decode() for l in lines]}"
     assert raw_server.proc.poll() is None, f"server exited with {raw_server.proc.returncode}"
-
-
-def test_malformed_jsonrpc_after_initialize_keeps_serving(raw_server: RawServer) -> None:
-    init = raw_server.request(INIT)
-    assert "result" in init, init
-    raw_server.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-    _send_garbage_and_check(raw_server, "post-initialize")
-    listing = raw_server.request({"jsonrpc": "2.0", "id": 3, "method": "tools/list"})
-    assert [t["name"] for t in listing["result"]["tools"]] == ["browser-shell"], listing
-    # Every stdout line seen so far was JSON-RPC (checked as it arrived); nothing else leaked.
-    for line in raw_server.transcript:
-        assert_jsonrpc_line(line.encode())
 
 
 def test_unknown_tool_name_is_a_jsonrpc_error(server) -> None:

@@ -14,7 +14,9 @@ import pytest
 
 from mcp import MCPError
 
-from conftest import describe
+from server import describe
+
+pytestmark = pytest.mark.chromium
 
 REFUSED = re.compile(r"^refused \[([A-Za-z0-9_.-]+)\]: \S")
 
@@ -111,7 +113,9 @@ for scheme_id, url in (
 
 
 @pytest.mark.parametrize(("arguments", "rules"), [(a, r) for _, a, r in CASES], ids=[c[0] for c in CASES])
-def test_refused_without_spawning(canary_server, arguments: Any, rules: set[str]) -> None:
+def test_a_refused_call_is_answered_126_with_its_rule_and_spawns_nothing(canary_server, arguments: Any, rules: set[str]) -> None:
+    """A tool result (not a JSON-RPC error): isError, exit 126, `refused [<rule>]: ...` naming an
+    acceptable rule, no stdout, our session id echoed when it is valid; the canary saw no exec."""
     srv, canary = canary_server
     before = canary.lines()
     try:
@@ -145,7 +149,7 @@ def test_unknown_tool_name_is_refused_without_spawning(canary_server) -> None:
     assert canary.lines() == before, "unknown tool name still spawned agent-browser"
 
 
-def test_canary_detects_allowed_calls(canary_server) -> None:
+def test_an_allowed_call_still_reaches_the_canary_at_the_end(canary_server) -> None:
     """The detector keeps working for the whole module (positive control at the end, too)."""
     srv, canary = canary_server
     before = canary.lines()

@@ -9,12 +9,15 @@ import time
 from typing import Any
 
 import anyio
+import pytest
 
 from mcp import MCPError
 from mcp_types import REQUEST_TIMEOUT
 
 import harness
-from conftest import call, describe
+from server import call, describe
+
+pytestmark = pytest.mark.chromium
 
 TIMEOUT_WORDS = re.compile(r"time[d]?[\s_-]?out", re.IGNORECASE)
 
@@ -33,7 +36,9 @@ def _wait_until_gone(watcher: harness.ProcessWatcher, sid: str, within: float) -
         time.sleep(0.1)
 
 
-def test_timeout_kills_child_and_server_keeps_serving(server, web: harness.WebServer) -> None:
+def test_a_timed_out_call_kills_its_child_and_the_server_keeps_serving(server, web: harness.WebServer) -> None:
+    """timeout_sec=2 on a 20 s wait: exit 124 within seconds, the agent-browser child gone, and the
+    server, and the same session, answer promptly afterwards."""
     sid = "to-" + secrets.token_hex(4)
     form_url = web.url("/form")
     server.ok(sid, ["open", form_url])
@@ -77,7 +82,9 @@ def _server_still_serves(server, sid: str, form_url: str, note: str) -> None:
     )
 
 
-def test_cancellation_kills_child(server, web: harness.WebServer) -> None:
+def test_a_call_the_client_cancels_kills_its_child_and_the_server_keeps_serving(server, web: harness.WebServer) -> None:
+    """The client gives up after 1 s and sends notifications/cancelled: the agent-browser child of
+    that call dies, and the server, and the same session, answer promptly afterwards."""
     sid = "cx-" + secrets.token_hex(4)
     form_url = web.url("/form")
     server.ok(sid, ["open", form_url])
@@ -104,7 +111,7 @@ def test_cancellation_kills_child(server, web: harness.WebServer) -> None:
     _server_still_serves(server, sid, form_url, "cancelled on the client after 1s")
 
 
-def test_hundred_concurrent_calls_all_answered(server, web: harness.WebServer) -> None:
+def test_a_hundred_concurrent_calls_are_all_answered(server, web: harness.WebServer) -> None:
     sids = [f"load-{i}" for i in range(5)]
     for sid in sids:  # bring each session's daemon up first
         server.ok(sid, ["get", "url"])

@@ -25,7 +25,10 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 import harness
 import stack as st
-from conftest import Binaries, call, describe
+from server import Binaries, call, describe
+from stack import reply_matches, skill_examples
+
+pytestmark = pytest.mark.stack
 
 SKILL = harness.REPO_ROOT / "skills" / "browser-shell" / "SKILL.md"
 DEMO_ORIGIN = "http://127.0.0.1:8000"  # SKILL.md's demo site; the tests serve it from the fixture server
@@ -236,7 +239,10 @@ def test_gateway_probe_is_refused_with_and_without_the_key(stack, request_line, 
     assert without.status in (401, 403, None), f"{request_line} {headers} without a key: {without.status}"
 
 
-def test_gateway_positive_controls(stack):
+def test_the_gateway_lets_keyed_mcp_calls_vnc_files_and_keyed_ticket_requests_through(stack):
+    """The positive controls of the probes above: with the key POST /mcp answers, without it or
+    with a wrong one it is 401; noVNC's page and scripts need no key; a keyed POST /tickets mints
+    a ticket, an unkeyed one is refused."""
     key = {"X-AIO-API-Key": stack.api_key}
     mcp_headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
     tools_list = b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}'
@@ -259,7 +265,7 @@ def test_gateway_positive_controls(stack):
     assert st.raw_http(stack.public, "POST /tickets HTTP/1.1").status in (401, 403)
 
 
-def test_mcp_without_an_event_stream_accept_header(stack):
+def test_mcp_answers_json_to_a_post_that_accepts_it_and_406_otherwise(stack):
     """As documented in deploy/README.md: the hub answers JSON (not SSE); a POST must accept
     application/json (406 otherwise), a GET must accept text/event-stream (406 otherwise)."""
     key = {"X-AIO-API-Key": stack.api_key, "Content-Type": "application/json"}
@@ -304,82 +310,6 @@ def test_every_listening_socket_of_the_stack_is_on_loopback(stack):
 
 
 # =========================================================================== SKILL.md examples
-
-
-def skill_examples(text: str) -> list[tuple[dict, dict | None]]:
-    """(call, documented reply or None) for every line of every ```json block in SKILL.md.
-
-    A line with `argv` is a call; a line with `exit_code` is the reply to the call right before
-    it. Anything else in a json block is an error: the doc must stay executable."""
-    pairs: list[list] = []
-    blocks = re.findall(r"^```json\n(.*?)^```", text, re.S | re.M)
-    assert blocks, "no json blocks in SKILL.md"
-    for block in blocks:
-        for line in block.splitlines():
-            if not line.strip():
-                continue
-            obj = json.loads(line)
-            if "argv" in obj and "session_id" in obj:
-                pairs.append([obj, None])
-            elif "exit_code" in obj and "session_id" in obj:
-                assert pairs and pairs[-1][1] is None, f"a reply without its call: {line}"
-                assert pairs[-1][0]["session_id"] == obj["session_id"], f"reply to another session: {line}"
-                pairs[-1][1] = obj
-            else:
-                raise AssertionError(f"a json line that is neither a call nor a reply: {line}")
-    return [(c, r) for c, r in pairs]
-
-
-def doc_matches(expected: Any, actual: Any) -> bool:
-    """Documented value vs actual: `…` in a string stands for any text; objects may have more keys."""
-    if isinstance(expected, str):
-        if not isinstance(actual, str):
-            return False
-        if "…" in expected:
-            return re.fullmatch(".*".join(map(re.escape, expected.split("…"))), actual, re.S) is not None
-        return expected == actual
-    if isinstance(expected, dict):
-        return isinstance(actual, dict) and all(k in actual and doc_matches(v, actual[k]) for k, v in expected.items())
-    if isinstance(expected, list):
-        return isinstance(actual, list) and len(expected) == len(actual) and all(map(doc_matches, expected, actual))
-    return type(expected) is type(actual) and expected == actual
-
-
-def reply_matches(doc: dict, actual: dict) -> bool:
-    for key, value in doc.items():
-        if key not in actual:
-            return False
-        if key == "stdout" and value.strip():
-            try:
-                expected = json.loads(value)
-            except ValueError:
-                expected = None
-            if expected is not None:
-                try:
-                    got = json.loads(actual["stdout"])
-                except ValueError:
-                    return False
-                if not (doc_matches(expected, got) and actual["stdout"].endswith("\n") == value.endswith("\n")):
-                    return False
-                continue
-        if not doc_matches(value, actual[key]):
-            return False
-    return True
-
-
-def test_skill_reply_checker_can_fail():
-    """The checker the next test relies on rejects what it must (a test that cannot fail proves nothing)."""
-    actual = {"session_id": "a", "exit_code": 0, "stdout": '{"url":"http://x/","title":"T"}\n', "stderr": ""}
-    assert reply_matches({"session_id": "a", "exit_code": 0, "stdout": '{"url":"http://x/"}\n'}, actual)
-    assert reply_matches({"session_id": "a", "stdout": '{"url":"http://…/"}\n'}, actual)
-    assert not reply_matches({"session_id": "a", "exit_code": 1}, actual)
-    assert not reply_matches({"session_id": "a", "stdout": '{"url":"http://y/"}\n'}, actual)
-    assert not reply_matches({"session_id": "a", "stdout": '{"closed":true}\n'}, actual)
-    assert not reply_matches({"session_id": "a", "stderr": "refused …"}, actual)
-    assert not reply_matches({"session_id": "b"}, actual)
-    assert doc_matches("refused [url.scheme]: …", "refused [url.scheme]: the file: scheme is not allowed")
-    assert not doc_matches("refused [url.scheme]: …", "refused [address.private]: 127.0.0.2")
-    assert not doc_matches(True, 1)
 
 
 async def settle(web: harness.WebServer, quiet: float = 0.3, limit: float = 5.0) -> None:

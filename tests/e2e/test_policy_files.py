@@ -1,0 +1,47 @@
+"""The shipped policy files (deploy/policy): the example matches the JSON schema and loads, and
+whatever the schema rejects, `browser-shell policy check` rejects too. Runs the built binary's CLI
+only: no browser, no server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+pytestmark = pytest.mark.binary
+
+POLICY_DIR = Path(__file__).resolve().parents[2] / "deploy" / "policy"
+
+
+def test_the_shipped_example_policy_matches_the_schema_and_loads(server_bin: Path) -> None:
+    schema = json.loads((POLICY_DIR / "browser-shell.policy.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    example = POLICY_DIR / "browser-shell.policy.example.json"
+    jsonschema.validate(json.loads(example.read_text()), schema)
+    run = subprocess.run([str(server_bin), "policy", "check", str(example)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["allow_private_cidrs"] == ["10.20.0.0/16"]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"open": {"allow_schemes": ["file"]}},
+        {"open": {"allow_hostz": []}},
+        {"open": {"deny_hosts": ["*.evil.example"]}},
+        {"open": {"dns_timeout_ms": 0}},
+        {"opne": {}},
+    ],
+    ids=["file-scheme", "unknown-key", "wildcard", "zero-timeout", "typo-section"],
+)
+def test_what_the_schema_rejects_the_server_rejects_too(server_bin: Path, tmp_path: Path, bad: dict) -> None:
+    schema = json.loads((POLICY_DIR / "browser-shell.policy.schema.json").read_text())
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps(bad))
+    run = subprocess.run([str(server_bin), "policy", "check", str(policy)], capture_output=True, text=True)
+    assert run.returncode == 2 and "policy file" in run.stderr, (run.returncode, run.stderr)
