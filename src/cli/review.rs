@@ -52,10 +52,33 @@ pub(super) struct ReportArgs {
     pub format: Format,
 }
 
-/// Files ordered by the `seq` of their first record (oldest first).
+/// What the sink keeps beside a log: named `<log><suffix>`, never records.
+const SIBLING_SUFFIXES: &[&str] = &[".key", ".lock", ".checkpoint", ".checkpoint.lock"];
+
+/// The logs among `files`: a shell glob such as `audit.jsonl*` also matches
+/// the key, lock and checkpoint files beside the log, which hold no records.
+fn logs_only(files: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let names: std::collections::HashSet<String> =
+        files.iter().map(|f| f.display().to_string()).collect();
+    files.iter().cloned().partition(|file| {
+        let name = file.display().to_string();
+        !SIBLING_SUFFIXES.iter().any(|suffix| {
+            name.strip_suffix(suffix)
+                .is_some_and(|log| names.contains(log) || std::path::Path::new(log).is_file())
+        })
+    })
+}
+
+/// The logs among `files` (siblings named on stderr), ordered by the `seq`
+/// of their first record (oldest first).
 fn ordered(files: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    let (logs, siblings) = logs_only(files);
+    if !siblings.is_empty() {
+        let names: Vec<String> = siblings.iter().map(|f| f.display().to_string()).collect();
+        eprintln!("not audit logs, skipped: {}", names.join(", "));
+    }
     let mut keyed = Vec::new();
-    for file in files {
+    for file in &logs {
         // Bytes: a torn line may end mid-character.
         let text =
             std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
@@ -277,5 +300,36 @@ pub(super) fn policy_explain(args: &PolicyExplainArgs) -> anyhow::Result<bool> {
             writeln!(out, "refused [{}]: {}", refusal.rule, refusal.message)?;
             Ok(false)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::logs_only;
+
+    #[test]
+    fn a_glob_of_the_log_keeps_the_logs_and_skips_their_siblings() {
+        let files: Vec<PathBuf> = [
+            "a/audit.jsonl",
+            "a/audit.jsonl.1",
+            "a/audit.jsonl.checkpoint",
+            "a/audit.jsonl.checkpoint.lock",
+            "a/audit.jsonl.key",
+            "a/audit.jsonl.lock",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        let (logs, skipped) = logs_only(&files);
+        assert_eq!(logs, files[..2].to_vec());
+        assert_eq!(skipped, files[2..].to_vec());
+    }
+
+    #[test]
+    fn a_log_named_like_a_sibling_is_kept_when_no_log_is_beside_it() {
+        let files = vec![PathBuf::from("/nonexistent/evidence.key")];
+        assert_eq!(logs_only(&files).0, files);
     }
 }
