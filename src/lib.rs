@@ -1,35 +1,30 @@
 //! browser-shell: an audit-first MCP stdio server with exactly one tool that
 //! drives a real Chromium through allow-listed agent-browser subcommands.
 //!
-//! A call flows one way through the modules:
+//! A call flows one way through the folders:
 //!
-//! [`stdio`] → [`wire`] (framing, parsing) → [`mcp`] (JSON-RPC) → [`request`] (validate) → [`command`] (grammar) →
-//! [`policy`] / [`outputs`] (decide the URL or file) → audit intent →
-//! [`exec`] (spawn, or hand the batch to a [`standby`]) → [`outcome`] (normalise) →
-//! audit outcome → reply. [`pipeline`] is that sequence written out once.
+//! [`transport`] (stdio, JSON-RPC framing, rmcp) → [`call`] (validate →
+//! plan → admit → audit intent → execute → guard → reply, with the outcome
+//! record) using [`policy`] (URL policy, output paths) and [`runner`]
+//! (confined agent-browser). [`server`] holds the shared state and the
+//! server's own lifecycle; [`obs`] the audit journal and OTLP; [`cli`] the
+//! commands that prepare and start it all. [`refusal`] and [`session_id`]
+//! are the vocabulary every layer shares. docs/design.md explains why.
 
 #![forbid(unsafe_code)]
 
-pub mod address;
-pub mod command;
-pub mod config;
-pub mod exec;
-pub mod laps;
-pub mod mcp;
-pub mod operator;
-pub mod outcome;
-pub mod outputs;
-pub mod pipeline;
-pub mod policy;
-pub mod record;
-pub mod refusal;
-pub mod request;
-pub mod resolve;
-pub mod review;
-pub mod session;
-pub mod sessions;
-pub mod standby;
-pub mod stdio;
-pub mod telemetry;
-pub mod tool;
-pub mod wire;
+mod call;
+mod cli;
+mod obs;
+mod policy;
+mod refusal;
+mod runner;
+mod server;
+mod session_id;
+mod transport;
+
+pub use cli::main;
+pub use obs::telemetry;
+
+/// The one tool's name.
+pub(crate) const TOOL_NAME: &str = "browser-shell";

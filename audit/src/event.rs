@@ -23,6 +23,48 @@ pub enum Phase {
     Lifecycle,
 }
 
+/// Whether browser-shell let a call run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Verdict {
+    /// It passed validation and policy; its intent was written.
+    Allowed,
+    /// It was refused; nothing ran.
+    Denied,
+}
+
+/// How a call, or something the server did to a session, ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Outcome {
+    /// agent-browser ran the command and reported success.
+    Ok,
+    /// agent-browser ran and reported a failure (or died of a signal).
+    Error,
+    /// The call ran out of its timeout; its processes were killed.
+    Timeout,
+    /// The client (or the server's shutdown) cancelled the call.
+    Cancelled,
+    /// agent-browser could not be started (or its confinement refused).
+    SpawnFailed,
+    /// The intent could not be made durable; the command was withheld.
+    AuditUnavailable,
+    /// The page ended up somewhere the policy refuses.
+    NavigationBlocked,
+    /// Lifecycle: an idle session was ended.
+    Reaped,
+    /// Lifecycle: a session was ended to make room for a new one.
+    Evicted,
+    /// Lifecycle: a confined daemon found at start was taken over.
+    Adopted,
+    /// Lifecycle: an unconfined daemon found at start was killed.
+    Closed,
+    /// Lifecycle: ending a session left something behind (see `reason`).
+    RetireIncomplete,
+}
+
 /// One audit record. Fields left `None` are omitted from the JSON line.
 ///
 /// `seq`, `time`, `prev_hash` and `hash` are filled in by the sink under its
@@ -57,18 +99,18 @@ pub struct Event {
     /// command ran to someone who holds the candidate and the key.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub argv_mac: Option<String>,
-    /// `allowed` or `denied`.
+    /// Whether the call was let through.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub verdict: Option<&'static str>,
+    pub verdict: Option<Verdict>,
     /// The rule that decided a denial.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rule: Option<String>,
     /// Human-readable reason of a denial or failure.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    /// `ok`, `error`, `timeout`, `cancelled`, `spawn_failed`.
+    /// How it ended.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub outcome: Option<&'static str>,
+    pub outcome: Option<Outcome>,
     /// The reply's exit code.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,

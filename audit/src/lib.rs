@@ -30,6 +30,7 @@
 mod canonical;
 mod checkpoint;
 mod event;
+mod intent;
 mod key;
 mod redact;
 pub mod report;
@@ -38,7 +39,8 @@ mod verify;
 
 pub use canonical::{GENESIS, canonical_json, record_hash};
 pub use checkpoint::{CHECKPOINT_SCHEMA, Checkpoint, checkpoint_path};
-pub use event::{Event, Phase, SCHEMA};
+pub use event::{Event, Outcome, Phase, SCHEMA, Verdict};
+pub use intent::{IntentSynced, IntentWritten};
 pub use key::Key;
 pub use redact::{DEFAULT_SECRET_PARAMS, MASK, Redactor};
 pub use sink::{

@@ -38,7 +38,8 @@ use time::{OffsetDateTime, format_description::well_known::Rfc3339};
 use crate::{
     canonical::{GENESIS, canonical_json, record_hash},
     checkpoint::{Checkpoint, checkpoint_path},
-    event::Event,
+    event::{Event, Phase},
+    intent::{IntentSynced, IntentWritten},
     key::Key,
 };
 
@@ -148,7 +149,7 @@ pub struct Sink {
 }
 
 #[derive(Debug)]
-struct Inner {
+pub(crate) struct Inner {
     path: PathBuf,
     rotation: Option<Rotation>,
     key: Option<Key>,
@@ -265,6 +266,31 @@ impl Sink {
         self.inner.append(event, durability)
     }
 
+    /// Append an intent record ([`Phase::Intent`]) and sync it before
+    /// returning: the proof that the action it announces may run.
+    ///
+    /// # Errors
+    /// See [`Sink::append_with`]; on error nothing may act on the intent.
+    pub fn append_intent_synced(&self, event: Event) -> Result<(Sealed, IntentSynced), AuditError> {
+        let sealed = self.inner.append(as_intent(event), Durability::Synced)?;
+        let proof = IntentSynced::minted(sealed.seq);
+        Ok((sealed, proof))
+    }
+
+    /// Append an intent record ([`Phase::Intent`]) without waiting for its
+    /// sync; [`IntentWritten::sync`] makes it durable and yields the proof.
+    ///
+    /// # Errors
+    /// See [`Sink::append_with`].
+    pub fn append_intent(&self, event: Event) -> Result<(Sealed, IntentWritten), AuditError> {
+        let sealed = self.inner.append(as_intent(event), Durability::Deferred)?;
+        let written = IntentWritten {
+            inner: Arc::clone(&self.inner),
+            seq: sealed.seq,
+        };
+        Ok((sealed, written))
+    }
+
     /// Make every record this sink has written so far durable
     /// (`fdatasync`), without refreshing the checkpoint.
     ///
@@ -296,6 +322,12 @@ impl Drop for Sink {
     fn drop(&mut self) {
         let _ = self.inner.flush();
     }
+}
+
+/// An intent is an intent, whatever phase the caller's event said.
+fn as_intent(mut event: Event) -> Event {
+    event.phase = Phase::Intent;
+    event
 }
 
 /// The background flusher: every [`DEFERRED_SYNC_WITHIN`], sync pending
@@ -428,7 +460,7 @@ impl Inner {
         Ok(sealed)
     }
 
-    fn sync(&self) -> Result<(), AuditError> {
+    pub(crate) fn sync(&self) -> Result<(), AuditError> {
         let mut state = self.state.lock().map_err(|_| AuditError::Poisoned)?;
         if let Some(failed) = &state.failed {
             return Err(latched(failed, &self.path));

@@ -1,0 +1,99 @@
+//! Admission: one call at a time per session (agent-browser serialises in
+//! its daemon anyway, and the server's own bookkeeping must not interleave),
+//! at most `max_inflight` calls at all, and at most `max_sessions` sessions.
+//! Every wait is bounded; a call that cannot start in time is refused busy.
+
+use std::sync::Arc;
+
+use audit::Outcome;
+use tokio::sync::{OwnedMutexGuard, SemaphorePermit};
+use tokio_util::sync::CancellationToken;
+
+use super::request::Validated;
+use crate::{
+    refusal::{Refusal, Rule},
+    server::{Server, sessions::Admission},
+};
+
+/// A call's turn: held until the call ends.
+pub(crate) struct Admitted<'s> {
+    _turn: OwnedMutexGuard<()>,
+    _slot: SemaphorePermit<'s>,
+}
+
+/// How often a call starts over when its session is retired while it waits.
+const MAX_TRIES: u32 = 3;
+
+pub(crate) async fn admit<'s>(
+    server: &'s Server,
+    request: &Validated,
+    cancel: &CancellationToken,
+) -> Result<Admitted<'s>, Refusal> {
+    let wait = server.limits.busy_wait;
+    // One bound for the whole admission, however often it starts over.
+    let give_up = tokio::time::Instant::now() + wait;
+    let name = request.session.daemon_name();
+    let mut tries = 0;
+    let turn = loop {
+        let lock = match server.sessions.admit(name, request.session.as_str()) {
+            Admission::Go(lock) => lock,
+            Admission::Evicted(lock, victim) => {
+                let why = "the session cap was reached; least recently used idle session";
+                server.retire(victim, Outcome::Evicted, why).await;
+                lock
+            }
+            Admission::Full => {
+                return Err(Refusal::new(
+                    Rule::Sessions,
+                    format!(
+                        "{} sessions are already live; close one (argv [\"close\"]) or wait for idle ones to be reaped",
+                        server.limits.max_sessions
+                    ),
+                ));
+            }
+        };
+        let turn = tokio::select! {
+            turn = tokio::time::timeout_at(give_up, Arc::clone(&lock).lock_owned()) => turn.map_err(|_| {
+                Refusal::new(Rule::Busy, format!(
+                    "the session is still busy with its previous call after {} s; try again",
+                    wait.as_secs()
+                ))
+            })?,
+            () = cancel.cancelled() => {
+                return Err(Refusal::new(
+                    Rule::Cancelled,
+                    "cancelled while waiting for the session's previous call",
+                ));
+            }
+        };
+        // The session may have been retired (reaped, evicted) while this
+        // call waited for its turn: then it starts anew, as a new session.
+        if server.sessions.is_current(name, &lock) {
+            break turn;
+        }
+        tries += 1;
+        if tries == MAX_TRIES {
+            return Err(Refusal::new(
+                Rule::Busy,
+                "the session kept being retired while this call waited; try again",
+            ));
+        }
+    };
+    let slot = match tokio::time::timeout(wait, server.inflight.acquire()).await {
+        Ok(Ok(slot)) => slot,
+        _ => {
+            return Err(Refusal::new(
+                Rule::Busy,
+                format!(
+                    "{} calls are already running; none finished within {} s; try again",
+                    server.limits.max_inflight,
+                    wait.as_secs()
+                ),
+            ));
+        }
+    };
+    Ok(Admitted {
+        _turn: turn,
+        _slot: slot,
+    })
+}

@@ -1,0 +1,164 @@
+//! After the command: the session's bookkeeping, a refused page taken away,
+//! the outcome record (written before the reply, synced within 100 ms), and
+//! the session's next standby.
+
+use audit::{Outcome, Verdict as Decided};
+use serde_json::Value;
+
+use super::{
+    context::Call,
+    guard::{self, GuardVerdict},
+    plan::Planned,
+    reply::Reply,
+    request::Validated,
+};
+use crate::{
+    refusal::{Refusal, Rule},
+    runner::{Executed, Termination, Withhold},
+    server::Server,
+};
+
+/// The session's registry entry after its command: a successful `close`
+/// ends the session; anything else counts as use.
+pub(crate) fn update_session(server: &Server, request: &Validated, executed: &Executed) {
+    let name = request.session.daemon_name();
+    let closed = request.argv.first().is_some_and(|s| s == "close")
+        && matches!(executed.raw.termination, Termination::Exited(0));
+    if closed {
+        server.sessions.forget(name);
+        server.runner.discard_standby(name);
+    } else {
+        server.sessions.touch(name);
+    }
+}
+
+/// Act on the guard's verdict: replace the reply of a command that left the
+/// page somewhere refused (returning the refusal for the outcome record).
+pub(crate) async fn enforce(
+    server: &Server,
+    request: &Validated,
+    planned: &Planned,
+    executed: &Executed,
+    verdict: &GuardVerdict,
+    reply: Reply,
+) -> (Reply, Option<Refusal>) {
+    match verdict {
+        GuardVerdict::Blocked { page, why } => {
+            let refusal = block(server, request, planned, executed, page, why).await;
+            (
+                Reply::refused(request.session.as_str(), &refusal),
+                Some(refusal),
+            )
+        }
+        GuardVerdict::Unchecked | GuardVerdict::Passed => (reply, None),
+    }
+}
+
+/// A page the guard refused: take it away, delete a screenshot this call
+/// wrote of it, and say so in the refusal that replaces the reply.
+async fn block(
+    server: &Server,
+    request: &Validated,
+    planned: &Planned,
+    executed: &Executed,
+    page: &str,
+    why: &str,
+) -> Refusal {
+    let reset = guard::take_away(server, request, executed.intent.as_ref()).await;
+    // Only a screenshot this call wrote: a withheld command wrote nothing.
+    let wrote = !matches!(executed.raw.termination, Termination::Withheld(_));
+    let removed = match &planned.output {
+        Some(file) if wrote && std::fs::remove_file(file).is_ok() => "; the screenshot was deleted",
+        _ => "",
+    };
+    Refusal::new(
+        Rule::NavigationBlocked,
+        format!(
+            "the page navigated to {}: {why}; {reset}{removed}",
+            server.redactor.url(page)
+        ),
+    )
+}
+
+/// How the call ended, as the audit log and the span name it.
+pub(crate) fn outcome_of(executed: &Executed, reply: &Reply, verdict: &GuardVerdict) -> Outcome {
+    if matches!(verdict, GuardVerdict::Blocked { .. }) {
+        return Outcome::NavigationBlocked;
+    }
+    match &executed.raw.termination {
+        Termination::Exited(0) if reply.exit_code == 0 => Outcome::Ok,
+        Termination::Exited(_) | Termination::Signaled(_) => Outcome::Error,
+        Termination::TimedOut => Outcome::Timeout,
+        Termination::Cancelled => Outcome::Cancelled,
+        Termination::SpawnFailed(_) => Outcome::SpawnFailed,
+        Termination::Withheld(Withhold::Audit(_)) => Outcome::AuditUnavailable,
+        Termination::Withheld(Withhold::Blocked { .. }) => Outcome::NavigationBlocked,
+    }
+}
+
+/// The one mapping from how a call ended to its span's `error.type`.
+pub(crate) fn error_type(outcome: Outcome) -> Option<&'static str> {
+    match outcome {
+        Outcome::Ok => None,
+        Outcome::Error => Some("tool_error"),
+        Outcome::Timeout => Some("timeout"),
+        Outcome::Cancelled => Some("cancelled"),
+        Outcome::SpawnFailed => Some("spawn_failed"),
+        Outcome::AuditUnavailable => Some("audit_unavailable"),
+        Outcome::NavigationBlocked => Some("navigation_blocked"),
+        // Lifecycle outcomes never end a call.
+        _ => Some("internal"),
+    }
+}
+
+/// Write the call's outcome record; a reply whose record could not be
+/// written says so.
+pub(crate) fn record_outcome(
+    server: &Server,
+    call: &Call<'_>,
+    request: &Validated,
+    executed: &Executed,
+    mut reply: Reply,
+    (outcome, blocked, confinement): (Outcome, Option<&Refusal>, Value),
+) -> Reply {
+    let mut done = call
+        .record
+        .event(audit::Phase::Outcome, Some(&request.session));
+    done.verdict = Some(Decided::Allowed);
+    done.confinement = Some(confinement);
+    done.outcome = Some(outcome);
+    if let Termination::SpawnFailed(why) = &executed.raw.termination {
+        done.reason = Some(why.clone());
+    }
+    if let Some(refusal) = blocked {
+        done.rule = Some(refusal.rule.id().to_owned());
+        done.reason = Some(refusal.message.clone());
+    }
+    done.exit_code = Some(reply.exit_code);
+    done.duration_ms = Some(call.millis());
+    done.stdout_bytes = Some(executed.raw.stdout_total);
+    done.stderr_bytes = Some(executed.raw.stderr_total);
+    if let Err(e) = server.journal.append(done, call.span) {
+        // The command already ran and its intent proves it was allowed; say
+        // so loudly. The next call's intent write is the gate: while the log
+        // stays broken, every call is refused.
+        tracing::error!(error = %e, "audit outcome not written");
+        reply.stderr = format!(
+            "{}\n[browser-shell: the audit outcome of this call could not be written: {e}]",
+            reply.stderr
+        )
+        .trim_start()
+        .to_owned();
+    }
+    reply
+}
+
+/// The next call of a session in working order gets a child that is already
+/// running; after a timeout or a cancellation it spawns its own. Last, so
+/// the guard's own reads do not use it up.
+pub(crate) fn prepare_next(server: &Server, request: &Validated, executed: &Executed) {
+    let closed = request.argv.first().is_some_and(|s| s == "close");
+    if matches!(executed.raw.termination, Termination::Exited(_)) && !closed {
+        server.runner.prepare_standby(&request.session);
+    }
+}

@@ -1,0 +1,44 @@
+//! Who is calling, and one call's identity while it is in flight.
+
+use std::time::Instant;
+
+use tokio_util::sync::CancellationToken;
+
+use super::record::CallRecord;
+use crate::obs::telemetry::ActiveCall;
+
+/// Who is calling, as far as the protocol tells us.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct CallContext {
+    pub(crate) request_id: Option<String>,
+    pub(crate) client: Option<String>,
+    pub(crate) protocol_version: Option<String>,
+    /// W3C trace context from `params._meta`.
+    pub(crate) traceparent: Option<String>,
+    pub(crate) tracestate: Option<String>,
+    pub(crate) cancel: CancellationToken,
+}
+
+/// One call in flight: its identity in the audit log, its span, its start.
+pub(crate) struct Call<'a> {
+    pub(crate) record: CallRecord,
+    pub(crate) span: &'a ActiveCall,
+    pub(crate) started: Instant,
+    pub(crate) cancel: CancellationToken,
+}
+
+impl<'a> Call<'a> {
+    pub(crate) fn new(ctx: &CallContext, span: &'a ActiveCall) -> Self {
+        Self {
+            record: CallRecord::new(ctx, span.trace_id(), span.span_id()),
+            span,
+            started: Instant::now(),
+            cancel: ctx.cancel.clone(),
+        }
+    }
+
+    /// Wall time since the call started, in milliseconds (µs precision).
+    pub(crate) fn millis(&self) -> f64 {
+        (self.started.elapsed().as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0
+    }
+}

@@ -1,0 +1,114 @@
+//! Refusals on the record: a refused call's only audit record is one
+//! `denied` record naming its rule, written before the reply. If even that
+//! cannot be written, the reply says the audit is unavailable.
+
+use audit::Verdict as Decided;
+
+use super::{
+    context::{Call, CallContext},
+    record::redact_argv,
+    reply::Reply,
+    span::{self, Verdict},
+};
+use crate::{
+    obs::telemetry::CallOutcome,
+    refusal::{Refusal, Rule, exit_code},
+    server::Server,
+    session_id::SessionId,
+};
+
+/// A call's reply and how it ended, for its span.
+pub(crate) type Replied = (Reply, Verdict);
+
+/// Record a refusal (the call's only record) and build its reply.
+pub(crate) fn refuse(
+    server: &Server,
+    call: &Call<'_>,
+    session: Option<&SessionId>,
+    argv: Option<&[String]>,
+    refusal: &Refusal,
+) -> Replied {
+    let session_id = session.map_or("", SessionId::as_str);
+    let subcommand = argv.and_then(|a| a.first().cloned());
+    let mut event = call.record.event(audit::Phase::Denied, session);
+    event.argv = argv.map(|argv| redact_argv(&server.redactor, argv));
+    event.argv_mac = argv.map(|argv| server.redactor.argv_mac(argv));
+    event.verdict = Some(Decided::Denied);
+    event.rule = Some(refusal.rule.id().to_owned());
+    event.reason = Some(refusal.message.clone());
+    event.exit_code = Some(exit_code::REFUSED);
+    event.duration_ms = Some(call.millis());
+    match server.journal.append(event, call.span) {
+        Ok(()) => (
+            Reply::refused(session_id, refusal),
+            Verdict::Denied {
+                rule: refusal.rule,
+                subcommand,
+            },
+        ),
+        Err(e) => {
+            tracing::error!(error = %e, "audit record of a refusal not written");
+            let message = format!("audit unavailable ({e}); the call was refused: {refusal}");
+            (
+                Reply::internal(session_id, &message),
+                Verdict::AuditUnavailable { subcommand },
+            )
+        }
+    }
+}
+
+/// Audit a call of a tool this server does not have (answered with a
+/// JSON-RPC error). Returns the audit failure, if any.
+pub(crate) fn refuse_unknown_tool(server: &Server, ctx: &CallContext) -> Result<(), String> {
+    let active = span::start(server, ctx, None);
+    let call = Call::new(ctx, &active);
+    let refusal = Refusal::new(
+        Rule::ToolUnknown,
+        "unknown tool; this server has exactly one tool, browser-shell",
+    );
+    let (reply, _) = refuse(server, &call, None, None, &refusal);
+    let failed = reply.exit_code == exit_code::INTERNAL;
+    active.finish(&CallOutcome {
+        verdict: "denied",
+        deny_reason: Some(refusal.rule.id()),
+        error_type: Some(if failed {
+            "audit_unavailable"
+        } else {
+            refusal.rule.error_type()
+        }),
+        error_message: Some(&refusal.message),
+        ..CallOutcome::default()
+    });
+    if failed { Err(reply.stderr) } else { Ok(()) }
+}
+
+/// Audit a message the wire answered itself (malformed JSON-RPC). There is
+/// no reply to build: the wire already sent the protocol error.
+pub(crate) fn record_protocol_fault(
+    server: &Server,
+    rule: Rule,
+    message: &str,
+    request_id: Option<String>,
+) {
+    let ctx = CallContext {
+        request_id,
+        ..CallContext::default()
+    };
+    let active = span::start(server, &ctx, None);
+    let call = Call::new(&ctx, &active);
+    let mut event = call.record.event(audit::Phase::Denied, None);
+    event.tool = None;
+    event.verdict = Some(Decided::Denied);
+    event.rule = Some(rule.id().to_owned());
+    event.reason = Some(message.to_owned());
+    if let Err(e) = server.journal.append(event, call.span) {
+        tracing::error!(error = %e, "audit record of a malformed message not written");
+    }
+    active.finish(&CallOutcome {
+        verdict: "denied",
+        deny_reason: Some(rule.id()),
+        error_type: Some(rule.error_type()),
+        error_message: Some(message),
+        ..CallOutcome::default()
+    });
+}

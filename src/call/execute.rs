@@ -1,0 +1,104 @@
+//! Running the agent's command: the batch goes to the session's child only
+//! through the release gate — the intent durable, the page looked at first
+//! if the session's last command left it unchecked, room made for a
+//! screenshot — and the client's cancellation or the server's shutdown
+//! stops it.
+
+use std::path::Path;
+
+use super::{
+    context::Call,
+    guard::{self, Guard},
+    intent::Intent,
+    plan::Planned,
+    request::Validated,
+};
+use crate::{
+    policy::outputs,
+    runner::{Bounds, Executed, Withheld, Withhold},
+    server::Server,
+    session_id::SessionId,
+};
+
+/// Subcommands that run without their tab in front. Chromium renders only
+/// the visible tab of a window, so actions in a background tab wait out a
+/// 5 s timeout; these read or navigate and need no rendering, and
+/// activating anyway switches tabs whenever two sessions take turns on one
+/// Chromium (docs/design.md, "Pinned tabs").
+const BACKGROUND_OK: &[&str] = &["open", "get", "close", "snapshot"];
+
+pub(crate) async fn execute(
+    server: &Server,
+    call: &Call<'_>,
+    request: &Validated,
+    planned: &Planned,
+    intent: Intent,
+    guard: Guard,
+) -> Executed {
+    let front = planned
+        .tokens
+        .first()
+        .is_some_and(|t| !BACKGROUND_OK.contains(&t.as_str()));
+    let batch = guard::batch_for(planned.tokens.clone(), guard);
+    // The client's cancellation, or the server's shutdown, stops the call.
+    let cancel = server.shutdown_token();
+    let forward = {
+        let (from_client, to_call) = (call.cancel.clone(), cancel.clone());
+        tokio::spawn(async move {
+            from_client.cancelled().await;
+            to_call.cancel();
+        })
+    };
+    // The session's last command ended without the guard looking at the
+    // page (it failed, timed out or was cancelled): look now, before this
+    // command acts on whatever page that is.
+    let look_first = guard.is_on() && server.sessions.is_unlooked(request.session.daemon_name());
+    let durable = intent.durable();
+    let release = async {
+        let intent = durable.await.map_err(|why| Withheld {
+            why: Withhold::Audit(why),
+            intent: None,
+        })?;
+        let intent = if look_first {
+            guard::look_before(server, &request.session, intent).await?
+        } else {
+            intent
+        };
+        // A screenshot's room is made (the oldest files deleted) last: it is
+        // the call's first side effect, due only once the intent is durable
+        // and the guard let the command run.
+        if let Some(dir) = planned.output.as_ref().and_then(|file| file.parent()) {
+            make_room(server, &request.session, dir).await;
+        }
+        Ok(intent)
+    };
+    let bounds = Bounds {
+        timeout: request.timeout,
+        cancel: &cancel,
+    };
+    let executed = server
+        .runner
+        .run(&request.session, &batch, bounds, front, release)
+        .await;
+    forward.abort();
+    executed
+}
+
+/// Delete the oldest screenshots until one more fits the quotas (file I/O,
+/// on a blocking thread).
+async fn make_room(server: &Server, session: &SessionId, dir: &Path) {
+    let (root, dir, quota) = (
+        server.output_dir.clone(),
+        dir.to_owned(),
+        server.limits.output_quota,
+    );
+    match tokio::task::spawn_blocking(move || outputs::make_room(&root, &dir, &quota)).await {
+        Ok(0) => {}
+        Ok(removed) => tracing::info!(
+            removed,
+            session = session.as_str(),
+            "oldest screenshots removed to stay within the output quota"
+        ),
+        Err(e) => tracing::warn!(error = %e, "making room for a screenshot did not finish"),
+    }
+}

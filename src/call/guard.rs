@@ -1,0 +1,318 @@
+//! The navigation guard: after every command that runs in a page, the page
+//! URL is read and checked against the URL policy; a page somewhere the
+//! policy refuses is taken away (sent to about:blank) and the reply replaced
+//! by a refusal, so no content from it reaches the agent (docs/design.md,
+//! "The navigation guard").
+
+use audit::IntentSynced;
+use serde_json::Value;
+
+use super::request::Validated;
+use crate::{
+    refusal::{Refusal, Rule},
+    runner::{Bounds, Executed, RawOutcome, Termination, Withheld, Withhold},
+    server::Server,
+    session_id::SessionId,
+};
+
+/// How long the guard's reset to about:blank may take.
+const RESET_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How long one of the guard's own reads of the page URL may take.
+const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The command the navigation guard appends to a batch.
+pub(crate) const GUARD_COMMAND: [&str; 2] = ["get", "url"];
+
+/// How the navigation guard learns the page URL after a command.
+///
+/// Every command but `close` runs in a page, and the page may have navigated
+/// since the last check — by a link, a redirect, a script, or a navigation
+/// that committed only after the previous command returned — so the guard
+/// reads the URL after each one and, if the page is somewhere the policy
+/// refuses, replaces the reply (content included) with a refusal. No content
+/// from a disallowed page reaches the agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Guard {
+    /// Not checked (`close` ends the session; or the policy turns the guard off).
+    Off,
+    /// The command reports the page URL itself, in its result's `field`:
+    /// `get url` and `open` (`url`, for `open` once the load settled), and
+    /// `snapshot` (`origin`, which agent-browser reads right after taking
+    /// the snapshot — the same read as `get url`). No second read, which
+    /// would cost a round trip to Chromium (≈ 1.3 ms).
+    OwnResult { field: &'static str },
+    /// A `get url` is appended to the batch; its entry is not part of the reply.
+    Trailing,
+}
+
+impl Guard {
+    /// The guard for the agent's `tokens` when the policy enables it.
+    pub(crate) fn for_command(tokens: &[String], enabled: bool) -> Self {
+        match tokens.first().map(String::as_str) {
+            _ if !enabled => Self::Off,
+            Some("close") | None => Self::Off,
+            Some("open") => Self::OwnResult { field: "url" },
+            Some("snapshot") => Self::OwnResult { field: "origin" },
+            _ if tokens.iter().map(String::as_str).eq(GUARD_COMMAND) => {
+                Self::OwnResult { field: "url" }
+            }
+            _ => Self::Trailing,
+        }
+    }
+
+    pub(crate) fn is_on(self) -> bool {
+        self != Self::Off
+    }
+}
+
+/// What the guard's read of the page URL saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum GuardRead {
+    /// The batch never got there (with `--bail`, the agent's command failed).
+    NotRun,
+    /// The page URL.
+    Url(String),
+    /// It ran but could not read the URL (e.g. mid-navigation).
+    Failed,
+}
+
+/// The page URL a guarded batch reported, if the batch got that far: the
+/// trailing guard entry, or the agent's own entry for [`Guard::OwnResult`].
+pub(crate) fn guard_read(raw: &RawOutcome, guard: Guard) -> GuardRead {
+    let Ok(Value::Array(items)) = serde_json::from_slice::<Value>(&raw.stdout) else {
+        return GuardRead::NotRun;
+    };
+    let last = match guard {
+        Guard::Off => None,
+        Guard::OwnResult { .. } => items.last().filter(|_| items.len() == 1),
+        Guard::Trailing => items.last().filter(|_| items.len() >= 2).filter(|last| {
+            last.get("command")
+                .and_then(Value::as_array)
+                .is_some_and(|c| {
+                    c.iter()
+                        .map(Value::as_str)
+                        .eq(GUARD_COMMAND.iter().map(|s| Some(*s)))
+                })
+        }),
+    };
+    let Some(last) = last else {
+        return GuardRead::NotRun;
+    };
+    let field = match guard {
+        Guard::OwnResult { field } => field,
+        Guard::Off | Guard::Trailing => "url",
+    };
+    let url = last
+        .get("result")
+        .and_then(|r| r.get(field))
+        .and_then(Value::as_str);
+    match url {
+        // agent-browser reports "" when it could not read the URL: no read.
+        Some(url)
+            if !url.is_empty() && last.get("success").and_then(Value::as_bool) == Some(true) =>
+        {
+            GuardRead::Url(url.to_owned())
+        }
+        _ => GuardRead::Failed,
+    }
+}
+
+/// The batch sent on stdin: the agent's command, followed, when the guard
+/// needs its own read, by `get url`.
+pub(crate) fn batch_for(tokens: Vec<String>, guard: Guard) -> Vec<Vec<String>> {
+    let mut batch = vec![tokens];
+    if guard == Guard::Trailing {
+        batch.push(guard_command());
+    }
+    batch
+}
+
+fn guard_command() -> Vec<String> {
+    GUARD_COMMAND.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// What the guard concluded about the page a command left the session on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum GuardVerdict {
+    /// It did not look: the guard is off, or the command did not succeed
+    /// (the next command of the session looks first).
+    Unchecked,
+    /// The page is somewhere the policy allows.
+    Passed,
+    /// The page is somewhere the policy refuses (`page`, `why`).
+    Blocked { page: String, why: String },
+}
+
+/// Before a command, for a session whose page the guard has not seen since
+/// its last command: read the page URL and check it. Part of the release
+/// gate, so it runs once the call's intent is durable.
+pub(crate) async fn look_before(
+    server: &Server,
+    session: &SessionId,
+    intent: IntentSynced,
+) -> Result<IntentSynced, Withheld> {
+    let (page, why) = match read_page_url(server, &intent, session, false).await {
+        None => (
+            "an unknown URL".to_owned(),
+            "the page URL could not be read before the command".to_owned(),
+        ),
+        Some(page) => match check_page(server, &page).await {
+            Ok(()) => return Ok(intent),
+            Err(refusal) => (page, refusal.message),
+        },
+    };
+    Err(Withheld {
+        why: Withhold::Blocked { page, why },
+        intent: Some(intent),
+    })
+}
+
+/// After the command: where did it leave the page? The session remembers
+/// whether it was seen, so its next command looks first if not.
+pub(crate) async fn judge(
+    server: &Server,
+    session: &SessionId,
+    guard: Guard,
+    executed: &Executed,
+    succeeded: bool,
+) -> GuardVerdict {
+    let verdict = look_after(server, session, guard, executed, succeeded).await;
+    if guard.is_on() {
+        let unlooked = verdict == GuardVerdict::Unchecked;
+        server
+            .sessions
+            .set_unlooked(session.daemon_name(), unlooked);
+    }
+    verdict
+}
+
+async fn look_after(
+    server: &Server,
+    session: &SessionId,
+    guard: Guard,
+    executed: &Executed,
+    succeeded: bool,
+) -> GuardVerdict {
+    if let Termination::Withheld(Withhold::Blocked { page, why }) = &executed.raw.termination {
+        // It looked before the command, which never ran.
+        return GuardVerdict::Blocked {
+            page: page.clone(),
+            why: format!(
+                "{why}; the command was not run (the guard looked first: the session's last command had ended unchecked)"
+            ),
+        };
+    }
+    let Some(intent) = executed
+        .intent
+        .as_ref()
+        .filter(|_| guard.is_on() && succeeded)
+    else {
+        return GuardVerdict::Unchecked;
+    };
+    let page = match guard_read(&executed.raw, guard) {
+        GuardRead::Url(url) => Some(url),
+        // Read mid-navigation: look again once it has settled.
+        GuardRead::Failed => read_page_url(server, intent, session, true).await,
+        GuardRead::NotRun => None,
+    };
+    let Some(page) = page else {
+        // Fail closed: a page whose URL cannot be read is not known to be allowed.
+        return GuardVerdict::Blocked {
+            page: "an unknown URL".to_owned(),
+            why: "the page URL could not be read after the command".to_owned(),
+        };
+    };
+    match check_page(server, &page).await {
+        Ok(()) => GuardVerdict::Passed,
+        Err(refusal) => GuardVerdict::Blocked {
+            page,
+            why: refusal.message,
+        },
+    }
+}
+
+/// The page already went where the guard refuses (a browser follows links
+/// and redirects before anyone can look): take it away again. Not bounded by
+/// the agent's timeout or cancellation: this must happen. Returns what was
+/// done, for the refusal's message.
+pub(crate) async fn take_away(
+    server: &Server,
+    request: &Validated,
+    intent: Option<&IntentSynced>,
+) -> String {
+    let name = request.session.daemon_name();
+    let failed = match intent {
+        Some(intent) => {
+            let reset = vec![vec!["open".to_owned(), "about:blank".to_owned()]];
+            let cancel = server.shutdown_token();
+            let bounds = Bounds {
+                timeout: RESET_TIMEOUT,
+                cancel: &cancel,
+            };
+            let reset = server
+                .runner
+                .run_more(intent, &request.session, &reset, bounds)
+                .await;
+            if matches!(reset.termination, Termination::Exited(0)) {
+                return "the session was sent to about:blank".to_owned();
+            }
+            format!("{:?}", reset.termination)
+        }
+        None => "no durable intent to run it under".to_owned(),
+    };
+    // Whatever the page is, the session's daemon no longer serves it; the
+    // next command looks first.
+    server.runner.kill_daemon(name).await;
+    server.sessions.set_unlooked(name, true);
+    format!(
+        "sending the session to about:blank failed ({failed}), so its browser daemon was stopped"
+    )
+}
+
+/// Read the session's page URL on its own: up to three tries, 100 ms apart —
+/// the first at once, or, with `settle` (the batch's read fell in the middle
+/// of a navigation), after 100 ms too.
+async fn read_page_url(
+    server: &Server,
+    intent: &IntentSynced,
+    session: &SessionId,
+    settle: bool,
+) -> Option<String> {
+    let read = vec![guard_command()];
+    let never = tokio_util::sync::CancellationToken::new();
+    let bounds = Bounds {
+        timeout: READ_TIMEOUT,
+        cancel: &never,
+    };
+    for attempt in 0..3 {
+        if settle || attempt > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        let raw = server.runner.run_more(intent, session, &read, bounds).await;
+        if let Ok(Value::Array(items)) = serde_json::from_slice::<Value>(&raw.stdout)
+            && let Some(url) = items
+                .first()
+                .and_then(|entry| entry.pointer("/result/url"))
+                .and_then(Value::as_str)
+        {
+            return Some(url.to_owned());
+        }
+    }
+    None
+}
+
+/// Is a page URL allowed? Chromium's own error page (a failed load) is not
+/// a destination.
+async fn check_page(server: &Server, page: &str) -> Result<(), Refusal> {
+    let url = url::Url::parse(page)
+        .map_err(|e| Refusal::new(Rule::UrlInvalid, format!("unparsable page URL: {e}")))?;
+    if url.scheme() == "chrome-error" {
+        return Ok(());
+    }
+    server
+        .url_policy
+        .check_url(&url, server.resolver.as_ref())
+        .await
+        .map(drop)
+}

@@ -1,0 +1,88 @@
+//! The write-ahead intent: an allowed call's record, written before its
+//! command goes anywhere. Only a durable intent yields the
+//! [`audit::IntentSynced`] the runner demands (docs/design.md,
+//! "Write-ahead intent").
+//!
+//! A call whose session has a standby ready spawns nothing, so its intent is
+//! synced with the write, in one step. A call that must spawn its child
+//! writes the intent, starts the `fdatasync` on a blocking thread and spawns
+//! meanwhile: the child gets its batch only once the sync succeeded.
+
+use audit::{AuditError, IntentSynced, IntentWritten, Verdict as Decided};
+use serde_json::Value;
+
+use super::{
+    admit::Admitted, context::Call, plan::Planned, record::redact_argv, request::Validated,
+};
+use crate::server::Server;
+
+/// An intent on its way to disk.
+pub(crate) enum Intent {
+    /// Written and synced in one step.
+    Synced(IntentSynced),
+    /// Written; its sync is still due.
+    Written(IntentWritten),
+}
+
+/// Write the intent of an admitted call. `confinement` is the record of the
+/// confinement its child will run under.
+pub(crate) fn write(
+    server: &Server,
+    call: &Call<'_>,
+    request: &Validated,
+    planned: &Planned,
+    _turn: &Admitted<'_>,
+    confinement: Value,
+) -> Result<Intent, AuditError> {
+    let mut event = call
+        .record
+        .event(audit::Phase::Intent, Some(&request.session));
+    event.argv = Some(redact_argv(&server.redactor, &request.argv));
+    event.argv_mac = Some(server.redactor.argv_mac(&request.argv));
+    event.verdict = Some(Decided::Allowed);
+    event.confinement = Some(confinement);
+    if !planned.resolved.is_empty() {
+        event.resolved = Some(planned.resolved.iter().map(ToString::to_string).collect());
+    }
+    if server.runner.has_standby(&request.session) {
+        server
+            .journal
+            .intent_synced(event, call.span)
+            .map(Intent::Synced)
+    } else {
+        server
+            .journal
+            .intent_written(event, call.span)
+            .map(Intent::Written)
+    }
+}
+
+/// A sync under way, or none needed.
+enum Pending {
+    Ready(IntentSynced),
+    Syncing(tokio::task::JoinHandle<Result<IntentSynced, AuditError>>),
+}
+
+impl Intent {
+    /// The proof, once the intent is durable. A pending sync starts now, on
+    /// a blocking thread, not at the future's first poll: it overlaps the
+    /// child's spawn.
+    pub(crate) fn durable(self) -> impl Future<Output = Result<IntentSynced, String>> {
+        let pending = match self {
+            Self::Synced(proof) => Pending::Ready(proof),
+            Self::Written(written) => {
+                Pending::Syncing(tokio::task::spawn_blocking(move || written.sync()))
+            }
+        };
+        async move {
+            match pending {
+                Pending::Ready(proof) => Ok(proof),
+                Pending::Syncing(sync) => match sync.await {
+                    Ok(Ok(proof)) => Ok(proof),
+                    Ok(Err(e)) => Err(e.to_string()),
+                    Err(e) => Err(format!("the audit sync did not finish: {e}")),
+                },
+            }
+        }
+    }
+}

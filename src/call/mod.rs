@@ -1,0 +1,160 @@
+//! One tool call, start to finish, as a one-way pipeline whose stages hand
+//! each other typed values, so the compiler keeps their order:
+//!
+//! arguments → [`request::validate`] (`Validated`) → [`plan::plan`]
+//! (`Planned`: grammar, URL policy, output path) → [`admit::admit`]
+//! (`Admitted`: the session's turn and a slot) → [`intent::write`] (`Intent`,
+//! which only becomes an [`audit::IntentSynced`] once durable) →
+//! [`execute::execute`] (`Executed`: the runner takes the proof, not a
+//! promise) → [`guard::judge`] (`GuardVerdict`) → [`reply::normalize`] and
+//! [`conclude`] (outcome record) → reply.
+//!
+//! Every branch ends in a [`Reply`] and at least one audit record: a refusal
+//! is a single `denied` record ([`deny`]); an allowed call gets an `intent`
+//! record, durable before its child gets the command, and an `outcome`
+//! record after, written before the reply.
+
+mod admit;
+mod conclude;
+pub(crate) mod context;
+mod deny;
+mod execute;
+pub(crate) mod grammar;
+mod guard;
+mod intent;
+mod laps;
+mod plan;
+mod record;
+pub(crate) mod reply;
+pub(crate) mod request;
+mod span;
+
+use serde_json::{Map, Value};
+
+use crate::{
+    refusal::{Refusal, Rule},
+    runner::{Termination, Withhold},
+    server::Server,
+    session_id::SessionId,
+};
+use context::{Call, CallContext};
+use deny::{Replied, refuse};
+pub(crate) use deny::{record_protocol_fault, refuse_unknown_tool};
+use guard::Guard;
+use laps::Laps;
+use reply::Reply;
+use span::Verdict;
+
+/// Handle a `tools/call` of `browser-shell` with these raw arguments.
+pub(crate) async fn handle(
+    server: &Server,
+    arguments: Option<&Map<String, Value>>,
+    ctx: &CallContext,
+) -> Reply {
+    let hint = request::session_hint(arguments);
+    let active = span::start(server, ctx, hint.as_ref().map(SessionId::as_str));
+    let call = Call::new(ctx, &active);
+    let (reply, verdict) = run(server, arguments, &call, hint.as_ref()).await;
+    span::finish(server, active, &reply, &verdict);
+    reply
+}
+
+async fn run(
+    server: &Server,
+    arguments: Option<&Map<String, Value>>,
+    call: &Call<'_>,
+    hint: Option<&SessionId>,
+) -> Replied {
+    if server.is_draining() {
+        let refusal = Refusal::new(
+            Rule::ShuttingDown,
+            "the server is shutting down; call again later",
+        );
+        return refuse(server, call, hint, None, &refusal);
+    }
+    let request = match request::validate(arguments) {
+        Ok(request) => request,
+        Err(refusal) => return refuse(server, call, hint, None, &refusal),
+    };
+    let refused = |refusal| {
+        refuse(
+            server,
+            call,
+            Some(&request.session),
+            Some(&request.argv),
+            &refusal,
+        )
+    };
+    let planned = match plan::plan(server, &request).await {
+        Ok(planned) => planned,
+        Err(refusal) => return refused(refusal),
+    };
+    let turn = match admit::admit(server, &request, &call.cancel).await {
+        Ok(turn) => turn,
+        Err(refusal) => return refused(refusal),
+    };
+
+    let mut laps = Laps::start(call.started);
+    let confinement = record::confinement_record(server.runner.confinement().report());
+    let intent = intent::write(server, call, &request, &planned, &turn, confinement.clone());
+    laps.lap("intent");
+    let subcommand = request.argv.first().cloned().unwrap_or_default();
+    let intent = match intent {
+        Ok(intent) => intent,
+        Err(e) => return audit_unavailable(&request, subcommand, &e.to_string()),
+    };
+    let guard = Guard::for_command(&planned.tokens, server.url_policy.navigation_guard);
+    let executed = execute::execute(server, call, &request, &planned, intent, guard).await;
+    laps.lap("agent_browser");
+    if let Termination::Withheld(Withhold::Audit(why)) = &executed.raw.termination {
+        return audit_unavailable(&request, subcommand, why);
+    }
+    conclude::update_session(server, &request, &executed);
+
+    let reply = reply::normalize(
+        request.session.as_str(),
+        &executed.raw,
+        server.max_output_bytes,
+        guard,
+    );
+    let verdict = guard::judge(
+        server,
+        &request.session,
+        guard,
+        &executed,
+        reply.exit_code == 0,
+    )
+    .await;
+    let (reply, blocked) =
+        conclude::enforce(server, &request, &planned, &executed, &verdict, reply).await;
+    laps.lap("guard");
+    let outcome = conclude::outcome_of(&executed, &reply, &verdict);
+    let outcome_record = (outcome, blocked.as_ref(), confinement);
+    let reply = conclude::record_outcome(server, call, &request, &executed, reply, outcome_record);
+    laps.lap("outcome");
+    laps.report();
+    conclude::prepare_next(server, &request, &executed);
+    let error_type = conclude::error_type(outcome);
+    (
+        reply,
+        Verdict::Allowed {
+            subcommand,
+            error_type,
+        },
+    )
+}
+
+/// The intent could not be made durable: nothing ran.
+fn audit_unavailable(request: &request::Validated, subcommand: String, why: &str) -> Replied {
+    tracing::error!(error = %why, "audit intent not durable; the command was not run");
+    let reply = Reply::internal(
+        request.session.as_str(),
+        &format!("audit unavailable, nothing was run: {why}"),
+    );
+    (
+        reply,
+        Verdict::AuditUnavailable {
+            subcommand: Some(subcommand),
+        },
+    )
+}

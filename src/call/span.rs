@@ -1,0 +1,71 @@
+//! The call's OTLP span: opened with what the protocol said, closed with how
+//! the call ended (redacted: the error text only through the redactor, and
+//! only its first line).
+
+use super::{context::CallContext, reply::Reply};
+use crate::{
+    obs::telemetry::{ActiveCall, CallMeta, CallOutcome},
+    refusal::Rule,
+    server::Server,
+};
+
+/// How a call ended, for its span.
+#[derive(Debug, Clone)]
+pub(crate) enum Verdict {
+    Allowed {
+        subcommand: String,
+        error_type: Option<&'static str>,
+    },
+    Denied {
+        rule: Rule,
+        subcommand: Option<String>,
+    },
+    AuditUnavailable {
+        subcommand: Option<String>,
+    },
+}
+
+pub(crate) fn start(server: &Server, ctx: &CallContext, session_id: Option<&str>) -> ActiveCall {
+    server.journal.telemetry().start_call(&CallMeta {
+        request_id: ctx.request_id.as_deref(),
+        traceparent: ctx.traceparent.as_deref(),
+        tracestate: ctx.tracestate.as_deref(),
+        protocol_version: ctx.protocol_version.as_deref(),
+        session_id,
+    })
+}
+
+pub(crate) fn finish(server: &Server, span: ActiveCall, reply: &Reply, verdict: &Verdict) {
+    let message = reply.stderr.lines().next().map(|l| server.redactor.text(l));
+    let message: Option<String> = message.map(|m| m.chars().take(200).collect());
+    let outcome = match verdict {
+        Verdict::Allowed {
+            subcommand,
+            error_type,
+        } => CallOutcome {
+            subcommand: Some(subcommand),
+            verdict: "allowed",
+            exit_code: Some(reply.exit_code),
+            error_type: *error_type,
+            error_message: error_type.and(message.as_deref()),
+            ..CallOutcome::default()
+        },
+        Verdict::Denied { rule, subcommand } => CallOutcome {
+            subcommand: subcommand.as_deref(),
+            verdict: "denied",
+            deny_reason: Some(rule.id()),
+            exit_code: Some(reply.exit_code),
+            error_type: Some(rule.error_type()),
+            error_message: message.as_deref(),
+        },
+        Verdict::AuditUnavailable { subcommand } => CallOutcome {
+            subcommand: subcommand.as_deref(),
+            verdict: "denied",
+            exit_code: Some(reply.exit_code),
+            error_type: Some("audit_unavailable"),
+            error_message: message.as_deref(),
+            ..CallOutcome::default()
+        },
+    };
+    span.finish(&outcome);
+}

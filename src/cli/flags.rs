@@ -1,0 +1,185 @@
+//! Operator configuration: flags with environment equivalents. They are
+//! checked (and the state prepared) by [`super::prepare`], at start, so that
+//! bad config fails before any JSON-RPC is read.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ServeArgs {
+    /// The agent-browser native binary to run (the platform build from the
+    /// pinned npm package, not the Node shim).
+    #[arg(
+        long,
+        env = "BROWSER_SHELL_AGENT_BROWSER",
+        value_name = "PATH",
+        default_value = "/usr/local/lib/browser-shell/agent-browser"
+    )]
+    pub(crate) agent_browser: PathBuf,
+
+    /// Chromium's remote-debugging port on 127.0.0.1; forced as `--cdp` on
+    /// every call.
+    #[arg(long, env = "BROWSER_SHELL_CDP_PORT", value_name = "PORT", default_value_t = 9222,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub(crate) cdp_port: u16,
+
+    /// Private state of agent-browser: its HOME, its socket dir and its `{}`
+    /// config file. Keep it short: socket paths are limited to 103 bytes.
+    #[arg(
+        long,
+        env = "BROWSER_SHELL_STATE_DIR",
+        value_name = "DIR",
+        default_value = "/tmp/browser-shell-state"
+    )]
+    pub(crate) state_dir: PathBuf,
+
+    /// Where screenshots are written, one subdirectory per session.
+    #[arg(
+        long,
+        env = "BROWSER_SHELL_OUTPUT_DIR",
+        value_name = "DIR",
+        default_value = "/tmp/browser-shell"
+    )]
+    pub(crate) output_dir: PathBuf,
+
+    /// URL policy file (JSON; see deploy/policy/). Missing: the safe default
+    /// (http/https to public addresses only, about:blank, navigation guard
+    /// on). Invalid: the server refuses to start, naming the key.
+    #[arg(
+        long,
+        env = "BROWSER_SHELL_POLICY",
+        value_name = "FILE",
+        default_value = "/etc/agent-browser/browser-shell.policy.json"
+    )]
+    pub(crate) policy: PathBuf,
+
+    /// Append-only JSONL audit log. Every call is recorded here before it
+    /// runs; if it cannot be written, calls are refused.
+    #[arg(
+        long,
+        env = "BROWSER_SHELL_AUDIT_LOG",
+        value_name = "FILE",
+        default_value = "/var/log/browser-shell/audit.jsonl"
+    )]
+    pub(crate) audit_log: PathBuf,
+
+    /// Secret key for redaction MACs and audit checkpoints (created, 0600,
+    /// if missing). Keep it where the confined agent-browser cannot read it.
+    /// Default: the audit log's path with `.key` appended.
+    #[arg(long, env = "BROWSER_SHELL_AUDIT_KEY", value_name = "FILE")]
+    pub(crate) audit_key: Option<PathBuf>,
+
+    /// Rotate the audit log before it grows past this many bytes (the chain
+    /// continues into the new file). 0 disables rotation.
+    #[arg(long, env = "BROWSER_SHELL_AUDIT_MAX_BYTES", value_name = "BYTES", default_value_t = 100 * 1024 * 1024)]
+    pub(crate) audit_max_bytes: u64,
+
+    /// Rotated audit files kept (`audit.jsonl.1` … `.N`); older ones are deleted.
+    #[arg(long, env = "BROWSER_SHELL_AUDIT_MAX_FILES", value_name = "N", default_value_t = 10,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub(crate) audit_max_files: u32,
+
+    /// Extra query-parameter names whose values are masked in audited URLs
+    /// (repeatable; ','-separated in the environment).
+    #[arg(
+        long,
+        env = "BROWSER_SHELL_AUDIT_SECRET_PARAMS",
+        value_name = "NAME",
+        value_delimiter = ','
+    )]
+    pub(crate) audit_secret_param: Vec<String>,
+
+    /// Calls that may run at once across all sessions; one more waits
+    /// (bounded by --busy-wait-sec), then is refused as busy.
+    #[arg(long, env = "BROWSER_SHELL_MAX_INFLIGHT", value_name = "N", default_value_t = 16,
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub(crate) max_inflight: u32,
+
+    /// Seconds a call waits for its session's previous call, or for a free
+    /// in-flight slot, before it is refused as busy (never queued forever).
+    #[arg(long, env = "BROWSER_SHELL_BUSY_WAIT_SEC", value_name = "SECONDS", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(0..=600))]
+    pub(crate) busy_wait_sec: u64,
+
+    /// Sessions (agent-browser daemons and tabs) this server keeps live.
+    #[arg(long, env = "BROWSER_SHELL_MAX_SESSIONS", value_name = "N", default_value_t = 16,
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub(crate) max_sessions: u32,
+
+    /// A new session beyond --max-sessions: `refuse` it, or `evict-lru` the
+    /// least recently used idle session (audited as evicted).
+    #[arg(long, env = "BROWSER_SHELL_SESSION_OVERFLOW", value_enum, default_value_t = crate::server::sessions::Overflow::Refuse)]
+    pub(crate) session_overflow: crate::server::sessions::Overflow,
+
+    /// A session idle this long is reaped: daemon stopped, tab closed,
+    /// socket files and screenshots removed (audited as reaped).
+    #[arg(long, env = "BROWSER_SHELL_SESSION_IDLE_SEC", value_name = "SECONDS", default_value_t = 900,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub(crate) session_idle_sec: u64,
+
+    /// Bytes of screenshots one session keeps; before each screenshot the
+    /// oldest go first so one more fits.
+    #[arg(long, env = "BROWSER_SHELL_OUTPUT_QUOTA_SESSION_BYTES", value_name = "BYTES", default_value_t = 256 * 1024 * 1024)]
+    pub(crate) output_quota_session_bytes: u64,
+
+    /// Bytes of screenshots all sessions together keep.
+    #[arg(long, env = "BROWSER_SHELL_OUTPUT_QUOTA_TOTAL_BYTES", value_name = "BYTES", default_value_t = 2 * 1024 * 1024 * 1024)]
+    pub(crate) output_quota_total_bytes: u64,
+
+    /// On SIGTERM: new calls are refused at once; calls in flight get this
+    /// many seconds to finish, then are cancelled (and audited as such).
+    #[arg(long, env = "BROWSER_SHELL_SHUTDOWN_GRACE_SEC", value_name = "SECONDS", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(0..=600))]
+    pub(crate) shutdown_grace_sec: u64,
+
+    /// Largest file the confined agent-browser (and its daemon) may write,
+    /// e.g. one screenshot (RLIMIT_FSIZE).
+    #[arg(long, env = "BROWSER_SHELL_CHILD_MAX_FILE_BYTES", value_name = "BYTES", default_value_t = 64 * 1024 * 1024)]
+    pub(crate) child_max_file_bytes: u64,
+
+    /// Open files the confined agent-browser (and its daemon) may hold
+    /// (RLIMIT_NOFILE). Core dumps are always off (RLIMIT_CORE 0).
+    #[arg(long, env = "BROWSER_SHELL_CHILD_MAX_OPEN_FILES", value_name = "N", default_value_t = 1024,
+          value_parser = clap::value_parser!(u64).range(64..=1_048_576))]
+    pub(crate) child_max_open_files: u64,
+
+    /// Also write the server's diagnostics (not the audit trail) to a daily
+    /// rolling file `browser-shell.log` in this directory.
+    #[arg(long, env = "BROWSER_SHELL_DIAGNOSTICS_DIR", value_name = "DIR")]
+    pub(crate) diagnostics_dir: Option<PathBuf>,
+
+    /// Seconds an idle agent-browser daemon lives before it exits by itself.
+    #[arg(long, env = "BROWSER_SHELL_IDLE_TIMEOUT_SEC", value_name = "SECONDS",
+          default_value_t = 900, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub(crate) idle_timeout_sec: u64,
+
+    /// Run agent-browser with less than full confinement when the kernel
+    /// lacks Landlock ABI 6 or seccomp; every audit record then carries the
+    /// degraded status. Without this flag such a kernel refuses to start.
+    #[arg(long, env = "BROWSER_SHELL_ALLOW_DEGRADED_CONFINEMENT")]
+    pub(crate) allow_degraded_confinement: bool,
+
+    /// Accept an audit log inside a directory the confined agent-browser may
+    /// write (such as /tmp). Without this flag that refuses to start: the
+    /// process being audited must not be able to touch the evidence.
+    #[arg(long, env = "BROWSER_SHELL_ALLOW_WRITABLE_AUDIT_LOG")]
+    pub(crate) allow_writable_audit_log: bool,
+
+    /// Extra directories the confined agent-browser may read and execute
+    /// (repeatable; ':'-separated in the environment). Needed only for a
+    /// dynamically linked build or a test stand-in.
+    #[arg(
+        long,
+        env = "BROWSER_SHELL_EXTRA_READ_EXEC",
+        value_name = "DIR",
+        value_delimiter = ':'
+    )]
+    pub(crate) extra_read_exec: Vec<PathBuf>,
+
+    /// Most bytes of stdout and of stderr returned per call (the rest is cut
+    /// with a marker).
+    #[arg(long, env = "BROWSER_SHELL_MAX_OUTPUT_BYTES", value_name = "BYTES",
+          default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1024..=10_000_000))]
+    pub(crate) max_output_bytes: u64,
+}

@@ -1,0 +1,154 @@
+//! The command line: `serve` (the default) prepares the operator's
+//! configuration ([`flags`], [`prepare`]) and runs the server ([`serve`]);
+//! `policy` and `audit` are the reviewers' read-only commands ([`review`]);
+//! `hardening` proves the confinement on this machine ([`operator`]).
+
+mod diagnostics;
+mod flags;
+mod operator;
+mod prepare;
+mod review;
+mod serve;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "browser-shell",
+    version,
+    about = "Audit-first MCP stdio server: one tool, `browser-shell`, that drives Chromium through allow-listed agent-browser subcommands",
+    long_about = None,
+    args_conflicts_with_subcommands = true,
+    after_help = "With no subcommand, `serve` runs. Every flag also reads the environment variable shown.\n\
+                  Exit codes of tool replies: 0 ok, 1 agent-browser failure, 124 timed out, 125 browser-shell error, 126 refused."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Cmd>,
+    #[command(flatten)]
+    serve: flags::ServeArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Run the MCP server on stdin/stdout (the default).
+    Serve(flags::ServeArgs),
+    /// Validate a URL policy file, or explain the verdict on one URL.
+    #[command(subcommand)]
+    Policy(PolicyCmd),
+    /// Check and summarise audit logs (for reviewers; reads only).
+    #[command(subcommand)]
+    Audit(AuditCmd),
+    /// Inspect and prove the confinement of agent-browser on this machine.
+    #[command(subcommand)]
+    Hardening(HardeningCmd),
+    /// Internal: the confined self-probe `hardening check` runs.
+    #[command(name = "__probe", hide = true)]
+    Probe {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum PolicyCmd {
+    /// Validate FILE and print the effective policy (exit 2 when invalid).
+    Check(review::PolicyCheckArgs),
+    /// Print the verdict on URL and the rule that decided it (resolves DNS).
+    /// Exits 0 when allowed, 1 when refused.
+    Explain(review::PolicyExplainArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum AuditCmd {
+    /// Check the hash chain and checkpoint; name the first broken record
+    /// (file, line, seq, expected vs found); list torn lines and intents
+    /// without outcome. Exits 0 only when the log is intact.
+    Verify(review::VerifyArgs),
+    /// Per-session timelines, totals, denials by rule, p50/p95 durations.
+    Report(review::ReportArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum HardeningCmd {
+    /// Print what will be enforced, then run a confined self-probe (writes
+    /// outside, connects elsewhere, ptrace, mount, …) and report each result.
+    /// Exits 0 only if every escape attempt was refused as expected.
+    Check(flags::ServeArgs),
+    /// Run the configured agent-browser with ARGS, confined exactly as a call
+    /// would be but without browser-shell's validation: shows what the kernel
+    /// alone refuses. Example: `hardening exec -- --cdp 9222 --json screenshot /etc/x.png`.
+    Exec {
+        #[command(flatten)]
+        serve: flags::ServeArgs,
+        /// Arguments for agent-browser (after `--`).
+        #[arg(last = true, required = true)]
+        args: Vec<String>,
+    },
+}
+
+/// Parse the command line and run what it asks for.
+pub fn main() -> ExitCode {
+    // Every agent-browser child starts as this binary under the
+    // trampoline's name (see `Runner::confined_command`): it confines
+    // itself and execs agent-browser, before anything else here runs.
+    if hardening::trampoline::invoked() {
+        hardening::trampoline::main();
+    }
+    let cli = Cli::parse();
+    let diagnostics_dir = match &cli.command {
+        Some(Cmd::Serve(args)) => args.diagnostics_dir.clone(),
+        None => cli.serve.diagnostics_dir.clone(),
+        _ => None,
+    };
+    diagnostics::init(diagnostics_dir.as_deref());
+    let result = match cli.command {
+        Some(Cmd::Serve(args)) => serve::serve(&args).map(|()| ExitCode::SUCCESS),
+        None => serve::serve(&cli.serve).map(|()| ExitCode::SUCCESS),
+        Some(Cmd::Policy(PolicyCmd::Check(args))) => {
+            review::policy_check(&args).map(|()| ExitCode::SUCCESS)
+        }
+        Some(Cmd::Policy(PolicyCmd::Explain(args))) => review::policy_explain(&args).map(|ok| {
+            if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }),
+        Some(Cmd::Audit(AuditCmd::Verify(args))) => review::verify(&args).map(|ok| {
+            if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }),
+        Some(Cmd::Audit(AuditCmd::Report(args))) => {
+            review::report(&args).map(|()| ExitCode::SUCCESS)
+        }
+        Some(Cmd::Hardening(HardeningCmd::Check(args))) => {
+            operator::hardening_check(&args).map(|ok| {
+                if ok {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::from(1)
+                }
+            })
+        }
+        Some(Cmd::Hardening(HardeningCmd::Exec { serve, args })) => {
+            operator::hardening_exec(&serve, &args)
+                .map(|code| ExitCode::from(u8::try_from(code).unwrap_or(1)))
+        }
+        Some(Cmd::Probe { args }) => {
+            return ExitCode::from(u8::try_from(operator::probe(&args)).unwrap_or(1));
+        }
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("browser-shell: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

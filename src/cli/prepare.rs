@@ -1,0 +1,373 @@
+//! Checking the operator's configuration and preparing what the server
+//! needs: private state directories, the audit log and key, the URL policy,
+//! the compiled confinement, and a runner whose agent-browser has already
+//! started once, confined (so a machine that cannot confine it fails here,
+//! not at the first call).
+
+use std::{
+    fs,
+    os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt},
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::Duration,
+};
+
+use anyhow::{Context, bail};
+
+use super::flags::ServeArgs;
+use crate::{
+    policy::{outputs::Quota, url_policy::UrlPolicy},
+    runner::{Runner, RunnerConfig},
+    server::{Limits, Parts},
+    session_id::MAX_DAEMON_NAME_LEN,
+};
+
+/// Longest unix socket path agent-browser can bind.
+const MAX_SOCKET_PATH: usize = 103;
+
+/// agent-browser's private directories under the state dir.
+struct StateDirs {
+    state: PathBuf,
+    home: PathBuf,
+    socket: PathBuf,
+    output: PathBuf,
+    config_file: PathBuf,
+}
+
+impl ServeArgs {
+    /// Check the configuration and prepare everything the server is built from.
+    pub(crate) fn prepare(&self) -> anyhow::Result<Parts> {
+        check_executable(&self.agent_browser)?;
+        let url_policy = UrlPolicy::load(&self.policy)?;
+        let dirs = self.prepare_dirs()?;
+        let (audit, key_path, key) = self.open_audit()?;
+        let secret_params: Vec<String> = self
+            .audit_secret_param
+            .iter()
+            .chain(&url_policy.secret_query_params)
+            .cloned()
+            .collect();
+        let redactor = audit::Redactor::new(key, &secret_params);
+        let policy = self.confinement_policy(&dirs.state, &dirs.output)?;
+        self.check_evidence_outside(&policy, &key_path)?;
+        let runner = self.build_runner(&policy, &dirs)?;
+        Ok(Parts {
+            runner,
+            audit,
+            redactor,
+            url_policy,
+            limits: self.limits(),
+            output_dir: dirs.output,
+            max_output_bytes: usize::try_from(self.max_output_bytes).unwrap_or(usize::MAX),
+        })
+    }
+
+    /// The state, HOME, socket and output dirs, private (0700) and ours
+    /// alone, and agent-browser's empty config file.
+    fn prepare_dirs(&self) -> anyhow::Result<StateDirs> {
+        let state = absolute(&self.state_dir, "--state-dir")?;
+        let output = absolute(&self.output_dir, "--output-dir")?;
+        let home = state.join("home");
+        let socket = state.join("sock");
+        let longest_socket = socket.as_os_str().len() + 1 + MAX_DAEMON_NAME_LEN + ".sock".len();
+        if longest_socket > MAX_SOCKET_PATH {
+            bail!(
+                "--state-dir {} is too long: agent-browser's socket paths would reach {longest_socket} \
+                 bytes (limit {MAX_SOCKET_PATH}); use a state dir of at most {} bytes",
+                state.display(),
+                MAX_SOCKET_PATH - (1 + MAX_DAEMON_NAME_LEN + ".sock".len() + "/sock".len())
+            );
+        }
+        for dir in [&state, &home, &socket, &output] {
+            private_dir(dir)?;
+        }
+        let config_file = state.join("agent-browser.config.json");
+        write_empty_config(&config_file)?;
+        // The socket dir decides which daemon a CLI talks to: it must be ours
+        // alone, even if it existed before this start.
+        let owner = fs::metadata(&config_file)?.uid();
+        for dir in [&state, &home, &socket] {
+            let meta = fs::symlink_metadata(dir)?;
+            if meta.uid() != owner {
+                bail!(
+                    "{} belongs to uid {}, not to this server (uid {owner}); refusing to share \
+                     agent-browser's state or sockets with another user",
+                    dir.display(),
+                    meta.uid()
+                );
+            }
+            fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
+                .with_context(|| format!("cannot make {} private", dir.display()))?;
+        }
+        Ok(StateDirs {
+            state,
+            home,
+            socket,
+            output,
+            config_file,
+        })
+    }
+
+    /// The audit log (writable before any call can run), its key, and the
+    /// key's path.
+    fn open_audit(&self) -> anyhow::Result<(audit::Sink, PathBuf, audit::Key)> {
+        if let Some(parent) = self
+            .audit_log
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+        {
+            private_dir(parent)?;
+        }
+        let key_path = self.audit_key_path();
+        let key = audit::Key::load_or_create(&key_path).with_context(|| {
+            format!("cannot load or create the audit key {}", key_path.display())
+        })?;
+        let rotation = (self.audit_max_bytes > 0).then_some(audit::Rotation {
+            max_bytes: self.audit_max_bytes,
+            max_files: self.audit_max_files,
+        });
+        let sink = audit::Sink::open(&self.audit_log, Some(key.clone()), rotation)
+            .with_context(|| "the audit log must be writable before any call can run")?;
+        Ok((sink, key_path, key))
+    }
+
+    /// The runner, after its self-test: agent-browser `--version`, confined.
+    fn build_runner(&self, policy: &hardening::Policy, dirs: &StateDirs) -> anyhow::Result<Runner> {
+        let confinement = Arc::new(
+            hardening::prepare(policy).context("cannot confine agent-browser on this machine")?,
+        );
+        let runner = Runner::new(RunnerConfig {
+            // Absolute: the child's cwd is its private HOME, where a relative
+            // program path would resolve to nothing (or to something planted).
+            agent_browser: self
+                .agent_browser
+                .canonicalize()
+                .with_context(|| format!("cannot resolve {}", self.agent_browser.display()))?,
+            cdp_port: self.cdp_port,
+            home_dir: dirs.home.clone(),
+            socket_dir: dirs.socket.clone(),
+            config_file: dirs.config_file.clone(),
+            output_dir: dirs.output.clone(),
+            idle_timeout_ms: self.idle_timeout_sec * 1000,
+            confinement: Arc::clone(&confinement),
+            trampoline: hardening::Trampoline::new("/proc/self/exe", policy)
+                .context("cannot serialise the confinement policy")?,
+        })
+        .map_err(|e| anyhow::anyhow!(e))?;
+        let version = runner.self_test().map_err(|e| {
+            anyhow::anyhow!(
+                "the confined agent-browser does not start: {e}{}",
+                script_hint(&self.agent_browser)
+            )
+        })?;
+        tracing::info!(version, confinement = %confinement.report().summary(), "agent-browser starts confined");
+        Ok(runner)
+    }
+
+    fn limits(&self) -> Limits {
+        Limits {
+            max_inflight: self.max_inflight,
+            busy_wait: Duration::from_secs(self.busy_wait_sec),
+            max_sessions: self.max_sessions as usize,
+            overflow: self.session_overflow,
+            session_idle: Duration::from_secs(self.session_idle_sec),
+            output_quota: Quota {
+                per_session: self.output_quota_session_bytes,
+                total: self.output_quota_total_bytes,
+                max_file: self.child_max_file_bytes,
+            },
+        }
+    }
+
+    /// What the spawned agent-browser (and the daemon it forks) may do:
+    /// execute its own binary, read /proc, write under /tmp, the state dir
+    /// and the output dir, connect to the CDP port only, bind nothing, and
+    /// create only unix and IPv4 sockets (`--cdp` is always 127.0.0.1).
+    pub(crate) fn confinement_policy(
+        &self,
+        state_dir: &Path,
+        output_dir: &Path,
+    ) -> anyhow::Result<hardening::Policy> {
+        let binary = self
+            .agent_browser
+            .canonicalize()
+            .with_context(|| format!("cannot resolve {}", self.agent_browser.display()))?;
+        let binary_dir = binary
+            .parent()
+            .map(Path::to_path_buf)
+            .context("agent-browser has no parent directory")?;
+        let mut policy = hardening::Policy::default();
+        policy.read_exec_paths = std::iter::once(binary_dir)
+            .chain(self.extra_read_exec.iter().cloned())
+            .collect();
+        policy.read_paths = vec![PathBuf::from("/proc")];
+        policy.read_write_paths = vec![
+            PathBuf::from("/tmp"),
+            state_dir.to_owned(),
+            output_dir.to_owned(),
+            PathBuf::from("/dev/null"),
+        ];
+        policy.connect_tcp_ports = vec![self.cdp_port];
+        policy.socket_families = vec![hardening::SocketFamily::Unix, hardening::SocketFamily::Inet];
+        policy.rlimits = vec![
+            hardening::Limit {
+                resource: hardening::Resource::Core,
+                value: 0,
+            },
+            hardening::Limit {
+                resource: hardening::Resource::FileSize,
+                value: self.child_max_file_bytes,
+            },
+            hardening::Limit {
+                resource: hardening::Resource::NoFile,
+                value: self.child_max_open_files,
+            },
+        ];
+        policy.degraded = if self.allow_degraded_confinement {
+            hardening::Degraded::Allow
+        } else {
+            hardening::Degraded::Refuse
+        };
+        Ok(policy)
+    }
+
+    /// The audit key file: `--audit-key`, or `<audit log>.key`.
+    pub(crate) fn audit_key_path(&self) -> PathBuf {
+        self.audit_key
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(format!("{}.key", self.audit_log.display())))
+    }
+
+    /// The process being audited must not be able to edit the evidence (the
+    /// log, its checkpoint, lock and rotated files sit beside it) nor read
+    /// the key that authenticates checkpoints and redaction MACs.
+    fn check_evidence_outside(&self, policy: &hardening::Policy, key: &Path) -> anyhow::Result<()> {
+        let writable: Vec<PathBuf> = policy
+            .read_write_paths
+            .iter()
+            .filter_map(|root| root.canonicalize().ok())
+            .collect();
+        let readable: Vec<PathBuf> = policy
+            .read_exec_paths
+            .iter()
+            .chain(&policy.read_paths)
+            .filter_map(|root| root.canonicalize().ok())
+            .chain(writable.iter().cloned())
+            .collect();
+        let log = canonical_in_parent(&self.audit_log);
+        if let Some(root) = writable.iter().find(|root| log.starts_with(root)) {
+            if !self.allow_writable_audit_log {
+                bail!(
+                    "the audit log {} lies under {}, which the confined agent-browser may write: \
+                     it could edit or delete the evidence of its own calls; put the log elsewhere \
+                     (e.g. /var/log/browser-shell) or pass --allow-writable-audit-log to accept it",
+                    log.display(),
+                    root.display()
+                );
+            }
+            tracing::warn!(
+                audit_log = %log.display(),
+                root = %root.display(),
+                "audit log is writable by the confined agent-browser (accepted by --allow-writable-audit-log)"
+            );
+        }
+        let key = canonical_in_parent(key);
+        if let Some(root) = readable.iter().find(|root| key.starts_with(root))
+            && !self.allow_writable_audit_log
+        {
+            bail!(
+                "the audit key {} lies under {}, which the confined agent-browser may read: it \
+                 could forge checkpoints; put the key elsewhere (--audit-key)",
+                key.display(),
+                root.display()
+            );
+        }
+        Ok(())
+    }
+}
+
+/// `path` with its parent directory resolved (the file may not exist yet).
+fn canonical_in_parent(path: &Path) -> PathBuf {
+    path.parent()
+        .and_then(|dir| dir.canonicalize().ok())
+        .map_or_else(
+            || path.to_owned(),
+            |dir| dir.join(path.file_name().unwrap_or_default()),
+        )
+}
+
+fn check_executable(path: &Path) -> anyhow::Result<()> {
+    let meta = fs::metadata(path).with_context(|| {
+        format!(
+            "agent-browser binary not found at {} (set --agent-browser or BROWSER_SHELL_AGENT_BROWSER)",
+            path.display()
+        )
+    })?;
+    if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
+        bail!("{} is not an executable file", path.display());
+    }
+    Ok(())
+}
+
+/// A script (the npm package's Node shim, say) needs an interpreter the
+/// confined child cannot reach: name the native binary to use instead.
+fn script_hint(path: &Path) -> String {
+    if !is_script(path) {
+        return String::new();
+    }
+    let arch = if cfg!(target_arch = "aarch64") {
+        "arm64"
+    } else {
+        "x64"
+    };
+    format!(
+        "\n{} is a script (the npm package's Node shim?): its interpreter is outside the \
+         confinement. Point --agent-browser at the native binary, \
+         node_modules/agent-browser/bin/agent-browser-linux-musl-{arch}",
+        path.display()
+    )
+}
+
+/// Does the file start with `#!`?
+fn is_script(path: &Path) -> bool {
+    let mut head = [0u8; 2];
+    fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
+        .is_ok_and(|()| &head == b"#!")
+}
+
+fn absolute(path: &Path, flag: &str) -> anyhow::Result<PathBuf> {
+    if !path.is_absolute() {
+        bail!("{flag} must be an absolute path (got {})", path.display());
+    }
+    Ok(path.to_owned())
+}
+
+fn private_dir(dir: &Path) -> anyhow::Result<()> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("cannot create directory {}", dir.display()))?;
+    let meta =
+        fs::symlink_metadata(dir).with_context(|| format!("cannot stat {}", dir.display()))?;
+    if !meta.is_dir() {
+        bail!("{} is not a directory", dir.display());
+    }
+    Ok(())
+}
+
+/// agent-browser reads this instead of discovering `~/.agent-browser/config.json`
+/// and `./agent-browser.json`, either of which could enable plugins or debug mode.
+fn write_empty_config(path: &Path) -> anyhow::Result<()> {
+    let _ = fs::remove_file(path);
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o400)
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    std::io::Write::write_all(&mut file, b"{}\n")
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}

@@ -1,0 +1,335 @@
+//! Reviewer and operator commands that only read: `audit verify`, `audit
+//! report` over audit log files, and `policy check`, `policy explain` over a
+//! URL policy file. None needs the server's other configuration.
+
+use std::{io::Write, path::PathBuf};
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+
+/// `browser-shell audit verify`.
+#[derive(Debug, Clone, Args)]
+pub(super) struct VerifyArgs {
+    /// Log files: the live log and any rotated ones (`audit.jsonl.1` …), in
+    /// any order (they are ordered by their records' `seq`).
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// Checkpoint to check (default: `<log>.checkpoint` beside a given file).
+    #[arg(long, value_name = "FILE")]
+    pub checkpoint: Option<PathBuf>,
+    /// Key that authenticates the checkpoint (default: `<log>.key`).
+    #[arg(long, value_name = "FILE")]
+    pub key: Option<PathBuf>,
+}
+
+/// Output format of `audit report`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(super) enum Format {
+    /// Plain text.
+    Table,
+    /// One JSON document.
+    Json,
+    /// One self-contained HTML page.
+    Html,
+    /// One OCSF API Activity (6003) event per record, as JSON lines.
+    Ocsf,
+}
+
+/// `browser-shell audit report`.
+#[derive(Debug, Clone, Args)]
+pub(super) struct ReportArgs {
+    /// Log files (any order).
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// Only this session.
+    #[arg(long)]
+    pub session: Option<String>,
+    /// Only records at or after this RFC 3339 time.
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+/// What the sink keeps beside a log: named `<log><suffix>`, never records.
+const SIBLING_SUFFIXES: &[&str] = &[".key", ".lock", ".checkpoint", ".checkpoint.lock"];
+
+/// The logs among `files`: a shell glob such as `audit.jsonl*` also matches
+/// the key, lock and checkpoint files beside the log, which hold no records.
+fn logs_only(files: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let names: std::collections::HashSet<String> =
+        files.iter().map(|f| f.display().to_string()).collect();
+    files.iter().cloned().partition(|file| {
+        let name = file.display().to_string();
+        !SIBLING_SUFFIXES.iter().any(|suffix| {
+            name.strip_suffix(suffix)
+                .is_some_and(|log| names.contains(log) || std::path::Path::new(log).is_file())
+        })
+    })
+}
+
+/// The logs among `files` (siblings named on stderr), ordered by the `seq`
+/// of their first record (oldest first).
+fn ordered(files: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    let (logs, siblings) = logs_only(files);
+    if !siblings.is_empty() {
+        let names: Vec<String> = siblings.iter().map(|f| f.display().to_string()).collect();
+        eprintln!("not audit logs, skipped: {}", names.join(", "));
+    }
+    let mut keyed = Vec::new();
+    for file in &logs {
+        // Bytes: a torn line may end mid-character.
+        let text =
+            std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+        let first_seq = text
+            .split(|b| *b == b'\n')
+            .find_map(|l| {
+                serde_json::from_slice::<serde_json::Value>(l)
+                    .ok()?
+                    .get("seq")?
+                    .as_u64()
+            })
+            .unwrap_or(u64::MAX);
+        keyed.push((first_seq, file.clone()));
+    }
+    keyed.sort();
+    Ok(keyed.into_iter().map(|(_, f)| f).collect())
+}
+
+fn beside(files: &[PathBuf], suffix: &str) -> Option<PathBuf> {
+    files
+        .iter()
+        .map(|f| PathBuf::from(format!("{}{suffix}", f.display())))
+        .find(|p| p.exists())
+}
+
+/// Run `audit verify`; returns whether the log is intact.
+pub(super) fn verify(args: &VerifyArgs) -> anyhow::Result<bool> {
+    let files = ordered(&args.files)?;
+    let checkpoint = args
+        .checkpoint
+        .clone()
+        .or_else(|| beside(&files, ".checkpoint"));
+    let key_path = args.key.clone().or_else(|| beside(&files, ".key"));
+    let key = key_path
+        .as_deref()
+        .map(|p| {
+            audit::Key::load(p).with_context(|| format!("cannot read the key {}", p.display()))
+        })
+        .transpose()?;
+    let pair = checkpoint.as_deref().zip(key.as_ref());
+    let v = audit::verify(&files, pair)?;
+    let mut out = std::io::stdout().lock();
+    let range = v
+        .seq_range
+        .map_or_else(|| "-".into(), |(a, b)| format!("{a}..{b}"));
+    writeln!(
+        out,
+        "verified {} file(s), {} record(s), seq {range}",
+        files.len(),
+        v.records
+    )?;
+    if v.starts_mid_chain {
+        writeln!(
+            out,
+            "note: the first record is not seq 1 (older rotated files were not given or were deleted)"
+        )?;
+    }
+    match &v.first_break {
+        None => writeln!(out, "chain: intact")?,
+        Some(b) => writeln!(
+            out,
+            "chain: BROKEN at {b}{}",
+            if v.further_problems > 0 {
+                format!(" (+{} further problems)", v.further_problems)
+            } else {
+                String::new()
+            }
+        )?,
+    }
+    if v.torn.is_empty() {
+        writeln!(out, "torn lines: none")?;
+    } else {
+        for at in &v.torn {
+            writeln!(out, "torn line (a record cut short by a crash): {at}")?;
+        }
+    }
+    match (&v.checkpoint, &checkpoint, &key_path) {
+        (Some(Ok(msg)), _, _) => writeln!(out, "checkpoint: ok, {msg}")?,
+        (Some(Err(msg)), _, _) => writeln!(out, "checkpoint: FAILED, {msg}")?,
+        (None, Some(cp), None) => writeln!(
+            out,
+            "checkpoint: {} not checked (no key given: --key)",
+            cp.display()
+        )?,
+        (None, _, _) => writeln!(
+            out,
+            "checkpoint: none given; truncation of the tail cannot be detected"
+        )?,
+    }
+    writeln!(
+        out,
+        "dangling intents (allowed calls with no outcome: crash or kill mid-call): {}",
+        v.dangling.len()
+    )?;
+    for d in &v.dangling {
+        writeln!(
+            out,
+            "  {} seq {} call {} session {}",
+            d.at,
+            d.seq,
+            d.call_id,
+            d.session_id.as_deref().unwrap_or("-")
+        )?;
+    }
+    writeln!(
+        out,
+        "result: {}",
+        if v.is_intact() {
+            "INTACT"
+        } else {
+            "NOT INTACT"
+        }
+    )?;
+    Ok(v.is_intact())
+}
+
+/// Run `audit report`.
+pub(super) fn report(args: &ReportArgs) -> anyhow::Result<()> {
+    let files = ordered(&args.files)?;
+    let records = audit::report::load(&files)?;
+    let filter = audit::report::Filter {
+        session: args.session.clone(),
+        since: args
+            .since
+            .as_deref()
+            .map(audit::report::parse_time)
+            .transpose()
+            .map_err(anyhow::Error::msg)?,
+    };
+    let mut out = std::io::stdout().lock();
+    match args.format {
+        Format::Ocsf => {
+            for record in &records {
+                let session = record.get("session_id").and_then(|s| s.as_str());
+                if filter
+                    .session
+                    .as_deref()
+                    .is_some_and(|want| session != Some(want))
+                {
+                    continue;
+                }
+                writeln!(out, "{}", audit::report::ocsf(record))?;
+            }
+        }
+        format => {
+            let report = audit::report::build(&records, &filter);
+            match format {
+                Format::Json => writeln!(out, "{}", report.to_json())?,
+                Format::Html => out.write_all(report.to_html().as_bytes())?,
+                _ => out.write_all(report.to_table().as_bytes())?,
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `browser-shell policy check`.
+#[derive(Debug, Clone, Args)]
+pub(super) struct PolicyCheckArgs {
+    /// The policy file (default: `--policy`'s default or `BROWSER_SHELL_POLICY`).
+    #[arg(
+        env = "BROWSER_SHELL_POLICY",
+        default_value = "/etc/agent-browser/browser-shell.policy.json"
+    )]
+    pub file: PathBuf,
+}
+
+/// `browser-shell policy explain`.
+#[derive(Debug, Clone, Args)]
+pub(super) struct PolicyExplainArgs {
+    /// The URL (or `open` argument) to decide.
+    pub url: String,
+    /// The policy file.
+    #[arg(
+        long,
+        env = "BROWSER_SHELL_POLICY",
+        default_value = "/etc/agent-browser/browser-shell.policy.json"
+    )]
+    pub policy: PathBuf,
+}
+
+/// Validate a policy file and print the effective policy (JSON).
+pub(super) fn policy_check(args: &PolicyCheckArgs) -> anyhow::Result<()> {
+    let exists = args.file.exists();
+    let policy = crate::policy::url_policy::UrlPolicy::load(&args.file)?;
+    let mut out = std::io::stdout().lock();
+    if !exists {
+        writeln!(
+            out,
+            "# {} does not exist: the built-in default policy applies",
+            args.file.display()
+        )?;
+    }
+    writeln!(out, "{}", serde_json::to_string_pretty(&policy)?)?;
+    Ok(())
+}
+
+/// Decide one URL with the real resolver; returns whether it is allowed.
+pub(super) fn policy_explain(args: &PolicyExplainArgs) -> anyhow::Result<bool> {
+    let policy = crate::policy::url_policy::UrlPolicy::load(&args.policy)?;
+    let resolver = crate::policy::resolve::SystemResolver {
+        timeout: policy.dns_timeout,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let verdict = runtime.block_on(policy.check_open(&args.url, &resolver));
+    let mut out = std::io::stdout().lock();
+    match verdict {
+        Ok(checked) => {
+            writeln!(out, "allowed: {}", checked.url)?;
+            if !checked.resolved.is_empty() {
+                let addrs: Vec<String> = checked.resolved.iter().map(ToString::to_string).collect();
+                writeln!(out, "addresses: {}", addrs.join(", "))?;
+            }
+            Ok(true)
+        }
+        Err(refusal) => {
+            writeln!(out, "refused [{}]: {}", refusal.rule, refusal.message)?;
+            Ok(false)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::logs_only;
+
+    #[test]
+    fn a_glob_of_the_log_keeps_the_logs_and_skips_their_siblings() {
+        let files: Vec<PathBuf> = [
+            "a/audit.jsonl",
+            "a/audit.jsonl.1",
+            "a/audit.jsonl.checkpoint",
+            "a/audit.jsonl.checkpoint.lock",
+            "a/audit.jsonl.key",
+            "a/audit.jsonl.lock",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        let (logs, skipped) = logs_only(&files);
+        assert_eq!(logs, files[..2].to_vec());
+        assert_eq!(skipped, files[2..].to_vec());
+    }
+
+    #[test]
+    fn a_log_named_like_a_sibling_is_kept_when_no_log_is_beside_it() {
+        let files = vec![PathBuf::from("/nonexistent/evidence.key")];
+        assert_eq!(logs_only(&files).0, files);
+    }
+}

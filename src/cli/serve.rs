@@ -1,0 +1,104 @@
+//! `serve`: prepare, then run the MCP server on stdio until EOF or SIGTERM.
+
+use std::{sync::Arc, time::Duration};
+
+use anyhow::Context;
+use rmcp::ServiceExt;
+
+use super::flags::ServeArgs;
+use crate::{
+    call,
+    obs::telemetry::Telemetry,
+    server::Server,
+    transport::{mcp, stdio, wire},
+};
+
+pub(super) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
+    let parts = args.prepare()?;
+    tracing::info!(
+        agent_browser = %parts.runner.agent_browser().display(),
+        cdp_port = parts.runner.cdp_port(),
+        audit_log = %parts.audit.path().display(),
+        "browser-shell ready on stdio"
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    // OTLP exporters must be built inside the runtime (tonic spawns a task).
+    let telemetry = {
+        let _entered = runtime.enter();
+        Telemetry::from_env().context("bad OTEL_* configuration")?
+    };
+    if telemetry.is_enabled() {
+        tracing::info!("OTLP export on (best effort; the audit log is the record)");
+    }
+    let server = Arc::new(Server::new(parts, telemetry.clone()));
+    let grace = Duration::from_secs(args.shutdown_grace_sec);
+    runtime.block_on(run(server, grace))?;
+    // Flush OTLP with a bound; a dead collector cannot hold the exit longer.
+    telemetry.shutdown(Duration::from_secs(2));
+    // When stdin is not a pipe, tokio reads it on a blocking thread that
+    // cannot be interrupted while the client keeps it open (SIGTERM): do not
+    // wait for it.
+    runtime.shutdown_timeout(Duration::from_millis(200));
+    Ok(())
+}
+
+/// stdin → wire → rmcp → wire → stdout, plus the reaper, until the client
+/// hangs up or SIGTERM drains the calls in flight.
+async fn run(server: Arc<Server>, grace: Duration) -> anyhow::Result<()> {
+    // The wire frames, bounds and parses messages, answers malformed ones
+    // itself, is rmcp's transport and stdout's only writer.
+    let (transport, ends) = wire::Wire::new();
+    let (answers_tx, answers_rx) = tokio::sync::mpsc::unbounded_channel();
+    let input = tokio::spawn(wire::pump_input(
+        stdio::input(),
+        ends.to_server,
+        answers_tx,
+        {
+            let server = Arc::clone(&server);
+            move |fault: &wire::Fault| {
+                let id = fault.request_id.clone();
+                call::record_protocol_fault(&server, fault.rule, &fault.message, id);
+            }
+        },
+    ));
+    let output = tokio::spawn(wire::pump_output(
+        ends.from_server,
+        answers_rx,
+        stdio::output(),
+    ));
+    server.adopt_orphans().await;
+    let reaper = tokio::spawn(reap_forever(Arc::clone(&server)));
+    let service = mcp::BrowserShellServer::new(Arc::clone(&server))
+        .serve(transport)
+        .await?;
+    let stop = service.cancellation_token();
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        quit = service.waiting() => { quit?; }
+        _ = sigterm.recv() => {
+            tracing::info!("SIGTERM: refusing new calls, letting in-flight calls finish");
+            server.drain(grace).await;
+            stop.cancel();
+            input.abort();
+        }
+    }
+    // Everything rmcp and the wire still have to say reaches stdout; a
+    // client that stops reading cannot hold the exit.
+    let _ = tokio::time::timeout(Duration::from_secs(2), output).await;
+    reaper.abort();
+    server.close();
+    tracing::info!("browser-shell exiting");
+    Ok(())
+}
+
+/// Retire idle sessions, checking a few times per idle TTL.
+async fn reap_forever(server: Arc<Server>) {
+    let tick =
+        (server.session_idle() / 4).clamp(Duration::from_millis(250), Duration::from_secs(30));
+    loop {
+        tokio::time::sleep(tick).await;
+        server.reap_idle().await;
+    }
+}

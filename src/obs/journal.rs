@@ -1,0 +1,110 @@
+//! The server's side of the audit trail: every record goes to the durable,
+//! hash-chained log first and, once there, is copied to OTLP (best effort,
+//! inside the call's span when there is one).
+//!
+//! Records nothing waits on (refusals, outcomes, lifecycle) are appended
+//! deferred: written at once, synced within [`audit::DEFERRED_SYNC_WITHIN`].
+//! The one record that gates something, an allowed call's intent, yields an
+//! [`audit::IntentSynced`] only once it is durable (docs/design.md,
+//! "Write-ahead intent").
+
+use std::sync::Arc;
+
+use audit::{AuditError, IntentSynced, IntentWritten};
+
+use super::telemetry::{ActiveCall, Telemetry};
+
+/// The audit sink and the OTLP exporter, written to together.
+#[derive(Debug, Clone)]
+pub(crate) struct Journal {
+    sink: Arc<audit::Sink>,
+    telemetry: Telemetry,
+}
+
+impl Journal {
+    pub(crate) fn new(sink: audit::Sink, telemetry: Telemetry) -> Self {
+        Self {
+            sink: Arc::new(sink),
+            telemetry,
+        }
+    }
+
+    pub(crate) fn telemetry(&self) -> &Telemetry {
+        &self.telemetry
+    }
+
+    /// Append a record of a call (deferred durability); copy it into the
+    /// call's span.
+    pub(crate) fn append(&self, event: audit::Event, span: &ActiveCall) -> Result<(), AuditError> {
+        let sealed = off_the_workers(|| self.sink.append_with(event, audit::Durability::Deferred))?;
+        span.log_audit_event(&sealed.record);
+        Ok(())
+    }
+
+    /// Append a record that belongs to no call (a session's lifecycle).
+    pub(crate) fn append_unattached(&self, event: audit::Event) -> Result<(), AuditError> {
+        let sealed = off_the_workers(|| self.sink.append_with(event, audit::Durability::Deferred))?;
+        self.telemetry.log_audit_event(&sealed.record);
+        Ok(())
+    }
+
+    /// Append a call's intent and sync it in the same step.
+    pub(crate) fn intent_synced(
+        &self,
+        event: audit::Event,
+        span: &ActiveCall,
+    ) -> Result<IntentSynced, AuditError> {
+        let (sealed, proof) = off_the_workers(|| self.sink.append_intent_synced(event))?;
+        span.log_audit_event(&sealed.record);
+        Ok(proof)
+    }
+
+    /// Append a call's intent; the caller syncs it ([`IntentWritten::sync`])
+    /// while it prepares the command.
+    pub(crate) fn intent_written(
+        &self,
+        event: audit::Event,
+        span: &ActiveCall,
+    ) -> Result<IntentWritten, AuditError> {
+        let (sealed, written) = off_the_workers(|| self.sink.append_intent(event))?;
+        span.log_audit_event(&sealed.record);
+        Ok(written)
+    }
+
+    /// Sync deferred records and refresh the checkpoint now (at exit).
+    pub(crate) fn flush(&self) {
+        if let Err(e) = off_the_workers(|| self.sink.flush()) {
+            tracing::error!(error = %e, "audit log not synced at exit");
+        }
+    }
+}
+
+/// A fresh id for a call (or a lifecycle event): time, pid and a counter,
+/// unique across the servers that share one log.
+pub(crate) fn new_call_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "{nanos:x}-{:x}-{:x}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Run blocking audit I/O (flock, write, fdatasync). On the multi-threaded
+/// runtime the worker hands its other tasks to another thread for the
+/// duration (`block_in_place`), so a wait behind another call's sync never
+/// stalls other sessions; elsewhere (a current-thread runtime, where that
+/// would panic, or no runtime) it simply runs.
+fn off_the_workers<T>(io: impl FnOnce() -> T) -> T {
+    let multi_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if multi_thread {
+        tokio::task::block_in_place(io)
+    } else {
+        io()
+    }
+}

@@ -1,0 +1,6 @@
+//! What the server leaves behind for others to read: the audit trail (the
+//! durable record, [`journal`]) and its best-effort OTLP copy with one span
+//! per call ([`telemetry`]).
+
+pub(crate) mod journal;
+pub mod telemetry;

@@ -1,0 +1,151 @@
+//! Which IP addresses a browser driven by an agent must not reach unless the
+//! operator allows them: everything that is not globally routable unicast.
+//!
+//! IPv6 forms that embed an IPv4 address (mapped, compatible, NAT64, 6to4)
+//! are judged by the embedded address too, so `::ffff:10.0.0.1` is as
+//! private as `10.0.0.1`.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
+
+/// Special-purpose IPv4 ranges (RFC 6890 and friends), with what they are.
+const V4: &[(&str, &str)] = &[
+    ("0.0.0.0/8", "unspecified / this network"),
+    ("10.0.0.0/8", "private"),
+    ("100.64.0.0/10", "carrier-grade NAT"),
+    ("127.0.0.0/8", "loopback"),
+    ("169.254.0.0/16", "link-local (cloud metadata lives here)"),
+    ("172.16.0.0/12", "private"),
+    ("192.0.0.0/24", "IETF protocol assignments"),
+    ("192.0.2.0/24", "documentation"),
+    ("192.88.99.0/24", "6to4 relay anycast"),
+    ("192.168.0.0/16", "private"),
+    ("198.18.0.0/15", "benchmarking"),
+    ("198.51.100.0/24", "documentation"),
+    ("203.0.113.0/24", "documentation"),
+    ("224.0.0.0/4", "multicast"),
+    ("240.0.0.0/4", "reserved"),
+    ("255.255.255.255/32", "broadcast"),
+];
+
+/// Special-purpose IPv6 ranges.
+const V6: &[(&str, &str)] = &[
+    ("::/128", "unspecified"),
+    ("::1/128", "loopback"),
+    ("64:ff9b:1::/48", "local-use NAT64"),
+    ("100::/64", "discard"),
+    ("2001::/23", "IETF protocol assignments"),
+    ("2001:db8::/32", "documentation"),
+    ("3fff::/20", "documentation"),
+    ("5f00::/16", "SRv6 SIDs"),
+    ("100:0:0:1::/64", "dummy prefix"),
+    ("fc00::/7", "unique local"),
+    ("fe80::/10", "link-local"),
+    ("fec0::/10", "site-local"),
+    ("ff00::/8", "multicast"),
+];
+
+/// Why `ip` is not a public unicast address, or `None` when it is.
+pub(crate) fn special_kind(ip: IpAddr) -> Option<&'static str> {
+    match ip {
+        IpAddr::V4(v4) => v4_kind(v4),
+        IpAddr::V6(v6) => {
+            if let Some(kind) = in_table(IpAddr::V6(v6), V6) {
+                return Some(kind);
+            }
+            embedded_v4(v6).and_then(v4_kind)
+        }
+    }
+}
+
+/// The IPv4 address an IPv6 address carries, for the forms that route to it:
+/// IPv4-mapped `::ffff:0:0/96`, IPv4-compatible `::/96` (from 1.0.0.0 up), NAT64 `64:ff9b::/96`
+/// and 6to4 `2002::/16`.
+pub(crate) fn embedded_v4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
+    let s = v6.segments();
+    let v4_from =
+        |hi: u16, lo: u16| Ipv4Addr::new((hi >> 8) as u8, hi as u8, (lo >> 8) as u8, lo as u8);
+    match s {
+        [0, 0, 0, 0, 0, 0xffff, hi, lo] => Some(v4_from(hi, lo)),
+        // IPv4-compatible embeds a global IPv4 (RFC 4291 2.5.5.1): `::1` and
+        // `::` are IPv6 loopback and unspecified, never 0.0.0.x.
+        [0, 0, 0, 0, 0, 0, hi, lo] if hi >> 8 != 0 => Some(v4_from(hi, lo)),
+        [0x64, 0xff9b, 0, 0, 0, 0, hi, lo] => Some(v4_from(hi, lo)),
+        [0x2002, hi, lo, ..] => Some(v4_from(hi, lo)),
+        _ => None,
+    }
+}
+
+fn v4_kind(v4: Ipv4Addr) -> Option<&'static str> {
+    in_table(IpAddr::V4(v4), V4)
+}
+
+fn in_table(ip: IpAddr, table: &'static [(&'static str, &'static str)]) -> Option<&'static str> {
+    table.iter().find_map(|(cidr, kind)| {
+        let net: IpNet = match ip {
+            IpAddr::V4(_) => cidr.parse::<Ipv4Net>().ok()?.into(),
+            IpAddr::V6(_) => cidr.parse::<Ipv6Net>().ok()?.into(),
+        };
+        net.contains(&ip).then_some(*kind)
+    })
+}
+
+/// Is `ip` (or the IPv4 it embeds) inside one of `allowed`?
+pub(crate) fn allowed_by(ip: IpAddr, allowed: &[IpNet]) -> bool {
+    let embedded = match ip {
+        IpAddr::V6(v6) => embedded_v4(v6).map(IpAddr::V4),
+        IpAddr::V4(_) => None,
+    };
+    allowed
+        .iter()
+        .any(|net| net.contains(&ip) || embedded.is_some_and(|e| net.contains(&e)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(s: &str) -> Option<&'static str> {
+        special_kind(s.parse().unwrap())
+    }
+
+    #[test]
+    fn public_addresses_have_no_special_kind() {
+        for ip in ["93.184.216.34", "8.8.8.8", "2606:4700::1", "1.1.1.1"] {
+            assert_eq!(kind(ip), None, "{ip}");
+        }
+    }
+
+    #[test]
+    fn every_special_range_is_recognised() {
+        for (ip, want) in [
+            ("127.0.0.2", "loopback"),
+            ("10.9.8.7", "private"),
+            ("169.254.169.254", "link-local (cloud metadata lives here)"),
+            ("100.64.0.1", "carrier-grade NAT"),
+            ("0.0.0.0", "unspecified / this network"),
+            ("::1", "loopback"),
+            ("fd00::1", "unique local"),
+            ("fe80::1", "link-local"),
+            ("::ffff:10.0.0.1", "private"),
+            ("::10.0.0.1", "private"),
+            (
+                "64:ff9b::a9fe:a9fe",
+                "link-local (cloud metadata lives here)",
+            ),
+            ("2002:7f00:1::", "loopback"),
+            ("ff02::1", "multicast"),
+        ] {
+            assert_eq!(kind(ip), Some(want), "{ip}");
+        }
+    }
+
+    #[test]
+    fn an_allowed_cidr_covers_the_embedded_ipv4_too() {
+        let allowed: Vec<IpNet> = vec!["127.0.0.1/32".parse().unwrap()];
+        assert!(allowed_by("127.0.0.1".parse().unwrap(), &allowed));
+        assert!(allowed_by("::ffff:127.0.0.1".parse().unwrap(), &allowed));
+        assert!(!allowed_by("127.0.0.2".parse().unwrap(), &allowed));
+    }
+}

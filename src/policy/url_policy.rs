@@ -1,0 +1,463 @@
+//! The URL policy: which URLs the browser may be sent to.
+//!
+//! Decided in order, on exactly the URL the browser will load (WHATWG
+//! parsing by the `url` crate, never a regex): scheme → host syntax →
+//! `deny_hosts` → allowlists → addresses. Addresses come from the host when it
+//! is an IP literal (in any form the URL standard accepts), otherwise from DNS;
+//! if **any** address is not globally routable (loopback, private, link-local,
+//! metadata, …) the URL is refused unless `allow_private_cidrs` covers it.
+//! Resolution failure refuses too (fail closed).
+//!
+//! A scheme-less argument (`example.com/a`, `localhost:8080`) gets `https://`,
+//! as agent-browser itself would do; browser-shell prepends it here so the
+//! policy decides on, and passes on, the final URL.
+//!
+//! What a wrapper cannot see: the browser resolves the name again (DNS
+//! rebinding), and redirects and subresources inside a page never pass
+//! through here. The navigation guard re-checks the page URL after commands
+//! that can navigate; an egress firewall and Chrome's `URLBlocklist` policy
+//! close the rest.
+
+use std::{net::IpAddr, path::Path, time::Duration};
+
+use ipnet::IpNet;
+use serde::{Deserialize, Serialize};
+use url::{Host, Url};
+
+use super::{
+    address,
+    resolve::{Resolve, reserved_localhost},
+};
+use crate::refusal::{Refusal, Rule};
+
+/// Schemes an operator may allow.
+const SUPPORTED_SCHEMES: &[&str] = &["http", "https"];
+
+/// The policy file, as written (every key optional, unknown keys refused).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct PolicyFile {
+    #[serde(default)]
+    open: OpenSection,
+    #[serde(default)]
+    redact: RedactSection,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct RedactSection {
+    /// More query-parameter names whose values the audit log masks.
+    secret_query_params: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct OpenSection {
+    allow_schemes: Option<Vec<String>>,
+    allow_about_blank: Option<bool>,
+    allow_hosts: Option<Vec<String>>,
+    allow_host_suffixes: Option<Vec<String>>,
+    allow_private_cidrs: Option<Vec<String>>,
+    deny_hosts: Option<Vec<String>>,
+    navigation_guard: Option<bool>,
+    dns_timeout_ms: Option<u64>,
+}
+
+/// A policy file that cannot be used; the server refuses to start.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PolicyError {
+    #[error("cannot read policy file {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("policy file {path}: {message}")]
+    Invalid { path: String, message: String },
+}
+
+/// The effective policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct UrlPolicy {
+    pub allow_schemes: Vec<String>,
+    pub allow_about_blank: bool,
+    /// Normalized hosts; `None` when no host allowlist is configured.
+    pub allow_hosts: Option<Vec<String>>,
+    /// Normalized suffixes, each starting with a dot.
+    pub allow_host_suffixes: Option<Vec<String>>,
+    pub allow_private_cidrs: Vec<IpNet>,
+    /// Normalized hosts; an entry starting with a dot denies that suffix.
+    pub deny_hosts: Vec<String>,
+    /// Re-check the page URL after commands that can navigate.
+    pub navigation_guard: bool,
+    #[serde(rename = "dns_timeout_ms", with = "millis")]
+    pub dns_timeout: Duration,
+    /// Extra query-parameter names masked in audited URLs (`redact` section).
+    pub secret_query_params: Vec<String>,
+}
+
+mod millis {
+    pub(super) fn serialize<S: serde::Serializer>(
+        d: &std::time::Duration,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        s.serialize_u128(d.as_millis())
+    }
+}
+
+impl Default for UrlPolicy {
+    /// What a missing policy file means: http and https to public addresses,
+    /// about:blank, the navigation guard on.
+    fn default() -> Self {
+        Self {
+            allow_schemes: SUPPORTED_SCHEMES.iter().map(|s| (*s).to_owned()).collect(),
+            allow_about_blank: true,
+            allow_hosts: None,
+            allow_host_suffixes: None,
+            allow_private_cidrs: Vec::new(),
+            deny_hosts: Vec::new(),
+            navigation_guard: true,
+            dns_timeout: Duration::from_secs(2),
+            secret_query_params: Vec::new(),
+        }
+    }
+}
+
+/// An allowed URL: what the browser will load, and the addresses checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Checked {
+    pub url: String,
+    pub resolved: Vec<IpAddr>,
+}
+
+impl UrlPolicy {
+    /// Load `path`; a missing file is the default policy.
+    ///
+    /// # Errors
+    /// An unreadable or invalid file, naming the key and the problem.
+    pub(crate) fn load(path: &Path) -> Result<Self, PolicyError> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => Self::parse(&text, &path.display().to_string()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(source) => Err(PolicyError::Read {
+                path: path.display().to_string(),
+                source,
+            }),
+        }
+    }
+
+    /// Parse a policy file's JSON text.
+    ///
+    #[cfg(test)]
+    /// # Errors
+    /// Bad JSON, an unknown key, a wrong type, a bad CIDR or host, or an
+    /// unsupported scheme — each named.
+    pub(crate) fn from_json(text: &str) -> Result<Self, PolicyError> {
+        Self::parse(text, "<inline>")
+    }
+
+    fn parse(text: &str, path: &str) -> Result<Self, PolicyError> {
+        let invalid = |message: String| PolicyError::Invalid {
+            path: path.to_owned(),
+            message,
+        };
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        // serde would read a struct from an array, positionally: refuse that.
+        if !value.is_object() {
+            return Err(invalid("the policy must be a JSON object".into()));
+        }
+        for section in ["open", "redact"] {
+            if value.get(section).is_some_and(|v| !v.is_object()) {
+                return Err(invalid(format!("{section}: must be a JSON object")));
+            }
+        }
+        let file: PolicyFile = serde_path_to_error::deserialize(value).map_err(|e| {
+            let path = e.path().to_string();
+            invalid(format!("{path}: {}", e.into_inner()))
+        })?;
+        let secret_query_params = file.redact.secret_query_params.unwrap_or_default();
+        if let Some(bad) = secret_query_params.iter().find(|p| p.trim().is_empty()) {
+            return Err(invalid(format!(
+                "redact.secret_query_params: {bad:?} is empty"
+            )));
+        }
+        let open = file.open;
+        let defaults = Self::default();
+        let allow_schemes = match open.allow_schemes {
+            None => defaults.allow_schemes,
+            Some(schemes) => {
+                let schemes: Vec<String> = schemes.iter().map(|s| s.to_ascii_lowercase()).collect();
+                if let Some(bad) = schemes
+                    .iter()
+                    .find(|s| !SUPPORTED_SCHEMES.contains(&s.as_str()))
+                {
+                    return Err(invalid(format!(
+                        "open.allow_schemes: {bad:?} cannot be allowed (only http and https)"
+                    )));
+                }
+                schemes
+            }
+        };
+        let hosts =
+            |key: &str, list: Option<Vec<String>>| -> Result<Option<Vec<String>>, PolicyError> {
+                list.map(|items| {
+                    items
+                        .iter()
+                        .map(|h| {
+                            normalize_host_entry(h)
+                                .map_err(|why| invalid(format!("open.{key}: {h:?}: {why}")))
+                        })
+                        .collect()
+                })
+                .transpose()
+            };
+        let allow_hosts = hosts("allow_hosts", open.allow_hosts)?;
+        let allow_host_suffixes =
+            hosts("allow_host_suffixes", open.allow_host_suffixes)?.map(|list| {
+                list.into_iter()
+                    .map(|s| {
+                        if s.starts_with('.') {
+                            s
+                        } else {
+                            format!(".{s}")
+                        }
+                    })
+                    .collect()
+            });
+        let deny_hosts = hosts("deny_hosts", open.deny_hosts)?.unwrap_or_default();
+        let allow_private_cidrs = open
+            .allow_private_cidrs
+            .unwrap_or_default()
+            .iter()
+            .map(|c| {
+                c.parse::<IpNet>()
+                    .or_else(|_| c.parse::<IpAddr>().map(IpNet::from))
+                    .map_err(|e| {
+                        invalid(format!(
+                            "open.allow_private_cidrs: {c:?} is not a CIDR: {e}"
+                        ))
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let dns_timeout = match open.dns_timeout_ms {
+            None => defaults.dns_timeout,
+            Some(ms @ 1..=30_000) => Duration::from_millis(ms),
+            Some(ms) => {
+                return Err(invalid(format!(
+                    "open.dns_timeout_ms: {ms} is not within 1..=30000"
+                )));
+            }
+        };
+        Ok(Self {
+            allow_schemes,
+            allow_about_blank: open.allow_about_blank.unwrap_or(defaults.allow_about_blank),
+            allow_hosts,
+            allow_host_suffixes,
+            allow_private_cidrs,
+            deny_hosts,
+            navigation_guard: open.navigation_guard.unwrap_or(defaults.navigation_guard),
+            dns_timeout,
+            secret_query_params,
+        })
+    }
+
+    /// Decide an `open` argument; on success, the URL to load and the
+    /// addresses that were checked.
+    pub(crate) async fn check_open(
+        &self,
+        raw: &str,
+        resolver: &dyn Resolve,
+    ) -> Result<Checked, Refusal> {
+        let raw = raw.trim();
+        let candidate = if has_scheme(raw) {
+            raw.to_owned()
+        } else {
+            format!("https://{raw}")
+        };
+        let url = Url::parse(&candidate)
+            .map_err(|e| Refusal::new(Rule::UrlInvalid, format!("not a valid URL: {e}")))?;
+        if url.scheme() == "about" {
+            return if url.as_str() == "about:blank" && self.allow_about_blank {
+                Ok(Checked {
+                    url: "about:blank".into(),
+                    resolved: Vec::new(),
+                })
+            } else {
+                Err(Refusal::new(
+                    Rule::UrlScheme,
+                    "only about:blank may be opened of the about: URLs",
+                ))
+            };
+        }
+        self.check_url(&url, resolver).await
+    }
+
+    /// The policy for a URL the page itself arrived at (navigation guard).
+    pub(crate) async fn check_url(
+        &self,
+        url: &Url,
+        resolver: &dyn Resolve,
+    ) -> Result<Checked, Refusal> {
+        if url.as_str() == "about:blank" && self.allow_about_blank {
+            return Ok(Checked {
+                url: url.to_string(),
+                resolved: Vec::new(),
+            });
+        }
+        if !self.allow_schemes.iter().any(|s| s == url.scheme()) {
+            return Err(Refusal::new(
+                Rule::UrlScheme,
+                format!(
+                    "the {}: scheme is not allowed (allowed: {}, and about:blank)",
+                    url.scheme(),
+                    self.allow_schemes.join(", ")
+                ),
+            ));
+        }
+        let host = url
+            .host()
+            .ok_or_else(|| Refusal::new(Rule::UrlInvalid, "the URL has no host"))?;
+        let name = host_key(&host);
+        if name.is_empty() {
+            return Err(Refusal::new(Rule::UrlInvalid, "the URL has an empty host"));
+        }
+        if let Some(entry) = self.deny_hosts.iter().find(|d| matches_host(&name, d)) {
+            return Err(Refusal::new(
+                Rule::HostDenied,
+                format!("{name} is denied by the policy ({entry})"),
+            ));
+        }
+        if self.allow_hosts.is_some() || self.allow_host_suffixes.is_some() {
+            let exact = self.allow_hosts.iter().flatten().any(|h| *h == name);
+            let suffix = self
+                .allow_host_suffixes
+                .iter()
+                .flatten()
+                .any(|s| name.ends_with(s.as_str()) && name.len() > s.len());
+            if !(exact || suffix) {
+                return Err(Refusal::new(
+                    Rule::HostNotAllowed,
+                    format!("{name} is not in the policy's allowed hosts"),
+                ));
+            }
+        }
+        let resolved = match host {
+            Host::Ipv4(v4) => vec![IpAddr::V4(v4)],
+            Host::Ipv6(v6) => vec![IpAddr::V6(v6)],
+            Host::Domain(_) => match reserved_localhost(&name) {
+                Some(loopback) => loopback,
+                None => resolver.resolve(&name).await.map_err(|e| {
+                    Refusal::new(Rule::DnsFailed, format!("cannot resolve {name}: {e}"))
+                })?,
+            },
+        };
+        if resolved.is_empty() {
+            return Err(Refusal::new(
+                Rule::DnsFailed,
+                format!("{name} resolved to no address"),
+            ));
+        }
+        for ip in &resolved {
+            if let Some(kind) = address::special_kind(*ip)
+                && !address::allowed_by(*ip, &self.allow_private_cidrs)
+            {
+                return Err(Refusal::new(
+                    Rule::AddressPrivate,
+                    format!(
+                        "{name} is {ip} ({kind}); only public addresses may be opened unless the \
+                         policy's allow_private_cidrs covers it"
+                    ),
+                ));
+            }
+        }
+        Ok(Checked {
+            url: url.to_string(),
+            resolved,
+        })
+    }
+}
+
+/// A host as compared with the lists: WHATWG-normalized (lowercase,
+/// punycode, dotted-quad IPv4, bracket-free IPv6), without a trailing dot.
+fn host_key(host: &Host<&str>) -> String {
+    match host {
+        Host::Domain(d) => d.trim_end_matches('.').to_owned(),
+        Host::Ipv4(v4) => v4.to_string(),
+        Host::Ipv6(v6) => v6.to_string(),
+    }
+}
+
+/// Normalize a host written in the policy file the same way URLs are.
+/// Wildcards are refused: they would match nothing and fail open silently
+/// (`*.example.com` in `deny_hosts` denies nothing); suffixes are written
+/// with a leading dot instead.
+fn normalize_host_entry(entry: &str) -> Result<String, String> {
+    if entry.contains('*') {
+        return Err(
+            "wildcards are not supported; write a suffix with a leading dot (.example.com)".into(),
+        );
+    }
+    let (dot, bare) = match entry.strip_prefix('.') {
+        Some(rest) => (".", rest),
+        None => ("", entry),
+    };
+    let bare = bare.trim_matches(|c| c == '[' || c == ']');
+    let host = Host::parse(bare)
+        .or_else(|_| Host::parse(&format!("[{bare}]")))
+        .map_err(|e| e.to_string())?;
+    if let Host::Domain(d) = &host
+        && !d.trim_end_matches('.').split('.').all(|label| {
+            !label.is_empty()
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
+    {
+        return Err("not a host name".into());
+    }
+    Ok(format!("{dot}{}", host_key(&host.as_ref())))
+}
+
+trait AsRefHost {
+    fn as_ref(&self) -> Host<&str>;
+}
+
+impl AsRefHost for Host<String> {
+    fn as_ref(&self) -> Host<&str> {
+        match self {
+            Host::Domain(d) => Host::Domain(d.as_str()),
+            Host::Ipv4(v4) => Host::Ipv4(*v4),
+            Host::Ipv6(v6) => Host::Ipv6(*v6),
+        }
+    }
+}
+
+/// For `deny_hosts`: `entry` is a host, or a `.suffix` that denies that
+/// domain and everything under it (denying more is the safe reading).
+fn matches_host(name: &str, entry: &str) -> bool {
+    match entry.strip_prefix('.') {
+        Some(apex) => name == apex || name.ends_with(entry),
+        None => name == entry,
+    }
+}
+
+/// True when `raw` starts with `scheme:` in the RFC 3986 sense, except the
+/// `host:port` shape (`localhost:8080/x`), which browsers read as scheme-less.
+fn has_scheme(raw: &str) -> bool {
+    let Some((scheme, rest)) = raw.split_once(':') else {
+        return false;
+    };
+    let is_scheme = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    let port_digits = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let looks_like_port =
+        !port_digits.is_empty() && port_digits.bytes().all(|b| b.is_ascii_digit());
+    is_scheme && !looks_like_port
+}
+
+#[cfg(test)]
+#[path = "url_policy_tests.rs"]
+mod tests;

@@ -1,0 +1,53 @@
+//! Chromium's DevTools HTTP endpoint on 127.0.0.1, for the two things the
+//! server does to a session's tab itself: bring it to the front and close it.
+
+use std::time::Duration;
+
+use super::Runner;
+use crate::session_id::SessionId;
+
+impl Runner {
+    /// Bring the session's pinned tab to the front of its window. Best
+    /// effort: a failure only costs the next command time, so it is logged,
+    /// not returned.
+    pub(super) async fn foreground(&self, session: &SessionId) {
+        let Some(target) = self.target_of(session.daemon_name()) else {
+            return;
+        };
+        match self.devtools(&format!("activate/{target}")).await {
+            Ok(()) => {}
+            Err(e) => tracing::warn!(error = %e, "could not bring the session's tab to the front"),
+        }
+    }
+
+    /// Close the session's pinned tab, if it has one.
+    pub(super) async fn close_tab(&self, daemon_name: &str) -> Result<(), String> {
+        match self.target_of(daemon_name) {
+            Some(target) => self.devtools(&format!("close/{target}")).await,
+            None => Ok(()),
+        }
+    }
+
+    /// One GET of `/json/<path>`, bounded to 2 s.
+    async fn devtools(&self, path: &str) -> Result<(), String> {
+        let url = format!("http://127.0.0.1:{}/json/{path}", self.cdp_port);
+        let request = self.http.get(&url).timeout(Duration::from_secs(2)).send();
+        match request.await {
+            Ok(response) if response.status().is_success() => Ok(()),
+            Ok(response) => Err(format!("DevTools answered {}", response.status())),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// The CDP target id of the session's pinned tab, once it has one.
+    ///
+    /// The daemon writes `<name>.target`; its content is not trusted beyond
+    /// being a hex target id, only ever used to address that tab here.
+    fn target_of(&self, daemon_name: &str) -> Option<String> {
+        let text = std::fs::read_to_string(self.session_file(daemon_name, "target")).ok()?;
+        let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+        let id = value.get("targetId")?.as_str()?;
+        let well_formed = (8..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_hexdigit());
+        well_formed.then(|| id.to_owned())
+    }
+}

@@ -1,0 +1,241 @@
+//! The session daemons agent-browser leaves running: who listens on a
+//! session's socket (asked of the kernel, never of files the daemon wrote),
+//! whether it is confined (read from `/proc`), and stopping, retiring and
+//! finding them.
+
+use std::{path::PathBuf, time::Duration};
+
+use super::{Runner, SocketIdentity};
+use crate::session_id::{SessionId, is_daemon_name};
+
+impl Runner {
+    pub(super) fn session_file(&self, daemon_name: &str, suffix: &str) -> PathBuf {
+        self.socket_dir.join(format!("{daemon_name}.{suffix}"))
+    }
+
+    /// The pid of the process listening on the session's socket — the daemon
+    /// the next CLI will talk to — as the kernel reports it (`SO_PEERCRED`),
+    /// and only if it runs our agent-browser binary. Files the daemon writes
+    /// (`<name>.pid`) are never trusted for this.
+    async fn daemon_pid(&self, daemon_name: &str) -> Option<u32> {
+        match self.listener(daemon_name).await {
+            Listener::Daemon(pid) => Some(pid),
+            Listener::Nobody | Listener::Foreign => None,
+        }
+    }
+
+    /// Who answers on the session's socket.
+    async fn listener(&self, daemon_name: &str) -> Listener {
+        let socket = self.session_file(daemon_name, "sock");
+        let connect = tokio::net::UnixStream::connect(&socket);
+        let Ok(Ok(stream)) = tokio::time::timeout(Duration::from_secs(1), connect).await else {
+            return Listener::Nobody;
+        };
+        let pid = stream
+            .peer_cred()
+            .ok()
+            .and_then(|c| c.pid())
+            .and_then(|p| u32::try_from(p).ok());
+        let ours = |pid: u32| {
+            pid > 1
+                && pid != std::process::id()
+                && std::fs::read_link(format!("/proc/{pid}/exe"))
+                    .is_ok_and(|exe| exe == self.agent_browser)
+        };
+        match pid {
+            Some(pid) if ours(pid) => Listener::Daemon(pid),
+            _ => Listener::Foreign,
+        }
+    }
+
+    /// Before a call: if the session's daemon is not confined (started by
+    /// anything but a confined spawn, e.g. an operator running agent-browser
+    /// by hand with our socket dir), kill it so the CLI starts a confined one.
+    ///
+    /// A daemon found confined stays trusted while its socket file is the
+    /// same file: any other daemon would have to bind the path anew (a new
+    /// inode and ctime), so one `stat` replaces the connect and /proc reads
+    /// on the calls after the first.
+    pub(super) async fn evict_unconfined_daemon(&self, session: &SessionId) {
+        let name = session.daemon_name();
+        let identity = socket_identity(&self.session_file(name, "sock"));
+        if let (Some(identity), Ok(verified)) = (identity, self.verified_sockets.lock())
+            && verified.get(name) == Some(&identity)
+        {
+            return;
+        }
+        let pid = match self.listener(name).await {
+            Listener::Nobody => return,
+            Listener::Foreign => {
+                // Not our agent-browser (or its pid cannot be told): the CLI
+                // must not hand it the batch. Without the socket file the CLI
+                // starts a daemon of its own, confined.
+                tracing::warn!(
+                    session = session.as_str(),
+                    "something other than our agent-browser listens on the session's socket; removing the socket"
+                );
+                let _ = std::fs::remove_file(self.session_file(name, "sock"));
+                return;
+            }
+            Listener::Daemon(pid) => pid,
+        };
+        match self.is_confined(pid) {
+            Some(true) => {
+                if let (Some(identity), Ok(mut verified)) = (identity, self.verified_sockets.lock())
+                {
+                    verified.insert(name.to_owned(), identity);
+                }
+            }
+            Some(false) => {
+                tracing::warn!(
+                    pid,
+                    session = session.as_str(),
+                    "the session's daemon is not confined; killing it so a confined one replaces it"
+                );
+                kill_and_reap_wait(pid).await;
+            }
+            // Gone since the connect: nothing to evict, nothing verified.
+            None => {}
+        }
+    }
+
+    /// Does `/proc/<pid>/status` show the confinement every spawn of this
+    /// server applies: no capabilities, no_new_privs, and a seccomp filter
+    /// when this kernel enforces one? `None` when the process is gone.
+    fn is_confined(&self, pid: u32) -> Option<bool> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let field = |name: &str| status_field(&status, name);
+        let seccomp_expected =
+            !matches!(self.confinement.report().seccomp, hardening::Layer::Off(_));
+        Some(
+            field("CapEff") == Some("0000000000000000")
+                && field("CapPrm") == Some("0000000000000000")
+                && field("NoNewPrivs") == Some("1")
+                && (!seccomp_expected || field("Seccomp") == Some("2")),
+        )
+    }
+
+    /// SIGKILL the session's daemon (after a timeout or cancellation).
+    pub(super) async fn stop_daemon(&self, session: &SessionId) {
+        if let Some(pid) = self.daemon_pid(session.daemon_name()).await {
+            tracing::info!(
+                pid,
+                session = session.as_str(),
+                "stopping the session's daemon after timeout/cancel"
+            );
+            kill_and_reap_wait(pid).await;
+        }
+    }
+    /// End a session for good (idle reaper, eviction): kill its daemon,
+    /// close its tab in Chromium, remove its socket-dir files and its output
+    /// directory. Best effort; what could not be done is returned.
+    pub(crate) async fn retire(
+        &self,
+        daemon_name: &str,
+        output_dir: &std::path::Path,
+    ) -> Vec<String> {
+        self.standbys.discard(daemon_name);
+        let mut problems = Vec::new();
+        if !is_daemon_name(daemon_name) {
+            problems.push(format!("not a session name: {daemon_name:?}"));
+            return problems;
+        }
+        self.kill_daemon(daemon_name).await;
+        if let Err(e) = self.close_tab(daemon_name).await {
+            problems.push(format!("tab not closed: {e}"));
+        }
+        for suffix in ["sock", "pid", "version", "config", "stream", "target"] {
+            let _ = std::fs::remove_file(self.session_file(daemon_name, suffix));
+        }
+        let dir = output_dir.join(daemon_name);
+        if dir.starts_with(output_dir) && dir != output_dir {
+            match std::fs::remove_dir_all(&dir) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    problems.push(format!("output not removed: {e}"));
+                }
+                _ => {}
+            }
+        }
+        problems
+    }
+
+    /// Daemons listening in our socket dir when the server starts (left by a
+    /// previous server, or a sibling one): each with its name and whether it
+    /// is confined.
+    pub(crate) async fn running_daemons(&self) -> Vec<(String, bool)> {
+        let Ok(entries) = std::fs::read_dir(&self.socket_dir) else {
+            return Vec::new();
+        };
+        let mut found = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(daemon_name) = name.strip_suffix(".sock").filter(|n| is_daemon_name(n)) else {
+                continue;
+            };
+            if let Some(pid) = self.daemon_pid(daemon_name).await {
+                // A daemon gone since the connect needs no decision.
+                if let Some(confined) = self.is_confined(pid) {
+                    found.push((daemon_name.to_owned(), confined));
+                }
+            }
+        }
+        found
+    }
+
+    /// Kill the daemon serving `daemon_name` and wait until it is gone.
+    pub(crate) async fn kill_daemon(&self, daemon_name: &str) {
+        if let Some(pid) = self.daemon_pid(daemon_name).await {
+            kill_and_reap_wait(pid).await;
+        }
+    }
+}
+
+pub(super) fn socket_identity(path: &std::path::Path) -> Option<SocketIdentity> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    Some((meta.dev(), meta.ino(), meta.ctime(), meta.ctime_nsec()))
+}
+
+/// SIGKILL `pid` and wait (bounded) until it is dead. SIGKILL is delivered
+/// asynchronously: until the process is gone its socket still accepts, and
+/// the next CLI would hand its command to a dying daemon ("connection reset
+/// by peer") instead of starting a fresh one.
+async fn kill_and_reap_wait(pid: u32) {
+    hardening::kill_process(pid);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+    while is_alive(pid) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Still running, sockets and all. Not when gone from /proc, nor a zombie
+/// whose threads have all exited. A multi-threaded process (the daemon) can
+/// show its main thread as a zombie while its other threads still run and
+/// still hold its sockets open, so `Threads:` must be down to that one.
+pub(super) fn is_alive(pid: u32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    let field = |name: &str| status_field(&status, name);
+    let exited = field("State").is_some_and(|s| s.starts_with('Z') || s.starts_with('X'));
+    let threads = field("Threads").and_then(|n| n.parse::<u32>().ok());
+    !(exited && threads.is_none_or(|n| n <= 1))
+}
+
+/// The value of one `Name:` line of a `/proc/<pid>/status` text.
+fn status_field<'a>(status: &'a str, name: &str) -> Option<&'a str> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .map(str::trim)
+}
+
+/// Who answers on a session's socket.
+enum Listener {
+    /// Nothing (no file, or nobody listening).
+    Nobody,
+    /// Our agent-browser binary, with this pid.
+    Daemon(u32),
+    /// Another program, or a pid that cannot be told.
+    Foreign,
+}

@@ -1,0 +1,358 @@
+//! Running agent-browser: a batch in, a [`RawOutcome`] out.
+//!
+//! The runner gives a child its command only in exchange for an
+//! [`audit::IntentSynced`] — proof, minted by the audit sink alone, that the
+//! call's intent record is durable. The child may be spawned (or taken from
+//! its session's standby) before that proof exists; it then waits on stdin,
+//! having done nothing, until the proof arrives or it is killed.
+//!
+//! [`spawn`] builds every child, [`standby`] keeps one ready per session,
+//! [`daemon`] checks and stops the daemons agent-browser leaves running,
+//! [`cdp`] talks to Chromium's DevTools HTTP endpoint, [`capture`] bounds
+//! what is read from a child's pipes.
+
+mod capture;
+mod cdp;
+mod daemon;
+mod spawn;
+mod standby;
+
+use std::{collections::HashMap, path::PathBuf, sync::Arc, time::Duration};
+
+use audit::IntentSynced;
+use tokio::io::AsyncWriteExt;
+use tokio_util::sync::CancellationToken;
+
+use crate::session_id::SessionId;
+use capture::{Captured, capture, join_capture};
+use standby::Standbys;
+
+/// What the runner is built from (the operator's configuration, prepared).
+#[derive(Debug)]
+pub(crate) struct RunnerConfig {
+    /// The native agent-browser binary, absolute.
+    pub(crate) agent_browser: PathBuf,
+    pub(crate) cdp_port: u16,
+    /// HOME and cwd of agent-browser: a private directory.
+    pub(crate) home_dir: PathBuf,
+    /// `AGENT_BROWSER_SOCKET_DIR`: short, private (0700).
+    pub(crate) socket_dir: PathBuf,
+    /// `AGENT_BROWSER_CONFIG`: a wrapper-owned file holding `{}`, so neither
+    /// `~/.agent-browser/config.json` nor `./agent-browser.json` is read.
+    pub(crate) config_file: PathBuf,
+    /// `AGENT_BROWSER_SCREENSHOT_DIR`.
+    pub(crate) output_dir: PathBuf,
+    /// `AGENT_BROWSER_IDLE_TIMEOUT_MS`: without it a CDP daemon never exits.
+    pub(crate) idle_timeout_ms: u64,
+    /// What every spawn is confined by (its report goes into audit records).
+    pub(crate) confinement: Arc<hardening::Prepared>,
+    /// The same policy, applied by each child to itself.
+    pub(crate) trampoline: hardening::Trampoline,
+}
+
+/// Everything needed to run agent-browser; built once from [`RunnerConfig`].
+#[derive(Debug, Clone)]
+pub(crate) struct Runner {
+    agent_browser: PathBuf,
+    cdp_port: u16,
+    home_dir: PathBuf,
+    socket_dir: PathBuf,
+    config_file: PathBuf,
+    output_dir: PathBuf,
+    idle_timeout_ms: u64,
+    confinement: Arc<hardening::Prepared>,
+    trampoline: hardening::Trampoline,
+    /// For Chromium's DevTools HTTP endpoint; only ever 127.0.0.1.
+    http: reqwest::Client,
+    /// Session sockets whose listening daemon was found confined, by the
+    /// socket file's identity (see `Runner::evict_unconfined_daemon`).
+    verified_sockets: Arc<std::sync::Mutex<HashMap<String, SocketIdentity>>>,
+    /// Children spawned ahead of each session's next call.
+    standbys: Arc<Standbys>,
+}
+
+/// A socket file's (device, inode, ctime): a daemon that binds the path
+/// anew creates a new file, so the identity changes.
+type SocketIdentity = (u64, u64, i64, i64);
+
+/// How the child ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Termination {
+    Exited(i32),
+    Signaled(i32),
+    TimedOut,
+    Cancelled,
+    SpawnFailed(String),
+    /// The release gate held the batch back: the child never received it
+    /// and was killed.
+    Withheld(Withhold),
+}
+
+/// Why a release gate held a child's batch back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Withhold {
+    /// The call's audit intent could not be made durable.
+    Audit(String),
+    /// The navigation guard, looking before the command, found the page
+    /// somewhere the policy refuses (`page`, `why`).
+    Blocked { page: String, why: String },
+}
+
+/// A release gate that did not open: why, and the proof it had obtained
+/// before it decided (so the call can still act for itself, e.g. reset a
+/// page the guard refused).
+#[derive(Debug)]
+pub(crate) struct Withheld {
+    pub(crate) why: Withhold,
+    pub(crate) intent: Option<IntentSynced>,
+}
+
+/// What the child produced, before normalisation.
+#[derive(Debug, Clone)]
+pub(crate) struct RawOutcome {
+    pub(crate) termination: Termination,
+    pub(crate) stdout: Vec<u8>,
+    pub(crate) stderr: Vec<u8>,
+    /// Total bytes seen on each stream, including what was not kept.
+    pub(crate) stdout_total: u64,
+    pub(crate) stderr_total: u64,
+    /// From the spawn (or the standby's take) to the end.
+    pub(crate) elapsed: Duration,
+}
+
+/// A call's command, run: what the child produced, and the proof that let
+/// it run (absent only when the gate never opened for lack of one).
+#[derive(Debug)]
+pub(crate) struct Executed {
+    pub(crate) raw: RawOutcome,
+    pub(crate) intent: Option<IntentSynced>,
+}
+
+/// How long a command may take and what stops it early.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Bounds<'a> {
+    pub(crate) timeout: Duration,
+    pub(crate) cancel: &'a CancellationToken,
+}
+
+impl Runner {
+    pub(crate) fn new(config: RunnerConfig) -> Result<Self, String> {
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client for Chromium's DevTools: {e}"))?;
+        Ok(Self {
+            agent_browser: config.agent_browser,
+            cdp_port: config.cdp_port,
+            home_dir: config.home_dir,
+            socket_dir: config.socket_dir,
+            config_file: config.config_file,
+            output_dir: config.output_dir,
+            idle_timeout_ms: config.idle_timeout_ms,
+            confinement: config.confinement,
+            trampoline: config.trampoline,
+            http,
+            verified_sockets: Arc::default(),
+            standbys: Arc::default(),
+        })
+    }
+
+    pub(crate) fn agent_browser(&self) -> &std::path::Path {
+        &self.agent_browser
+    }
+
+    pub(crate) fn cdp_port(&self) -> u16 {
+        self.cdp_port
+    }
+
+    /// The confinement every child runs under.
+    pub(crate) fn confinement(&self) -> &hardening::Prepared {
+        &self.confinement
+    }
+
+    /// Is a standby child ready for this session's next call?
+    pub(crate) fn has_standby(&self, session: &SessionId) -> bool {
+        self.standbys.is_ready(session.daemon_name())
+    }
+
+    /// The session ended: its standby (if any) is killed, none is wanted.
+    pub(crate) fn discard_standby(&self, daemon_name: &str) {
+        self.standbys.discard(daemon_name);
+    }
+
+    /// At exit: no standby outlives the server.
+    pub(crate) fn discard_all_standbys(&self) {
+        self.standbys.clear();
+    }
+
+    /// Run a call's `batch` (one or more commands, the agent's last) in
+    /// `session`, within `bounds`.
+    ///
+    /// The child is spawned at once, but receives the batch on stdin only
+    /// once `release` yields the call's [`IntentSynced`]. agent-browser does
+    /// nothing before it has read its whole batch, so the gate's wait
+    /// overlaps the child's start-up instead of preceding it. Should the gate
+    /// not open, the child is killed without ever having a command
+    /// ([`Termination::Withheld`]).
+    ///
+    /// With `front`, the session's tab is brought to the front once the gate
+    /// opened, while the batch is delivered, so no command works on a
+    /// background tab.
+    pub(crate) async fn run(
+        &self,
+        session: &SessionId,
+        batch: &[Vec<String>],
+        bounds: Bounds<'_>,
+        front: bool,
+        release: impl Future<Output = Result<IntentSynced, Withheld>>,
+    ) -> Executed {
+        let mut proof = None;
+        let gate = async {
+            match release.await {
+                Ok(intent) => {
+                    proof = Some(intent);
+                    Ok(())
+                }
+                Err(withheld) => {
+                    proof = withheld.intent;
+                    Err(withheld.why)
+                }
+            }
+        };
+        let raw = self.run_gated(session, batch, bounds, front, gate).await;
+        Executed { raw, intent: proof }
+    }
+
+    /// Run one more batch for a call that already holds its proof (the
+    /// navigation guard's own reads, its reset of a refused page).
+    pub(crate) async fn run_more(
+        &self,
+        _intent: &IntentSynced,
+        session: &SessionId,
+        batch: &[Vec<String>],
+        bounds: Bounds<'_>,
+    ) -> RawOutcome {
+        self.run_gated(session, batch, bounds, false, std::future::ready(Ok(())))
+            .await
+    }
+
+    /// The child's whole life: spawn (or take the standby), wait for the
+    /// gate, deliver the batch, wait for the end within `bounds`, clean up.
+    async fn run_gated(
+        &self,
+        session: &SessionId,
+        batch: &[Vec<String>],
+        bounds: Bounds<'_>,
+        front: bool,
+        gate: impl Future<Output = Result<(), Withhold>>,
+    ) -> RawOutcome {
+        let started = tokio::time::Instant::now();
+        let finish = |termination, out: Captured, err: Captured| RawOutcome {
+            termination,
+            stdout: out.kept,
+            stderr: err.kept,
+            stdout_total: out.total,
+            stderr_total: err.total,
+            elapsed: started.elapsed(),
+        };
+        let failed = |why: String| {
+            finish(
+                Termination::SpawnFailed(why),
+                Captured::default(),
+                Captured::default(),
+            )
+        };
+        let batch = match serde_json::to_vec(batch) {
+            Ok(b) => b,
+            Err(e) => return failed(format!("cannot encode the batch: {e}")),
+        };
+        self.evict_unconfined_daemon(session).await;
+        let spawned = match self.standbys.take_or_await(session.daemon_name()).await {
+            Some(standby) => Ok(standby),
+            None => self.spawn(session),
+        };
+        let mut child = match spawned {
+            Ok(child) => child,
+            Err(e) => return failed(self.spawn_error(&e)),
+        };
+        let pid = child.id();
+        let stdin = child.stdin.take();
+        let out_task = tokio::spawn(capture(child.stdout.take()));
+        let err_task = tokio::spawn(capture(child.stderr.take()));
+        // Whether the child got its batch: if not, a timeout or cancellation
+        // has no daemon command to stop.
+        let fed = std::sync::atomic::AtomicBool::new(false);
+        let feed = async {
+            gate.await?;
+            fed.store(true, std::sync::atomic::Ordering::SeqCst);
+            // After the gate (bringing a tab forward is visible to the page),
+            // and beside the delivery: the CLI talks to its daemon for a
+            // millisecond or more before the command reaches the tab.
+            let to_front = async {
+                if front {
+                    self.foreground(session).await;
+                }
+            };
+            let deliver = async {
+                if let Some(mut stdin) = stdin {
+                    // A child that exits early closes its stdin; that is its
+                    // answer, not an error of ours.
+                    let _ = stdin.write_all(&batch).await;
+                    let _ = stdin.shutdown().await;
+                }
+            };
+            tokio::join!(to_front, deliver);
+            Ok::<(), Withhold>(())
+        };
+        let termination = tokio::select! {
+            status = async { feed.await?; Ok::<_, Withhold>(child.wait().await) } => match status {
+                Err(why) => Termination::Withheld(why),
+                Ok(Ok(status)) => match (status.code(), std::os::unix::process::ExitStatusExt::signal(&status)) {
+                    (Some(code), _) => Termination::Exited(code),
+                    (None, Some(sig)) => Termination::Signaled(sig),
+                    (None, None) => Termination::Exited(1),
+                },
+                Ok(Err(e)) => Termination::SpawnFailed(format!("lost the child: {e}")),
+            },
+            () = tokio::time::sleep(bounds.timeout) => Termination::TimedOut,
+            () = bounds.cancel.cancelled() => Termination::Cancelled,
+        };
+        let stopped_early = matches!(
+            termination,
+            Termination::TimedOut | Termination::Cancelled | Termination::Withheld(_)
+        );
+        if stopped_early {
+            if let Some(pid) = pid {
+                hardening::kill_process_group(pid);
+            }
+            let _ = child.kill().await;
+        }
+        if matches!(termination, Termination::TimedOut | Termination::Cancelled)
+            && fed.load(std::sync::atomic::Ordering::SeqCst)
+        {
+            // The daemon keeps running the command the CLI sent it and would
+            // hold the session for the rest of it; stop it too. The next call
+            // respawns it, and the session keeps its pinned tab.
+            self.stop_daemon(session).await;
+        }
+        let out = join_capture(out_task).await;
+        let err = join_capture(err_task).await;
+        // The trampoline refused: agent-browser never started.
+        let termination = match termination {
+            Termination::Exited(code) => hardening::trampoline::failure(Some(code), &err.kept)
+                .map_or(Termination::Exited(code), Termination::SpawnFailed),
+            other => other,
+        };
+        finish(termination, out, err)
+    }
+
+    /// The state dir (parent of HOME and the socket dir).
+    pub(crate) fn state_dir(&self) -> PathBuf {
+        self.home_dir
+            .parent()
+            .map_or_else(|| self.home_dir.clone(), PathBuf::from)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,151 @@
+//! The one place a `Command` for agent-browser is built.
+//!
+//! The argv is constant — `<bin> --cdp <port> --json --session <name>
+//! --pin-tab batch --bail` — and the agent's tokens travel as JSON on stdin,
+//! where agent-browser never reads them as global flags. The environment is
+//! cleared and rebuilt from a short allow-list, stdin/stdout/stderr are pipes
+//! (the server's own stdio, which carries JSON-RPC, is never inherited), and
+//! the child leads its own process group so a timeout can kill everything
+//! it started. Every child starts as the trampoline, which confines itself
+//! and execs agent-browser (see docs/design.md, "The trampoline").
+
+use std::{process::Stdio, sync::Arc, time::Duration};
+
+use tokio::process::Command;
+
+use super::Runner;
+use crate::session_id::SessionId;
+
+/// A standby is spawned this long after the call that wants it ended, so
+/// that call's reply is out first.
+const STANDBY_AFTER: Duration = Duration::from_millis(1);
+
+impl Runner {
+    /// The fixed argv after the binary; no agent token is ever part of it.
+    /// `--pin-tab` gives every session its own tab: without it, all sessions
+    /// attached over CDP drive whichever tab is active.
+    pub(crate) fn fixed_args(&self, session: &SessionId) -> Vec<String> {
+        vec![
+            "--cdp".into(),
+            self.cdp_port.to_string(),
+            "--json".into(),
+            "--session".into(),
+            session.daemon_name().into(),
+            "--pin-tab".into(),
+            "batch".into(),
+            "--bail".into(),
+        ]
+    }
+
+    /// The complete child environment (after `env_clear`).
+    pub(crate) fn environment(&self) -> Vec<(&'static str, String)> {
+        let path = |p: &std::path::Path| p.display().to_string();
+        vec![
+            ("HOME", path(&self.home_dir)),
+            ("PATH", "/usr/bin:/bin".into()),
+            ("AGENT_BROWSER_CONFIG", path(&self.config_file)),
+            ("AGENT_BROWSER_SOCKET_DIR", path(&self.socket_dir)),
+            ("AGENT_BROWSER_NO_VERSION_CHECK", "1".into()),
+            (
+                "AGENT_BROWSER_IDLE_TIMEOUT_MS",
+                self.idle_timeout_ms.to_string(),
+            ),
+            ("AGENT_BROWSER_SCREENSHOT_DIR", path(&self.output_dir)),
+        ]
+    }
+
+    /// agent-browser, confined, in its clean environment and private
+    /// directory: how every agent-browser process is started. If the
+    /// trampoline cannot confine itself, agent-browser never runs and
+    /// [`hardening::trampoline::failure`] says why.
+    pub(crate) fn confined_command(&self) -> std::process::Command {
+        let mut command = self.trampoline.command(&self.agent_browser);
+        command
+            .env_clear()
+            .envs(self.environment())
+            .current_dir(&self.home_dir);
+        command
+    }
+
+    /// Spawn agent-browser, confined, for `session`: the one place a child
+    /// is made (a call's, or a standby).
+    pub(super) fn spawn(&self, session: &SessionId) -> std::io::Result<tokio::process::Child> {
+        let mut command = Command::from(self.confined_command());
+        command
+            .args(self.fixed_args(session))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        command.spawn()
+    }
+
+    /// Spawn the session's standby for its next call, in the background
+    /// and [`STANDBY_AFTER`] from now (see [`super::standby`]). A failure
+    /// only means the next call spawns its own child.
+    pub(crate) fn prepare_standby(&self, session: &SessionId) {
+        let ticket = self.standbys.want(session.daemon_name());
+        let (runner, session) = (self.clone(), session.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(STANDBY_AFTER).await;
+            if !runner
+                .standbys
+                .start_spawning(session.daemon_name(), ticket)
+            {
+                return; // the next call came first and spawned its own
+            }
+            let standbys = Arc::clone(&runner.standbys);
+            let name = session.daemon_name().to_owned();
+            let spawned = tokio::task::spawn_blocking(move || match runner.spawn(&session) {
+                Ok(child) => runner.standbys.put(session.daemon_name(), ticket, child),
+                Err(e) => {
+                    runner.standbys.spawn_failed(session.daemon_name());
+                    tracing::debug!(error = %e, "no standby for the session's next call");
+                }
+            });
+            if spawned.await.is_err() {
+                // It panicked: no call may keep waiting for it.
+                standbys.spawn_failed(&name);
+            }
+        });
+    }
+
+    /// Explain a failed spawn: the trampoline itself did not start. (A
+    /// confinement step that fails is the trampoline's refusal, read from
+    /// its exit with `hardening::trampoline::failure`.)
+    pub(super) fn spawn_error(&self, err: &std::io::Error) -> String {
+        format!(
+            "cannot start the confinement trampoline for {}: {err}",
+            self.agent_browser.display()
+        )
+    }
+
+    /// Run `agent-browser --version` exactly as calls will run it (same
+    /// environment, same confinement), so a machine that cannot confine it,
+    /// or a binary that cannot run confined, fails at start rather than at
+    /// the first call.
+    pub(crate) fn self_test(&self) -> Result<String, String> {
+        let mut command = self.confined_command();
+        command
+            .arg("--version")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let output = command.output().map_err(|e| self.spawn_error(&e))?;
+        if let Some(why) = hardening::trampoline::failure(output.status.code(), &output.stderr) {
+            return Err(why);
+        }
+        let stdout = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+        if output.status.success() {
+            Ok(stdout)
+        } else {
+            Err(format!(
+                "{} --version failed under confinement ({}): {}",
+                self.agent_browser.display(),
+                output.status,
+                String::from_utf8_lossy(&output.stderr).trim()
+            ))
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! The server's own acts on sessions, each audited before it is done, as a
+//! call is: retiring a session (idle reaper, eviction), adopting or closing
+//! daemons found at start, and draining at shutdown.
+
+use std::{sync::Arc, time::Duration};
+
+use audit::Outcome;
+
+use super::{Server, sessions::Retiring};
+use crate::obs::journal::new_call_id;
+
+impl Server {
+    /// Record why (`reaped`, `evicted`), then end `retiring`'s session for
+    /// good. What could not be undone is recorded after, as
+    /// `retire_incomplete`.
+    ///
+    /// The session's turn is held throughout, so a call for it waits and
+    /// then starts it anew ([`super::sessions::Sessions::is_current`]).
+    pub(crate) async fn retire(&self, retiring: Retiring, outcome: Outcome, reason: &str) {
+        let victim = &retiring.victim;
+        self.record_lifecycle(&victim.session_id, outcome, reason.to_owned());
+        let problems = self
+            .runner
+            .retire(&victim.daemon_name, &self.output_dir)
+            .await;
+        if !problems.is_empty() {
+            self.record_lifecycle(
+                &victim.session_id,
+                Outcome::RetireIncomplete,
+                problems.join("; "),
+            );
+        }
+        // The session leaves the registry; a call waiting for it starts anew.
+        drop(retiring);
+    }
+
+    fn record_lifecycle(&self, session_id: &str, outcome: Outcome, reason: String) {
+        let mut event = audit::Event::new(audit::Phase::Lifecycle, new_call_id());
+        event.session_id = Some(session_id.to_owned());
+        event.outcome = Some(outcome);
+        event.reason = Some(reason);
+        if let Err(e) = self.journal.append_unattached(event) {
+            tracing::error!(error = %e, "audit record of a session lifecycle event not written");
+        }
+    }
+
+    /// Retire every session idle longer than the TTL (the reaper's tick),
+    /// all at once: each holds its session's turn until it is done, so one
+    /// after the other would keep a call for the last of them waiting on
+    /// all the others.
+    pub(crate) async fn reap_idle(self: &Arc<Self>) {
+        let why = format!(
+            "idle for more than {} s",
+            self.limits.session_idle.as_secs()
+        );
+        let mut retirements = tokio::task::JoinSet::new();
+        for retiring in self.sessions.take_idle(self.limits.session_idle) {
+            let (server, why) = (Arc::clone(self), why.clone());
+            retirements.spawn(async move { server.retire(retiring, Outcome::Reaped, &why).await });
+        }
+        while let Some(done) = retirements.join_next().await {
+            if let Err(e) = done {
+                // Its `Retiring` was dropped, so the name is free again; what
+                // the retirement did not get to is said here, not silently lost.
+                tracing::error!(error = %e, "a reaped session's retirement did not finish");
+            }
+        }
+    }
+
+    /// At start: adopt confined daemons already running in our socket dir
+    /// (a previous server's sessions; the reaper ends them when idle), and
+    /// kill unconfined ones (never reused).
+    pub(crate) async fn adopt_orphans(&self) {
+        for (name, confined) in self.runner.running_daemons().await {
+            if confined {
+                self.sessions.adopt(&name);
+                self.record_lifecycle(
+                    &name,
+                    Outcome::Adopted,
+                    "a confined daemon was already running at start".into(),
+                );
+            } else {
+                self.record_lifecycle(
+                    &name,
+                    Outcome::Closed,
+                    "an unconfined daemon was running at start".into(),
+                );
+                self.runner.kill_daemon(&name).await;
+            }
+        }
+    }
+
+    /// Graceful shutdown: refuse new calls, give in-flight calls up to
+    /// `patience` to finish, then cancel the rest (their outcome is audited
+    /// as `cancelled`) and wait a little for those records.
+    pub(crate) async fn drain(&self, patience: Duration) {
+        use std::sync::atomic::Ordering;
+        self.draining.store(true, Ordering::SeqCst);
+        let all = self.limits.max_inflight;
+        // Holding every slot means nothing is running.
+        let idle = || async {
+            if let Ok(slots) = self.inflight.acquire_many(all).await {
+                drop(slots);
+            }
+        };
+        if tokio::time::timeout(patience, idle()).await.is_err() {
+            tracing::warn!(
+                "calls still running after {} s; cancelling them",
+                patience.as_secs()
+            );
+            self.shutdown.cancel();
+            let _ = tokio::time::timeout(Duration::from_secs(5), idle()).await;
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! The server's shared state, built once and used by every call, and its
+//! own life beside the calls: reaping idle sessions, evicting for room,
+//! adopting a previous server's daemons, draining at shutdown
+//! ([`lifecycle`]). One call's flow is `crate::call`.
+
+mod lifecycle;
+pub(crate) mod sessions;
+
+use std::{path::PathBuf, sync::Arc, time::Duration};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    obs::journal::Journal,
+    policy::{
+        outputs::Quota,
+        resolve::{Resolve, SystemResolver},
+        url_policy::UrlPolicy,
+    },
+    runner::Runner,
+};
+use sessions::{Overflow, Sessions};
+
+/// How much may run at once, how long a call waits for its turn, and how
+/// many sessions may live.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    pub(crate) max_inflight: u32,
+    pub(crate) busy_wait: Duration,
+    pub(crate) max_sessions: usize,
+    pub(crate) overflow: Overflow,
+    pub(crate) session_idle: Duration,
+    pub(crate) output_quota: Quota,
+}
+
+/// Everything the server is built from, checked and prepared by the CLI.
+#[derive(Debug)]
+pub(crate) struct Parts {
+    /// Masks secrets in audit records (keyed by the audit key).
+    pub(crate) redactor: audit::Redactor,
+    /// What `open` (and the navigation guard) may reach.
+    pub(crate) url_policy: UrlPolicy,
+    pub(crate) limits: Limits,
+    pub(crate) runner: Runner,
+    pub(crate) audit: audit::Sink,
+    pub(crate) output_dir: PathBuf,
+    pub(crate) max_output_bytes: usize,
+}
+
+/// Shared state of the server.
+pub(crate) struct Server {
+    pub(crate) runner: Runner,
+    pub(crate) journal: Journal,
+    pub(crate) redactor: audit::Redactor,
+    pub(crate) url_policy: UrlPolicy,
+    pub(crate) resolver: Arc<dyn Resolve>,
+    pub(crate) output_dir: PathBuf,
+    pub(crate) max_output_bytes: usize,
+    pub(crate) limits: Limits,
+    /// One permit per call allowed to run at once.
+    pub(crate) inflight: tokio::sync::Semaphore,
+    pub(crate) sessions: Sessions,
+    /// Set on SIGTERM: new calls are refused.
+    draining: std::sync::atomic::AtomicBool,
+    /// Cancelled when draining runs out of patience: in-flight calls stop.
+    shutdown: CancellationToken,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("runner", &self.runner)
+            .field("url_policy", &self.url_policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    pub(crate) fn new(parts: Parts, telemetry: crate::obs::telemetry::Telemetry) -> Self {
+        Self {
+            runner: parts.runner,
+            journal: Journal::new(parts.audit, telemetry),
+            redactor: parts.redactor,
+            resolver: Arc::new(SystemResolver {
+                timeout: parts.url_policy.dns_timeout,
+            }),
+            url_policy: parts.url_policy,
+            output_dir: parts.output_dir,
+            max_output_bytes: parts.max_output_bytes,
+            limits: parts.limits,
+            inflight: tokio::sync::Semaphore::new(parts.limits.max_inflight as usize),
+            sessions: Sessions::new(parts.limits.max_sessions, parts.limits.overflow),
+            draining: std::sync::atomic::AtomicBool::new(false),
+            shutdown: CancellationToken::new(),
+        }
+    }
+
+    /// Is the server refusing new calls (SIGTERM)?
+    pub(crate) fn is_draining(&self) -> bool {
+        self.draining.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// A token cancelled when the server gives up on in-flight calls.
+    pub(crate) fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.child_token()
+    }
+
+    /// The idle TTL after which the reaper retires a session.
+    pub(crate) fn session_idle(&self) -> Duration {
+        self.limits.session_idle
+    }
+
+    /// At exit: no standby outlives the server, and deferred audit records
+    /// reach the disk (with the checkpoint naming the last one).
+    pub(crate) fn close(&self) {
+        self.runner.discard_all_standbys();
+        self.journal.flush();
+    }
+}

@@ -1,0 +1,376 @@
+//! The sessions this server process knows: one lock per session (calls on a
+//! session never interleave), when each was last used, and how many may live.
+//!
+//! A session costs an agent-browser daemon and a browser tab. The registry
+//! caps their number (`--max-sessions`): a new session beyond the cap is
+//! refused, or, with `--session-overflow evict-lru`, the least recently used
+//! idle session is evicted to make room. Sessions idle longer than the TTL
+//! are handed to the reaper. Counts are per server process: a hub that runs
+//! one server per client gets one budget per client.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use clap::ValueEnum;
+
+/// What to do with a new session when the cap is reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Overflow {
+    /// Refuse the new session (`limits.sessions`): predictable for agents.
+    Refuse,
+    /// Evict the least recently used idle session (audited as `evicted`).
+    EvictLru,
+}
+
+/// A session as the registry tracks it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Known {
+    /// The `--session` name (and output directory).
+    pub daemon_name: String,
+    /// The agent's session id (the daemon name for adopted orphans).
+    pub session_id: String,
+}
+
+struct Entry {
+    session_id: String,
+    lock: Arc<tokio::sync::Mutex<()>>,
+    last_used: Instant,
+    /// Being retired (reaped or evicted): its lock is held until the daemon,
+    /// tab and files are gone, and it no longer counts against the cap.
+    retiring: bool,
+    /// The navigation guard has not looked at the page since the session's
+    /// last command (it failed, timed out or was cancelled; or the session
+    /// was adopted): the next command must look before it acts.
+    unlooked: bool,
+}
+
+/// A session being retired: its turn is held, so a call that arrives for
+/// the same name meanwhile waits, then finds it gone and registers anew
+/// (see [`Sessions::is_current`]).
+///
+/// Dropping it ends the retirement: the session leaves the registry, then
+/// its turn is released. That holds however the retirement ends — done, or
+/// abandoned midway (a reaper or a call whose future is dropped) — so a
+/// name is never left behind as a retiring entry that no call can use.
+pub(crate) struct Retiring {
+    pub victim: Known,
+    registry: Registry,
+    turn: tokio::sync::OwnedMutexGuard<()>,
+}
+
+impl Retiring {
+    /// The lock of the session being retired (the one its turn holds).
+    fn lock(&self) -> &Arc<tokio::sync::Mutex<()>> {
+        tokio::sync::OwnedMutexGuard::mutex(&self.turn)
+    }
+}
+
+impl Drop for Retiring {
+    fn drop(&mut self) {
+        let mut map = lock_registry(&self.registry);
+        if map
+            .get(&self.victim.daemon_name)
+            .is_some_and(|e| Arc::ptr_eq(&e.lock, self.lock()))
+        {
+            map.remove(&self.victim.daemon_name);
+        }
+        // `turn` is released after this body: a waiting call wakes to find
+        // the session gone.
+    }
+}
+
+/// The outcome of admitting a call's session.
+pub(crate) enum Admission {
+    /// Run under this lock.
+    Go(Arc<tokio::sync::Mutex<()>>),
+    /// Run under this lock; `victim` was evicted to make room and must be
+    /// stopped.
+    Evicted(Arc<tokio::sync::Mutex<()>>, Retiring),
+    /// The cap is reached and nothing could be evicted.
+    Full,
+}
+
+type Registry = Arc<Mutex<HashMap<String, Entry>>>;
+
+fn lock_registry(registry: &Registry) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+    registry
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The registry.
+pub(crate) struct Sessions {
+    map: Registry,
+    max: usize,
+    overflow: Overflow,
+}
+
+impl std::fmt::Debug for Sessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sessions")
+            .field("max", &self.max)
+            .field("overflow", &self.overflow)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A lock nobody holds or waits on, of a session not already retiring.
+fn is_idle(entry: &Entry) -> bool {
+    !entry.retiring && Arc::strong_count(&entry.lock) == 1 && entry.lock.try_lock().is_ok()
+}
+
+/// Mark `entry` retiring and take its turn (free: it is idle).
+fn start_retiring(registry: &Registry, name: &str, entry: &mut Entry) -> Option<Retiring> {
+    let turn = Arc::clone(&entry.lock).try_lock_owned().ok()?;
+    entry.retiring = true;
+    Some(Retiring {
+        victim: Known {
+            daemon_name: name.to_owned(),
+            session_id: entry.session_id.clone(),
+        },
+        registry: Arc::clone(registry),
+        turn,
+    })
+}
+
+impl Sessions {
+    pub(crate) fn new(max: usize, overflow: Overflow) -> Self {
+        Self {
+            map: Arc::new(Mutex::new(HashMap::new())),
+            max,
+            overflow,
+        }
+    }
+
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+        lock_registry(&self.map)
+    }
+
+    /// Admit a call on `daemon_name`, registering the session if it is new.
+    pub(crate) fn admit(&self, daemon_name: &str, session_id: &str) -> Admission {
+        let mut map = self.map();
+        if let Some(entry) = map.get_mut(daemon_name) {
+            entry.last_used = Instant::now();
+            return Admission::Go(Arc::clone(&entry.lock));
+        }
+        let mut victim = None;
+        if map.values().filter(|e| !e.retiring).count() >= self.max {
+            if self.overflow == Overflow::Refuse {
+                return Admission::Full;
+            }
+            let oldest = map
+                .iter_mut()
+                .filter(|(_, e)| is_idle(e))
+                .min_by_key(|(_, e)| e.last_used);
+            let Some((name, entry)) = oldest else {
+                return Admission::Full;
+            };
+            let name = name.clone();
+            victim = start_retiring(&self.map, &name, entry);
+            if victim.is_none() {
+                return Admission::Full;
+            }
+        }
+        let lock = Arc::new(tokio::sync::Mutex::new(()));
+        map.insert(
+            daemon_name.to_owned(),
+            Entry {
+                session_id: session_id.to_owned(),
+                lock: Arc::clone(&lock),
+                last_used: Instant::now(),
+                retiring: false,
+                unlooked: false,
+            },
+        );
+        match victim {
+            Some(victim) => Admission::Evicted(lock, victim),
+            None => Admission::Go(lock),
+        }
+    }
+
+    /// Mark the session used now (at the end of a call, so idleness counts
+    /// from the last activity).
+    pub(crate) fn touch(&self, daemon_name: &str) {
+        if let Some(entry) = self.map().get_mut(daemon_name) {
+            entry.last_used = Instant::now();
+        }
+    }
+
+    /// Record whether the guard has looked at the session's page since its
+    /// last command.
+    pub(crate) fn set_unlooked(&self, daemon_name: &str, unlooked: bool) {
+        if let Some(entry) = self.map().get_mut(daemon_name) {
+            entry.unlooked = unlooked;
+        }
+    }
+
+    /// Must the guard look at the session's page before its next command?
+    pub(crate) fn is_unlooked(&self, daemon_name: &str) -> bool {
+        self.map().get(daemon_name).is_some_and(|e| e.unlooked)
+    }
+
+    /// The session ended (`close`): forget it.
+    pub(crate) fn forget(&self, daemon_name: &str) {
+        self.map().remove(daemon_name);
+    }
+
+    /// Is `lock` (a call's, once it holds it) still the session's own? Not
+    /// when the session was retired while the call waited: the call must
+    /// then be admitted again, as a new session.
+    pub(crate) fn is_current(&self, daemon_name: &str, lock: &Arc<tokio::sync::Mutex<()>>) -> bool {
+        self.map()
+            .get(daemon_name)
+            .is_some_and(|e| !e.retiring && Arc::ptr_eq(&e.lock, lock))
+    }
+
+    /// Track a daemon found running at start (an orphan of a previous server).
+    pub(crate) fn adopt(&self, daemon_name: &str) {
+        self.map()
+            .entry(daemon_name.to_owned())
+            .or_insert_with(|| Entry {
+                session_id: daemon_name.to_owned(),
+                lock: Arc::new(tokio::sync::Mutex::new(())),
+                last_used: Instant::now(),
+                retiring: false,
+                // A previous server's session: nobody knows where its page is.
+                unlooked: true,
+            });
+    }
+
+    /// Start retiring the sessions idle for longer than `ttl`.
+    pub(crate) fn take_idle(&self, ttl: Duration) -> Vec<Retiring> {
+        self.map()
+            .iter_mut()
+            .filter(|(_, e)| e.last_used.elapsed() > ttl && is_idle(e))
+            .filter_map(|(name, entry)| start_retiring(&self.map, name, entry))
+            .collect()
+    }
+
+    #[cfg(test)]
+    /// How many sessions are live (not being retired).
+    pub(crate) fn len(&self) -> usize {
+        self.map().values().filter(|e| !e.retiring).count()
+    }
+
+    #[cfg(test)]
+    /// Whether no session is live.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn go(a: Admission) -> Arc<tokio::sync::Mutex<()>> {
+        match a {
+            Admission::Go(lock) | Admission::Evicted(lock, _) => lock,
+            Admission::Full => panic!("unexpected Full"),
+        }
+    }
+
+    #[test]
+    fn the_cap_refuses_a_new_session_but_not_a_known_one() {
+        let s = Sessions::new(2, Overflow::Refuse);
+        drop(go(s.admit("a", "a")));
+        drop(go(s.admit("b", "b")));
+        assert!(matches!(s.admit("c", "c"), Admission::Full));
+        assert!(matches!(s.admit("a", "a"), Admission::Go(_)));
+    }
+
+    #[test]
+    fn evict_lru_picks_the_least_recently_used_idle_session() {
+        let s = Sessions::new(2, Overflow::EvictLru);
+        drop(go(s.admit("a", "a.1")));
+        std::thread::sleep(Duration::from_millis(5));
+        drop(go(s.admit("b", "b")));
+        s.touch("b");
+        match s.admit("c", "c") {
+            Admission::Evicted(_, retiring) => assert_eq!(retiring.victim.session_id, "a.1"),
+            _ => panic!("expected an eviction"),
+        }
+        assert_eq!(s.len(), 2);
+    }
+
+    #[test]
+    fn a_busy_session_is_never_evicted_or_reaped() {
+        let s = Sessions::new(1, Overflow::EvictLru);
+        let held = go(s.admit("a", "a"));
+        let _guard = held.try_lock().unwrap();
+        assert!(matches!(s.admit("b", "b"), Admission::Full));
+        assert!(s.take_idle(Duration::ZERO).is_empty());
+    }
+
+    #[test]
+    fn idle_sessions_are_taken_once() {
+        let s = Sessions::new(4, Overflow::Refuse);
+        drop(go(s.admit("a", "a")));
+        std::thread::sleep(Duration::from_millis(5));
+        let taken = s.take_idle(Duration::from_millis(1));
+        assert_eq!(taken.len(), 1);
+        assert!(s.take_idle(Duration::from_millis(1)).is_empty());
+        assert!(s.is_empty());
+        for retiring in taken {
+            drop(retiring);
+        }
+        assert!(s.take_idle(Duration::ZERO).is_empty());
+    }
+
+    #[test]
+    fn a_call_for_a_session_being_retired_waits_then_starts_it_anew() {
+        let s = Sessions::new(4, Overflow::Refuse);
+        drop(go(s.admit("a", "a")));
+        let mut taken = s.take_idle(Duration::ZERO);
+        let retiring = taken.pop().unwrap();
+        // A call arrives mid-retirement: it gets the retiring session's lock,
+        // which the retirement holds.
+        let waiting = go(s.admit("a", "a"));
+        assert!(waiting.try_lock().is_err());
+        drop(retiring);
+        // Its turn comes, but that session is gone: it must be admitted again.
+        let _turn = waiting.try_lock().unwrap();
+        assert!(!s.is_current("a", &waiting));
+        let fresh = go(s.admit("a", "a"));
+        assert!(!Arc::ptr_eq(&fresh, &waiting));
+        assert!(s.is_current("a", &fresh));
+    }
+
+    #[tokio::test]
+    async fn a_retirement_abandoned_midway_still_frees_the_name() {
+        let s = Sessions::new(4, Overflow::Refuse);
+        drop(go(s.admit("a", "a")));
+        let retiring = s.take_idle(Duration::ZERO).pop().unwrap();
+        // The retirement's task is aborted while it works (a reaper stopped
+        // at shutdown, a call's future dropped): it never finishes its job.
+        let task = tokio::spawn(async move {
+            let _retiring = retiring;
+            std::future::pending::<()>().await;
+        });
+        task.abort();
+        assert!(task.await.unwrap_err().is_cancelled());
+        // The name is free: a call gets a session of its own, not a lock
+        // that leads back to the abandoned entry forever.
+        let fresh = go(s.admit("a", "a"));
+        assert!(fresh.try_lock().is_ok());
+        assert!(s.is_current("a", &fresh));
+        assert_eq!(s.len(), 1);
+    }
+
+    #[test]
+    fn an_evicted_session_being_retired_does_not_count_against_the_cap() {
+        let s = Sessions::new(1, Overflow::EvictLru);
+        drop(go(s.admit("a", "a")));
+        let Admission::Evicted(b, retiring) = s.admit("b", "b") else {
+            panic!("expected an eviction");
+        };
+        assert_eq!(s.len(), 1);
+        assert!(s.is_current("b", &b));
+        assert!(!s.is_current("a", retiring.lock()));
+        drop(retiring);
+        assert_eq!(s.len(), 1);
+    }
+}

@@ -1,0 +1,138 @@
+//! Session ids as the agent names them, and the daemon names agent-browser sees.
+//!
+//! The tool accepts `^[a-zA-Z0-9._-]{1,64}$`; agent-browser accepts only
+//! `[A-Za-z0-9_-]`. Ids without a dot are passed through unchanged (readable in
+//! `ps` and in the socket dir). An id with a dot maps to `_` + hex(SHA-256(id)):
+//! 65 characters, so it can never equal a pass-through id (at most 64), and two
+//! distinct dotted ids collide only if SHA-256 does. Two distinct session ids
+//! therefore never share a daemon. The daemon name is also the per-session
+//! output directory name, which is why `..` as a session id is harmless.
+
+use sha2::{Digest, Sha256};
+
+use crate::refusal::{Refusal, Rule};
+
+/// Longest session id the tool accepts.
+pub(crate) const MAX_SESSION_ID_LEN: usize = 64;
+
+/// A validated session id together with its agent-browser daemon name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct SessionId {
+    id: String,
+    daemon_name: String,
+}
+
+impl SessionId {
+    /// Validate `id` against `^[a-zA-Z0-9._-]{1,64}$`.
+    pub(crate) fn parse(id: &str) -> Result<Self, Refusal> {
+        if id.is_empty() || id.len() > MAX_SESSION_ID_LEN {
+            return Err(Refusal::new(
+                Rule::SessionIdInvalid,
+                format!(
+                    "session_id must be 1 to {MAX_SESSION_ID_LEN} characters long (got {})",
+                    id.chars().count()
+                ),
+            ));
+        }
+        if let Some(bad) = id
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+        {
+            return Err(Refusal::new(
+                Rule::SessionIdInvalid,
+                format!("session_id may contain only A-Z a-z 0-9 . _ - (found {bad:?})"),
+            ));
+        }
+        let daemon_name = if id.contains('.') {
+            let digest = Sha256::digest(id.as_bytes());
+            let mut name = String::with_capacity(65);
+            name.push('_');
+            for byte in digest {
+                name.push_str(&format!("{byte:02x}"));
+            }
+            name
+        } else {
+            id.to_owned()
+        };
+        Ok(Self {
+            id: id.to_owned(),
+            daemon_name,
+        })
+    }
+
+    /// The id exactly as the agent sent it.
+    pub(crate) fn as_str(&self) -> &str {
+        &self.id
+    }
+
+    /// The `--session` value for agent-browser; also the output subdirectory.
+    pub(crate) fn daemon_name(&self) -> &str {
+        &self.daemon_name
+    }
+}
+
+/// Longest daemon name [`SessionId::parse`] can produce (a hashed dotted id).
+pub(crate) const MAX_DAEMON_NAME_LEN: usize = 65;
+
+/// Could `name` be a daemon name [`SessionId::parse`] produced? Names read
+/// back from the socket dir (which the confined agent-browser can write) go
+/// into paths the unconfined server deletes: `..` or `a/b` must never pass.
+pub(crate) fn is_daemon_name(name: &str) -> bool {
+    (1..=MAX_DAEMON_NAME_LEN).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_ids_pass_through_unchanged() {
+        let s = SessionId::parse("User_1-a").unwrap();
+        assert_eq!(s.daemon_name(), "User_1-a");
+    }
+
+    #[test]
+    fn dotted_ids_map_to_distinct_names_that_no_plain_id_can_take() {
+        let a = SessionId::parse("a.b").unwrap();
+        let b = SessionId::parse("a_b").unwrap();
+        let c = SessionId::parse("a..b").unwrap();
+        assert_ne!(a.daemon_name(), b.daemon_name());
+        assert_ne!(a.daemon_name(), c.daemon_name());
+        assert_eq!(a.daemon_name().len(), MAX_DAEMON_NAME_LEN);
+        assert!(a.daemon_name().len() > MAX_SESSION_ID_LEN);
+        assert!(
+            a.daemon_name()
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
+        );
+    }
+
+    #[test]
+    fn dot_dot_is_a_harmless_session_id() {
+        let s = SessionId::parse("..").unwrap();
+        assert!(!s.daemon_name().contains('.'));
+    }
+
+    #[test]
+    fn rejects_bad_session_ids() {
+        for bad in ["", "a b", "a/b", "é", "a\0", &"x".repeat(65)] {
+            let err = SessionId::parse(bad).unwrap_err();
+            assert_eq!(err.rule, "session_id.invalid", "{bad:?}");
+        }
+        assert!(SessionId::parse(&"x".repeat(64)).is_ok());
+    }
+
+    #[test]
+    fn only_names_parse_can_produce_pass_as_daemon_names() {
+        for id in ["u1", "a.b", "..", &"x".repeat(64)] {
+            let s = SessionId::parse(id).unwrap();
+            assert!(is_daemon_name(s.daemon_name()), "{id:?}");
+        }
+        for name in ["", "..", ".", "a/b", "a.b", "..sock", &"x".repeat(66)] {
+            assert!(!is_daemon_name(name), "{name:?}");
+        }
+    }
+}

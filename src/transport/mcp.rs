@@ -1,0 +1,114 @@
+//! rmcp glue: the JSON-RPC face of a call. No policy, no spawning.
+
+use std::sync::Arc;
+
+use rmcp::{
+    ErrorData, RoleServer, ServerHandler,
+    model::{
+        CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
+        PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    },
+    service::RequestContext,
+};
+
+use super::tool;
+use crate::{
+    TOOL_NAME,
+    call::{self, context::CallContext},
+    server::Server,
+};
+
+/// The MCP server: one tool, every call through the pipeline.
+#[derive(Clone)]
+pub(crate) struct BrowserShellServer {
+    server: Arc<Server>,
+    tool: Tool,
+}
+
+impl BrowserShellServer {
+    pub(crate) fn new(server: Arc<Server>) -> Self {
+        Self {
+            server,
+            tool: tool::definition(),
+        }
+    }
+}
+
+impl ServerHandler for BrowserShellServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new(
+                "browser-shell",
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions(
+                "One tool, browser-shell, drives a real Chromium. Start with \
+                 [\"open\", url], then [\"snapshot\", \"-i\"] to see refs, then act on refs.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(vec![self.tool.clone()]))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let meta = |key: &str| {
+            context
+                .meta
+                .get(key)
+                .or_else(|| request.meta.as_ref().and_then(|m| m.get(key)))
+                .and_then(|v| v.as_str())
+                .map(str::to_owned)
+        };
+        let ctx = CallContext {
+            request_id: Some(request_id_string(&context.id)),
+            client: context
+                .peer
+                .peer_info()
+                .map(|info| format!("{}/{}", info.client_info.name, info.client_info.version)),
+            protocol_version: context
+                .peer
+                .peer_info()
+                .map(|info| info.protocol_version.to_string()),
+            traceparent: meta("traceparent"),
+            tracestate: meta("tracestate"),
+            cancel: context.ct.clone(),
+        };
+        if request.name != TOOL_NAME {
+            // Unknown tools are a protocol error, but still on the record.
+            return Err(match call::refuse_unknown_tool(&self.server, &ctx) {
+                Ok(()) => ErrorData::invalid_params(
+                    format!("unknown tool; this server has exactly one tool, {TOOL_NAME}"),
+                    None,
+                ),
+                Err(audit_failure) => ErrorData::internal_error(audit_failure, None),
+            });
+        }
+        let reply = call::handle(&self.server, request.arguments.as_ref(), &ctx).await;
+        let is_error = reply.is_error();
+        let value = serde_json::to_value(&reply).map_err(|e| {
+            ErrorData::internal_error(format!("cannot encode the reply: {e}"), None)
+        })?;
+        let result = if is_error {
+            CallToolResult::structured_error(value)
+        } else {
+            CallToolResult::structured(value)
+        };
+        Ok(result.into())
+    }
+}
+
+fn request_id_string(id: &rmcp::model::RequestId) -> String {
+    match id {
+        rmcp::model::NumberOrString::Number(n) => n.to_string(),
+        rmcp::model::NumberOrString::String(s) => s.to_string(),
+    }
+}
