@@ -438,7 +438,7 @@ class Canary:
 
     def settle_after_allowed_call(self, before: list[str], within: float = 10.0) -> list[str]:
         """An allowed call execs the canary once; a moment after its reply, browser-shell spawns the
-        session's standby for its next call (src/standby.rs), which execs it once more. Wait for
+        session's standby for its next call (src/runner/standby.rs), which execs it once more. Wait for
         exactly those two, so a later "nothing was spawned" comparison cannot catch that standby."""
         end = time.monotonic() + within
         while len(self.lines()) < len(before) + 2 and time.monotonic() < end:

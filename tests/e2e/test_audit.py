@@ -63,7 +63,7 @@ def test_an_intent_that_cannot_be_synced_never_reaches_agent_browser(start_serve
     only after the sync. /dev/null takes the write but fails the fdatasync (EINVAL): the process
     that was starting must be killed without ever reading a command, and the call refused. (The
     EINVAL comes back at once, usually before the stand-in even starts; the ordering itself, with a
-    gate held closed while the child runs, is proven in src/exec_tests.rs.)"""
+    gate held closed while the child runs, is proven in src/runner/tests.rs.)"""
     tmp = scratch("bsn")
     canary = make_canary(tmp / "canary")
     # This stand-in also keeps whatever reaches its stdin, one file per process.
@@ -94,7 +94,7 @@ def test_an_intent_that_cannot_be_synced_never_reaches_agent_browser(start_serve
 
 
 def test_an_intent_that_cannot_be_synced_never_reaches_the_sessions_waiting_standby(start_server, scratch) -> None:
-    """A session's later calls take a standby that is already running (src/standby.rs) and write
+    """A session's later calls take a standby that is already running (src/runner/standby.rs) and write
     their intent synced, before the standby gets anything. Here the session has its standby, then
     the log's path is made to fail its syncs (/dev/null bind-mounted over it: the sink takes the
     new file for a rotation and reopens it): the call is refused and the waiting standby, whose
@@ -303,3 +303,21 @@ def test_diagnostics_can_also_go_to_a_rolling_file(start_server, scratch) -> Non
     text = "".join(f.read_text() for f in files)
     assert "browser-shell ready on stdio" in text, text[:500]
     assert "typed-secret-123" not in text
+
+
+def test_the_readmes_verify_command_takes_the_logs_glob_with_its_siblings(binaries: Binaries, server) -> None:
+    """README's `audit verify …/audit.jsonl*` also matches the key, lock and checkpoint beside the
+    log: run through a shell, it must still call a healthy log intact."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert "browser-shell audit verify /var/log/browser-shell/audit.jsonl*" in readme
+    server.ok("glob", ["get", "url"])
+    server.stop()
+    log = server.cfg.audit_log
+    siblings = sorted(p.name for p in log.parent.glob(log.name + ".*"))
+    assert {"audit.jsonl.key", "audit.jsonl.lock"} <= set(siblings), siblings
+    run = subprocess.run(
+        ["bash", "-c", f'"$0" audit verify {log.parent}/{log.name}*', str(binaries.server)],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert run.returncode == 0 and "INTACT" in run.stdout.upper(), run.stdout + run.stderr
+    assert "skipped" in run.stderr and "audit.jsonl.key" in run.stderr, run.stderr

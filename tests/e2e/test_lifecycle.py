@@ -78,7 +78,7 @@ def wait_for(what: str, probe, within: float = 10.0):
 
 def test_a_standby_touches_nothing_until_a_call_gives_it_a_command(start_server, web: harness.WebServer) -> None:
     """After a call, browser-shell spawns the session's next agent-browser ahead of time
-    (src/standby.rs), before that call's intent exists. It must do nothing until a call feeds it:
+    (src/runner/standby.rs), before that call's intent exists. It must do nothing until a call feeds it:
     with the session's daemon gone, no new daemon appears while it waits; the next call is then
     served by it."""
     srv = start_server()
