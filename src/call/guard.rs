@@ -177,7 +177,44 @@ pub(crate) async fn judge(
     executed: &Executed,
     succeeded: bool,
 ) -> GuardVerdict {
-    let verdict = look_after(server, session, guard, executed, succeeded).await;
+    let verdict = 'looked: {
+        if let Termination::Withheld(Withhold::Blocked { page, why }) = &executed.raw.termination {
+            // It looked before the command, which never ran.
+            break 'looked GuardVerdict::Blocked {
+                page: page.clone(),
+                why: format!(
+                    "{why}; the command was not run (the guard looked first: the session's last command had ended unchecked)"
+                ),
+            };
+        }
+        let Some(intent) = executed
+            .intent
+            .as_ref()
+            .filter(|_| guard.is_on() && succeeded)
+        else {
+            break 'looked GuardVerdict::Unchecked;
+        };
+        let page = match guard_read(&executed.raw, guard) {
+            GuardRead::Url(url) => Some(url),
+            // Read mid-navigation: look again once it has settled.
+            GuardRead::Failed => read_page_url(server, intent, session, true).await,
+            GuardRead::NotRun => None,
+        };
+        let Some(page) = page else {
+            // Fail closed: a page whose URL cannot be read is not known to be allowed.
+            break 'looked GuardVerdict::Blocked {
+                page: "an unknown URL".to_owned(),
+                why: "the page URL could not be read after the command".to_owned(),
+            };
+        };
+        match check_page(server, &page).await {
+            Ok(()) => GuardVerdict::Passed,
+            Err(refusal) => GuardVerdict::Blocked {
+                page,
+                why: refusal.message,
+            },
+        }
+    };
     if guard.is_on() {
         let unlooked = verdict == GuardVerdict::Unchecked;
         server
@@ -185,51 +222,6 @@ pub(crate) async fn judge(
             .set_unlooked(session.daemon_name(), unlooked);
     }
     verdict
-}
-
-async fn look_after(
-    server: &Server,
-    session: &SessionId,
-    guard: Guard,
-    executed: &Executed,
-    succeeded: bool,
-) -> GuardVerdict {
-    if let Termination::Withheld(Withhold::Blocked { page, why }) = &executed.raw.termination {
-        // It looked before the command, which never ran.
-        return GuardVerdict::Blocked {
-            page: page.clone(),
-            why: format!(
-                "{why}; the command was not run (the guard looked first: the session's last command had ended unchecked)"
-            ),
-        };
-    }
-    let Some(intent) = executed
-        .intent
-        .as_ref()
-        .filter(|_| guard.is_on() && succeeded)
-    else {
-        return GuardVerdict::Unchecked;
-    };
-    let page = match guard_read(&executed.raw, guard) {
-        GuardRead::Url(url) => Some(url),
-        // Read mid-navigation: look again once it has settled.
-        GuardRead::Failed => read_page_url(server, intent, session, true).await,
-        GuardRead::NotRun => None,
-    };
-    let Some(page) = page else {
-        // Fail closed: a page whose URL cannot be read is not known to be allowed.
-        return GuardVerdict::Blocked {
-            page: "an unknown URL".to_owned(),
-            why: "the page URL could not be read after the command".to_owned(),
-        };
-    };
-    match check_page(server, &page).await {
-        Ok(()) => GuardVerdict::Passed,
-        Err(refusal) => GuardVerdict::Blocked {
-            page,
-            why: refusal.message,
-        },
-    }
 }
 
 /// The page already went where the guard refuses (a browser follows links

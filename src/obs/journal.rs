@@ -36,9 +36,10 @@ impl Journal {
     /// Append a record of a call (deferred durability); copy it into the
     /// call's span.
     pub(crate) fn append(&self, event: audit::Event, span: &ActiveCall) -> Result<(), AuditError> {
-        let sealed = off_the_workers(|| self.sink.append_with(event, audit::Durability::Deferred))?;
-        span.log_audit_event(&sealed.record);
-        Ok(())
+        self.write(span, |sink| {
+            sink.append_with(event, audit::Durability::Deferred)
+                .map(|sealed| (sealed, ()))
+        })
     }
 
     /// Append a record that belongs to no call (a session's lifecycle).
@@ -54,9 +55,7 @@ impl Journal {
         event: audit::Event,
         span: &ActiveCall,
     ) -> Result<IntentSynced, AuditError> {
-        let (sealed, proof) = off_the_workers(|| self.sink.append_intent_synced(event))?;
-        span.log_audit_event(&sealed.record);
-        Ok(proof)
+        self.write(span, |sink| sink.append_intent_synced(event))
     }
 
     /// Append a call's intent; the caller syncs it ([`IntentWritten::sync`])
@@ -66,9 +65,18 @@ impl Journal {
         event: audit::Event,
         span: &ActiveCall,
     ) -> Result<IntentWritten, AuditError> {
-        let (sealed, written) = off_the_workers(|| self.sink.append_intent(event))?;
+        self.write(span, |sink| sink.append_intent(event))
+    }
+
+    /// One blocking write to the log, then its copy into the call's span.
+    fn write<T>(
+        &self,
+        span: &ActiveCall,
+        write: impl FnOnce(&audit::Sink) -> Result<(audit::Sealed, T), AuditError>,
+    ) -> Result<T, AuditError> {
+        let (sealed, value) = off_the_workers(|| write(&self.sink))?;
         span.log_audit_event(&sealed.record);
-        Ok(written)
+        Ok(value)
     }
 
     /// Sync deferred records and refresh the checkpoint now (at exit).

@@ -94,3 +94,63 @@ fn object(value: Value) -> JsonObject {
         _ => JsonObject::new(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::input_schema;
+    use crate::call::request::{MAX_ARG_BYTES, MAX_ARGV_ITEMS, MAX_TIMEOUT_SEC, validate};
+
+    /// Arguments on both sides of every bound the schema advertises.
+    fn cases() -> Vec<Value> {
+        let id = |n: usize| "s".repeat(n);
+        let item = |n: usize| "x".repeat(n);
+        let items = |n: usize| vec![json!("get"); n];
+        vec![
+            json!({"session_id": "u1", "argv": ["get", "url"]}),
+            json!({"session_id": "u1", "argv": ["get", "url"], "timeout_sec": 1}),
+            json!({"session_id": "u1", "argv": ["get"], "timeout_sec": MAX_TIMEOUT_SEC}),
+            json!({"session_id": "u1", "argv": ["get"], "timeout_sec": MAX_TIMEOUT_SEC + 1}),
+            json!({"session_id": "u1", "argv": ["get"], "timeout_sec": 0}),
+            json!({"session_id": "u1", "argv": ["get"], "timeout_sec": 1.5}),
+            json!({"session_id": "u1", "argv": ["get"], "timeout_sec": "30"}),
+            json!({"session_id": id(64), "argv": ["get"]}),
+            json!({"session_id": id(65), "argv": ["get"]}),
+            json!({"session_id": "", "argv": ["get"]}),
+            json!({"session_id": "a b", "argv": ["get"]}),
+            json!({"session_id": "a.b-c_d", "argv": ["get"]}),
+            json!({"session_id": 7, "argv": ["get"]}),
+            json!({"argv": ["get"]}),
+            json!({"session_id": "u1"}),
+            json!({"session_id": "u1", "argv": []}),
+            json!({"session_id": "u1", "argv": items(MAX_ARGV_ITEMS)}),
+            json!({"session_id": "u1", "argv": items(MAX_ARGV_ITEMS + 1)}),
+            json!({"session_id": "u1", "argv": ["fill", "@e1", item(MAX_ARG_BYTES)]}),
+            json!({"session_id": "u1", "argv": ["fill", "@e1", item(MAX_ARG_BYTES + 1)]}),
+            json!({"session_id": "u1", "argv": ["scroll", "down", 300, true]}),
+            json!({"session_id": "u1", "argv": ["get", null]}),
+            json!({"session_id": "u1", "argv": ["get", ["url"]]}),
+            json!({"session_id": "u1", "argv": "get url"}),
+            json!({"session_id": "u1", "argv": ["get"], "shell": "sh"}),
+        ]
+    }
+
+    #[test]
+    fn the_advertised_input_schema_and_the_validator_agree_on_every_bound() {
+        let schema = jsonschema::validator_for(&input_schema()).expect("the schema compiles");
+        for case in cases() {
+            let accepted = validate(case.as_object()).is_ok();
+            assert_eq!(
+                schema.is_valid(&case),
+                accepted,
+                "schema and validator disagree on {}",
+                serde_json::to_string(&case)
+                    .unwrap_or_default()
+                    .chars()
+                    .take(120)
+                    .collect::<String>()
+            );
+        }
+    }
+}

@@ -157,3 +157,16 @@ def test_an_unconfined_daemon_on_a_session_socket_is_never_reused(server, web: h
     assert fresh != rogue
     status = _status(fresh)
     assert status["Seccomp"] == "2" and status["NoNewPrivs"] == "1" and status["CapEff"] == ZERO, status
+
+
+def test_the_npm_node_shim_as_agent_browser_is_refused_at_start_naming_the_native_binary(
+    server_config, agent_browser_bin: Path
+) -> None:
+    """`--agent-browser node_modules/.bin/agent-browser` is a Node script whose interpreter the
+    confinement does not reach: the server must not start, and must say which binary to use."""
+    shim = agent_browser_bin.parent / "agent-browser.js"
+    assert shim.read_bytes().startswith(b"#!"), shim
+    cfg = server_config(tag="bss", agent_browser=shim)
+    run = subprocess.run(cfg.argv(), input="", capture_output=True, text=True, timeout=60, env=cfg.env())
+    assert run.returncode != 0 and run.stdout == "", (run.returncode, run.stdout)
+    assert "agent-browser-linux-musl-" in run.stderr and "Node shim" in run.stderr, run.stderr
