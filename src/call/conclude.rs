@@ -13,6 +13,7 @@ use super::{
     request::Validated,
 };
 use crate::{
+    policy::outputs,
     refusal::{Refusal, Rule},
     runner::{Executed, Termination, Withhold},
     server::Server,
@@ -68,7 +69,9 @@ async fn block(
     // Only a screenshot this call wrote: a withheld command wrote nothing.
     let wrote = !matches!(executed.raw.termination, Termination::Withheld(_));
     let removed = match &planned.output {
-        Some(file) if wrote && std::fs::remove_file(file).is_ok() => "; the screenshot was deleted",
+        Some(target) if wrote && outputs::remove(&server.output_dir, target) => {
+            "; the screenshot was deleted"
+        }
         _ => "",
     };
     Refusal::new(

@@ -4,8 +4,6 @@
 //! screenshot — and the client's cancellation or the server's shutdown
 //! stops it.
 
-use std::path::Path;
-
 use super::{
     context::Call,
     guard::{self, Guard},
@@ -67,8 +65,8 @@ pub(crate) async fn execute(
         // A screenshot's room is made (the oldest files deleted) last: it is
         // the call's first side effect, due only once the intent is durable
         // and the guard let the command run.
-        if let Some(dir) = planned.output.as_ref().and_then(|file| file.parent()) {
-            make_room(server, &request.session, dir).await;
+        if planned.output.is_some() {
+            make_room(server, &request.session).await;
         }
         Ok(intent)
     };
@@ -86,13 +84,13 @@ pub(crate) async fn execute(
 
 /// Delete the oldest screenshots until one more fits the quotas (file I/O,
 /// on a blocking thread).
-async fn make_room(server: &Server, session: &SessionId, dir: &Path) {
-    let (root, dir, quota) = (
+async fn make_room(server: &Server, session: &SessionId) {
+    let (root, name, quota) = (
         server.output_dir.clone(),
-        dir.to_owned(),
+        session.daemon_name().to_owned(),
         server.limits.output_quota,
     );
-    match tokio::task::spawn_blocking(move || outputs::make_room(&root, &dir, &quota)).await {
+    match tokio::task::spawn_blocking(move || outputs::make_room(&root, &name, &quota)).await {
         Ok(0) => {}
         Ok(removed) => tracing::info!(
             removed,

@@ -2,7 +2,7 @@
 //! `open`, the output directory for `screenshot`. The plan is the exact
 //! tokens agent-browser will receive.
 
-use std::{net::IpAddr, path::PathBuf};
+use std::net::IpAddr;
 
 use super::{
     grammar::{self, Slot},
@@ -18,7 +18,7 @@ pub(crate) struct Planned {
     /// The addresses an `open` URL's host was checked against.
     pub(crate) resolved: Vec<IpAddr>,
     /// The file a `screenshot` will write.
-    pub(crate) output: Option<PathBuf>,
+    pub(crate) output: Option<outputs::Target>,
 }
 
 pub(crate) async fn plan(server: &Server, request: &Validated) -> Result<Planned, Refusal> {
@@ -39,11 +39,11 @@ pub(crate) async fn plan(server: &Server, request: &Validated) -> Result<Planned
             planned.resolved = checked.resolved;
         }
         Slot::OutputFile(name) => {
-            let path = outputs::resolve(&server.output_dir, &request.session, name.as_deref())?;
+            let target = outputs::resolve(&server.output_dir, &request.session, name.as_deref())?;
             // Only the check: room is made once the intent is durable.
             outputs::check_room(&server.limits.output_quota)?;
-            planned.tokens.push(path.display().to_string());
-            planned.output = Some(path);
+            planned.tokens.push(target.path.display().to_string());
+            planned.output = Some(target);
         }
     }
     Ok(planned)

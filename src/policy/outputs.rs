@@ -4,19 +4,50 @@
 //! daemon's cwd, and `../` is not checked. So browser-shell always passes an
 //! absolute path it chose or vetted: under `<output-dir>/<daemon-name>/`, with
 //! no `..`, no symlink on the way, and an image extension.
+//!
+//! The confined child can write under the output dir, so it can swap any
+//! directory there for a symlink at any moment. Every file operation the
+//! server does there (creating the session's directories, pruning, deleting
+//! a blocked screenshot) is relative to a directory fd opened with
+//! `O_NOFOLLOW`, from the output root down: a symlink is never followed, and
+//! nothing outside the tree can be reached by a path the child changed.
 
 use std::{
-    fs,
-    os::unix::fs::DirBuilderExt,
+    ffi::OsStr,
+    os::{
+        fd::{AsFd, BorrowedFd, OwnedFd},
+        unix::ffi::OsStrExt,
+    },
     path::{Component, Path, PathBuf},
     sync::atomic::{AtomicU64, Ordering},
     time::{SystemTime, UNIX_EPOCH},
+};
+
+use rustix::{
+    fs::{AtFlags, CWD, Dir, FileType, Mode, OFlags, mkdirat, openat, statat, unlinkat},
+    io::Errno,
 };
 
 use crate::{
     refusal::{Refusal, Rule},
     session_id::SessionId,
 };
+
+/// Directories a screenshot path may have below the session's directory.
+/// Pruning looks no deeper: its walk holds one fd per level, and a deeper
+/// tree (the child can make one) must not exhaust the server's fds.
+const MAX_SUBDIRS: usize = 16;
+
+/// A screenshot's file, as agent-browser is told it and as the server finds
+/// it again.
+#[derive(Debug)]
+pub(crate) struct Target {
+    /// The absolute path agent-browser writes.
+    pub(crate) path: PathBuf,
+    /// The same file relative to the output root (`<daemon-name>/…`), every
+    /// component a plain name.
+    within: PathBuf,
+}
 
 /// Resolve the screenshot target for `session`, creating its directory.
 ///
@@ -26,40 +57,33 @@ pub(crate) fn resolve(
     root: &Path,
     session: &SessionId,
     requested: Option<&str>,
-) -> Result<PathBuf, Refusal> {
+) -> Result<Target, Refusal> {
     let dir = root.join(session.daemon_name());
     let relative = match requested {
         None => PathBuf::from(generated_name()),
         Some(name) => relative_inside(&dir, name)?,
     };
-    let target = dir.join(&relative);
-    let parent = target.parent().unwrap_or(&dir);
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(parent)
-        .map_err(|e| {
-            Refusal::new(
-                Rule::OutputPath,
-                format!("cannot create the output directory: {e}"),
-            )
-        })?;
+    let within = Path::new(session.daemon_name()).join(&relative);
+    let (Some(parent), Some(name)) = (within.parent(), within.file_name()) else {
+        return Err(Refusal::new(Rule::OutputPath, "no file name"));
+    };
+    let unusable = |e: Errno| Refusal::new(Rule::OutputPath, format!("output dir unusable: {e}"));
+    let root_fd = open_dir(CWD, root).map_err(unusable)?;
     // Every component from the root down must be a real directory: a symlink
-    // planted in the output tree must not redirect the write elsewhere.
-    let canonical_root = root
-        .canonicalize()
-        .map_err(|e| Refusal::new(Rule::OutputPath, format!("output dir unusable: {e}")))?;
-    let canonical_parent = parent
-        .canonicalize()
-        .map_err(|e| Refusal::new(Rule::OutputPath, format!("output dir unusable: {e}")))?;
-    if !canonical_parent.starts_with(canonical_root.join(session.daemon_name())) {
-        return Err(Refusal::new(
+    // planted in the output tree must not redirect the write (or the mkdir)
+    // elsewhere.
+    let parent_fd = make_dirs(root_fd.as_fd(), parent).map_err(|e| match e {
+        Errno::LOOP | Errno::NOTDIR => Refusal::new(
             Rule::OutputPath,
             "the output path leaves the session's output directory (symlink?)",
-        ));
-    }
-    match fs::symlink_metadata(&target) {
-        Ok(meta) if !meta.file_type().is_file() => {
+        ),
+        e => Refusal::new(
+            Rule::OutputPath,
+            format!("cannot create the output directory: {e}"),
+        ),
+    })?;
+    match statat(&parent_fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(stat) if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile => {
             return Err(Refusal::new(
                 Rule::OutputPath,
                 "the output path exists and is not a regular file",
@@ -67,7 +91,29 @@ pub(crate) fn resolve(
         }
         _ => {}
     }
-    Ok(canonical_parent.join(target.file_name().unwrap_or_default()))
+    let canonical_root = root
+        .canonicalize()
+        .map_err(|e| Refusal::new(Rule::OutputPath, format!("output dir unusable: {e}")))?;
+    Ok(Target {
+        path: canonical_root.join(&within),
+        within,
+    })
+}
+
+/// Delete a screenshot a call wrote (its page was blocked). Only a regular
+/// file, found without following a symlink; true if it was deleted.
+pub(crate) fn remove(root: &Path, target: &Target) -> bool {
+    let (Some(parent), Some(name)) = (target.within.parent(), target.within.file_name()) else {
+        return false;
+    };
+    let Ok(dir) = open_dir(CWD, root).and_then(|root| open_within(root.as_fd(), parent)) else {
+        return false;
+    };
+    // The name could change between the two calls, but only to something
+    // else in this directory (inside the tree): unlinkat never follows it.
+    statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW)
+        .is_ok_and(|stat| FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile)
+        && unlinkat(&dir, name, AtFlags::empty()).is_ok()
 }
 
 /// Bytes of screenshots a session, and all sessions together, may keep.
@@ -100,52 +146,138 @@ pub(crate) fn check_room(quota: &Quota) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// Make room for one more file in `session_dir` before it is written (on a
-/// quota [`check_room`] accepted): the oldest files go first, in the session
-/// and then across all sessions, until a file of `max_file` bytes fits both
-/// quotas. Returns how many were deleted. The pipeline calls it only once
-/// the call's intent is durable: deleting is a side effect of the call.
-pub(crate) fn make_room(root: &Path, session_dir: &Path, quota: &Quota) -> usize {
+/// Make room for one more file in the session's directory before it is
+/// written (on a quota [`check_room`] accepted): the oldest files go first,
+/// in the session and then across all sessions, until a file of `max_file`
+/// bytes fits both quotas. Returns how many were deleted. The pipeline calls
+/// it only once the call's intent is durable: deleting is a side effect of
+/// the call.
+pub(crate) fn make_room(root: &Path, daemon_name: &str, quota: &Quota) -> usize {
     let per_session = quota.per_session.saturating_sub(quota.max_file);
     let total = quota.total.saturating_sub(quota.max_file);
-    prune(session_dir, per_session) + prune(root, total)
+    let Ok(root) = open_dir(CWD, root) else {
+        return 0;
+    };
+    prune(root.as_fd(), Path::new(daemon_name), per_session)
+        + prune(root.as_fd(), Path::new(""), total)
 }
 
-/// Delete the oldest regular files under `dir` until at most `keep` bytes
-/// remain; returns how many were deleted. Symlinks are neither followed nor
-/// counted.
-fn prune(dir: &Path, keep: u64) -> usize {
+/// A regular file found by [`prune`].
+struct Found {
+    stat: rustix::fs::Stat,
+    /// Its directory, relative to the root.
+    dir: PathBuf,
+    name: std::ffi::CString,
+}
+
+/// Delete the oldest regular files under `start` (relative to `root`) until
+/// at most `keep` bytes remain; returns how many were deleted. Only regular
+/// files count; a symlink is never followed, and nothing deeper than a
+/// screenshot path may go is looked at.
+fn prune(root: BorrowedFd<'_>, start: &Path, keep: u64) -> usize {
     let mut files = Vec::new();
-    let mut stack = vec![dir.to_owned()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = fs::read_dir(&d) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let Ok(meta) = entry.path().symlink_metadata() else {
+    if let Ok(dir) = open_within(root, start).and_then(Dir::new) {
+        let depth = start.components().count();
+        // Depth first, one open directory per level.
+        let mut stack = vec![(dir, start.to_owned())];
+        loop {
+            // The depth of a subdirectory found here, below the root.
+            let level = depth + stack.len();
+            let Some((dir, path)) = stack.last_mut() else {
+                break;
+            };
+            let Some(Ok(entry)) = dir.read() else {
+                stack.pop();
                 continue;
             };
-            if meta.is_dir() {
-                stack.push(entry.path());
-            } else if meta.is_file() {
-                let modified = meta.modified().unwrap_or(UNIX_EPOCH);
-                files.push((modified, meta.len(), entry.path()));
+            let name = entry.file_name();
+            if matches!(name.to_bytes(), b"." | b"..") {
+                continue;
+            }
+            let Ok(fd) = dir.fd() else { continue };
+            let Ok(stat) = statat(fd, name, AtFlags::SYMLINK_NOFOLLOW) else {
+                continue;
+            };
+            match FileType::from_raw_mode(stat.st_mode) {
+                FileType::RegularFile => files.push(Found {
+                    stat,
+                    dir: path.clone(),
+                    name: name.to_owned(),
+                }),
+                FileType::Directory if level <= MAX_SUBDIRS + 1 => {
+                    let child = path.join(OsStr::from_bytes(name.to_bytes()));
+                    if let Ok(sub) = open_dir(fd, name).and_then(Dir::new) {
+                        stack.push((sub, child));
+                    }
+                }
+                _ => {}
             }
         }
     }
-    let mut used: u64 = files.iter().map(|(_, len, _)| len).sum();
-    files.sort();
+    let size = |f: &Found| u64::try_from(f.stat.st_size).unwrap_or(0);
+    let mut used: u64 = files.iter().map(size).sum();
+    files.sort_by_key(|f| (f.stat.st_mtime, f.stat.st_mtime_nsec));
+    let mut open: Option<(PathBuf, OwnedFd)> = None;
     let mut removed = 0;
-    for (_, len, path) in files {
+    for file in files {
         if used <= keep {
             break;
         }
-        if fs::remove_file(&path).is_ok() {
-            used = used.saturating_sub(len);
+        // Opened again from the root, no-follow at every level: the tree
+        // may have changed since the walk.
+        if open.as_ref().is_none_or(|(path, _)| *path != file.dir) {
+            open = open_within(root, &file.dir)
+                .ok()
+                .map(|fd| (file.dir.clone(), fd));
+        }
+        let Some((_, dir)) = &open else { continue };
+        if unlinkat(dir, file.name.as_c_str(), AtFlags::empty()).is_ok() {
+            used = used.saturating_sub(size(&file));
             removed += 1;
         }
     }
     removed
+}
+
+/// Open a directory, failing on a symlink (`ELOOP`) or a non-directory
+/// (`ENOTDIR`).
+fn open_dir<P: rustix::path::Arg>(at: impl AsFd, path: P) -> rustix::io::Result<OwnedFd> {
+    openat(
+        at,
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// Open `path` (plain names only) below `root`, one no-follow level at a time.
+fn open_within(root: BorrowedFd<'_>, path: &Path) -> rustix::io::Result<OwnedFd> {
+    let mut fd = open_dir(root, c".")?;
+    for component in path.components() {
+        let Component::Normal(name) = component else {
+            return Err(Errno::INVAL);
+        };
+        fd = open_dir(&fd, name)?;
+    }
+    Ok(fd)
+}
+
+/// [`open_within`], creating (0700) the directories that are missing.
+fn make_dirs(root: BorrowedFd<'_>, path: &Path) -> rustix::io::Result<OwnedFd> {
+    let mut fd = open_dir(root, c".")?;
+    for component in path.components() {
+        let Component::Normal(name) = component else {
+            return Err(Errno::INVAL);
+        };
+        // mkdirat does not follow a symlink at `name` (EEXIST), and
+        // open_dir refuses one.
+        match mkdirat(&fd, name, Mode::RWXU) {
+            Ok(()) | Err(Errno::EXIST) => {}
+            Err(e) => return Err(e),
+        }
+        fd = open_dir(&fd, name)?;
+    }
+    Ok(fd)
 }
 
 fn relative_inside(dir: &Path, name: &str) -> Result<PathBuf, Refusal> {
@@ -176,6 +308,12 @@ fn relative_inside(dir: &Path, name: &str) -> Result<PathBuf, Refusal> {
             }
         }
     }
+    if clean.components().count() > MAX_SUBDIRS + 1 {
+        return Err(Refusal::new(
+            Rule::OutputPath,
+            format!("output paths may be at most {MAX_SUBDIRS} directories deep"),
+        ));
+    }
     let lower = clean.to_string_lossy().to_ascii_lowercase();
     if !lower.ends_with(".png") {
         return Err(Refusal::new(
@@ -196,110 +334,5 @@ fn generated_name() -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn session(id: &str) -> SessionId {
-        SessionId::parse(id).unwrap()
-    }
-
-    #[test]
-    fn generated_and_named_files_land_in_the_session_dir() {
-        let root = tempfile::tempdir().unwrap();
-        let s = session("u1");
-        let dir = root.path().canonicalize().unwrap().join("u1");
-        let generated = resolve(root.path(), &s, None).unwrap();
-        assert_eq!(generated.parent().unwrap(), dir);
-        assert!(generated.to_string_lossy().ends_with(".png"));
-        assert_eq!(
-            resolve(root.path(), &s, Some("a/b.png")).unwrap(),
-            dir.join("a/b.png")
-        );
-        let abs = root.path().join("u1/c.png");
-        assert_eq!(
-            resolve(root.path(), &s, abs.to_str()).unwrap(),
-            dir.join("c.png")
-        );
-    }
-
-    #[test]
-    fn escapes_are_refused() {
-        let root = tempfile::tempdir().unwrap();
-        let s = session("u1");
-        for bad in [
-            "../x.png",
-            "a/../../x.png",
-            "/etc/x.png",
-            "x.txt",
-            "/tmp/x.png",
-        ] {
-            assert_eq!(
-                resolve(root.path(), &s, Some(bad)).unwrap_err().rule,
-                "output.path",
-                "{bad}"
-            );
-        }
-    }
-
-    #[test]
-    fn a_planted_symlink_cannot_redirect_the_write() {
-        let root = tempfile::tempdir().unwrap();
-        let elsewhere = tempfile::tempdir().unwrap();
-        let s = session("u1");
-        fs::create_dir_all(root.path().join("u1")).unwrap();
-        std::os::unix::fs::symlink(elsewhere.path(), root.path().join("u1/link")).unwrap();
-        std::os::unix::fs::symlink("/etc/passwd", root.path().join("u1/p.png")).unwrap();
-        assert_eq!(
-            resolve(root.path(), &s, Some("link/x.png"))
-                .unwrap_err()
-                .rule,
-            "output.path"
-        );
-        assert_eq!(
-            resolve(root.path(), &s, Some("p.png")).unwrap_err().rule,
-            "output.path"
-        );
-    }
-
-    #[test]
-    fn the_oldest_files_go_first_until_one_more_fits() {
-        let root = tempfile::tempdir().unwrap();
-        let dir = root.path().join("s1");
-        fs::create_dir_all(&dir).unwrap();
-        for i in 0..5 {
-            fs::write(dir.join(format!("{i}.png")), vec![0u8; 100]).unwrap();
-            std::thread::sleep(std::time::Duration::from_millis(15));
-        }
-        let quota = Quota {
-            per_session: 350,
-            total: 10_000,
-            max_file: 100,
-        };
-        check_room(&quota).unwrap();
-        assert_eq!(make_room(root.path(), &dir, &quota), 3);
-        let mut left: Vec<String> = fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
-        left.sort();
-        assert_eq!(left, vec!["3.png", "4.png"]);
-    }
-
-    #[test]
-    fn a_quota_smaller_than_one_file_refuses_before_the_write() {
-        let quota = Quota {
-            per_session: 50,
-            total: 10_000,
-            max_file: 100,
-        };
-        let err = check_room(&quota).unwrap_err();
-        assert_eq!(err.rule, "limits.output_quota");
-    }
-
-    #[test]
-    fn a_dotted_session_id_cannot_climb_out() {
-        let root = tempfile::tempdir().unwrap();
-        let path = resolve(root.path(), &session(".."), None).unwrap();
-        assert!(path.starts_with(root.path().canonicalize().unwrap()));
-    }
-}
+#[path = "outputs_tests.rs"]
+mod tests;

@@ -149,6 +149,11 @@ impl Runner {
         }
         let dir = output_dir.join(daemon_name);
         if dir.starts_with(output_dir) && dir != output_dir {
+            // The child can swap this tree's directories for symlinks. std's
+            // remove_dir_all on Linux is openat/unlinkat with O_NOFOLLOW
+            // (documented as protected against symlink TOCTOU races), and it
+            // unlinks a symlink at `dir` itself; `daemon_name` is one plain
+            // name (checked above) and `output_dir` is the operator's.
             match std::fs::remove_dir_all(&dir) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                     problems.push(format!("output not removed: {e}"));
