@@ -110,10 +110,8 @@ impl Checkpoint {
     /// an fsync of the directory. Without that last one, the rename's
     /// metadata waits in the filesystem journal until the next sync of
     /// anything — usually the next call's intent record, whose `fdatasync`
-    /// then commits it too, on the call's critical path (p95 of such a sync
-    /// 1.37–1.54 ms against 0.99–1.03 ms with it, ext4 on this VM). The
-    /// flusher writes checkpoints in the background, so that is where the
-    /// cost belongs. (A crash before it only brings the previous checkpoint
+    /// then commits it too, on the call's critical path. The flusher writes
+    /// checkpoints in the background, so that is where the cost belongs. (A crash before it only brings the previous checkpoint
     /// back, which makes the check weaker, never wrong.)
     ///
     /// # Errors

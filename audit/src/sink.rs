@@ -480,11 +480,10 @@ impl Inner {
     /// head read back is the file's real head (another process may have
     /// appended) and `fdatasync` — which covers the whole file, whoever
     /// wrote it — has made it durable before the checkpoint vouches for it.
-    /// The checkpoint itself (a temp file, two more syncs and a rename,
-    /// ≈ 1.5 ms here) is written after both locks are released: an append
-    /// that arrived meanwhile used to wait for it too (p95 of an append 20 ms
-    /// apart 1.47–1.51 ms). [`Checkpoint::write_unless_older`] keeps writers
-    /// of several processes apart and the checkpoint from moving back.
+    /// The checkpoint itself (a temp file, two more syncs and a rename) is
+    /// written after both locks are released, so an append that arrives
+    /// meanwhile never waits for it. [`Checkpoint::write_unless_older`] keeps
+    /// writers of several processes apart and the checkpoint from moving back.
     fn flush(&self) -> Result<(), AuditError> {
         let checkpoint = {
             let mut state = self.state.lock().map_err(|_| AuditError::Poisoned)?;

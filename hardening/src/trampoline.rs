@@ -3,8 +3,8 @@
 //! [`crate::confine`] applies the policy between `fork` and `exec`. But a
 //! `fork` write-protects every writable page of the parent until the parent
 //! writes it again, so a large multi-threaded parent — a server — takes one
-//! page fault per page it touches after each spawn: about 90 per call in
-//! browser-shell, 0.15–0.3 ms of its next call on a 2-vCPU VM. A command
+//! page fault per page it touches after each spawn, on its next call's path
+//! (docs/design.md, "The trampoline"). A command
 //! without a `pre_exec` hook is spawned by std with `posix_spawn`
 //! (`CLONE_VM | CLONE_VFORK`), which write-protects nothing.
 //!

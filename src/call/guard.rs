@@ -40,7 +40,7 @@ pub(crate) enum Guard {
     /// `get url` and `open` (`url`, for `open` once the load settled), and
     /// `snapshot` (`origin`, which agent-browser reads right after taking
     /// the snapshot — the same read as `get url`). No second read, which
-    /// would cost a round trip to Chromium (≈ 1.3 ms).
+    /// would cost a round trip to Chromium.
     OwnResult { field: &'static str },
     /// A `get url` is appended to the batch; its entry is not part of the reply.
     Trailing,

@@ -1,8 +1,7 @@
 //! Standby processes: for each live session, one confined agent-browser CLI
 //! spawned ahead of its next call, so that call does not pay for the spawn
 //! (the trampoline's start, its confinement of itself and its exec of
-//! agent-browser: ≈ 2–3 ms here, see `Runner::confined_command`) on its
-//! critical path.
+//! agent-browser) on its critical path (docs/design.md, "Standbys").
 //!
 //! Why a process spawned before its call's intent record is safe: started
 //! with `batch`, agent-browser loads its config and then reads stdin to EOF
@@ -27,7 +26,7 @@ use std::{
 use tokio::{process::Child, sync::Notify};
 
 /// How long a call waits for its session's standby that is being spawned
-/// right now (about 1.5 ms) before it spawns a child of its own.
+/// right now (a spawn takes a few ms) before it spawns a child of its own.
 const SPAWN_WAIT: Duration = Duration::from_millis(20);
 
 /// The ready standby of each session, by daemon name.

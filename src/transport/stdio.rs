@@ -2,7 +2,7 @@
 //!
 //! `tokio::io::stdin()`/`stdout()` hand every read and write to a blocking
 //! thread and wait for it to come back: two thread wake-ups per message each
-//! way, about 0.2 ms of a warm call's overhead on a small VM. An MCP client
+//! way, a visible share of a warm call (docs/benchmarks.md). An MCP client
 //! starts a stdio server with pipes, and a pipe can be polled: then the
 //! runtime reads and writes it directly (`tokio::net::unix::pipe`, which also
 //! makes our end non-blocking). Anything else (a terminal, a file, a socket)

@@ -10,8 +10,8 @@
 //! of stdout, so its answers and rmcp's never interleave within a line.
 //!
 //! Parsed here, once, not framed and parsed again by rmcp: a byte pipe
-//! between the two (and rmcp's own line reader and parser behind it) cost a
-//! warm call about 0.1 ms each way on a small VM.
+//! between the two, with rmcp's own line reader and parser behind it, cost
+//! every warm call a second parse and two hand-offs (docs/design.md, "The wire").
 
 use rmcp::{
     RoleServer,
