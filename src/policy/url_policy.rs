@@ -184,21 +184,8 @@ impl UrlPolicy {
         }
         let open = file.open;
         let defaults = Self::default();
-        let allow_schemes = match open.allow_schemes {
-            None => defaults.allow_schemes,
-            Some(schemes) => {
-                let schemes: Vec<String> = schemes.iter().map(|s| s.to_ascii_lowercase()).collect();
-                if let Some(bad) = schemes
-                    .iter()
-                    .find(|s| !SUPPORTED_SCHEMES.contains(&s.as_str()))
-                {
-                    return Err(invalid(format!(
-                        "open.allow_schemes: {bad:?} cannot be allowed (only http and https)"
-                    )));
-                }
-                schemes
-            }
-        };
+        let allow_schemes =
+            schemes(open.allow_schemes, defaults.allow_schemes).map_err(&invalid)?;
         let hosts =
             |key: &str, list: Option<Vec<String>>| -> Result<Option<Vec<String>>, PolicyError> {
                 list.map(|items| {
@@ -226,20 +213,8 @@ impl UrlPolicy {
                     .collect()
             });
         let deny_hosts = hosts("deny_hosts", open.deny_hosts)?.unwrap_or_default();
-        let allow_private_cidrs = open
-            .allow_private_cidrs
-            .unwrap_or_default()
-            .iter()
-            .map(|c| {
-                c.parse::<IpNet>()
-                    .or_else(|_| c.parse::<IpAddr>().map(IpNet::from))
-                    .map_err(|e| {
-                        invalid(format!(
-                            "open.allow_private_cidrs: {c:?} is not a CIDR: {e}"
-                        ))
-                    })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let allow_private_cidrs =
+            cidrs(open.allow_private_cidrs.unwrap_or_default()).map_err(&invalid)?;
         let dns_timeout = match open.dns_timeout_ms {
             None => defaults.dns_timeout,
             Some(ms @ 1..=30_000) => Duration::from_millis(ms),
@@ -380,6 +355,35 @@ impl UrlPolicy {
 
 /// A host as compared with the lists: WHATWG-normalized (lowercase,
 /// punycode, dotted-quad IPv4, bracket-free IPv6), without a trailing dot.
+/// `open.allow_schemes`, lowercased; only schemes a page can be checked for.
+fn schemes(listed: Option<Vec<String>>, default: Vec<String>) -> Result<Vec<String>, String> {
+    let Some(listed) = listed else {
+        return Ok(default);
+    };
+    let schemes: Vec<String> = listed.iter().map(|s| s.to_ascii_lowercase()).collect();
+    match schemes
+        .iter()
+        .find(|s| !SUPPORTED_SCHEMES.contains(&s.as_str()))
+    {
+        Some(bad) => Err(format!(
+            "open.allow_schemes: {bad:?} cannot be allowed (only http and https)"
+        )),
+        None => Ok(schemes),
+    }
+}
+
+/// `open.allow_private_cidrs`: CIDRs, or single addresses.
+fn cidrs(listed: Vec<String>) -> Result<Vec<IpNet>, String> {
+    listed
+        .iter()
+        .map(|c| {
+            c.parse::<IpNet>()
+                .or_else(|_| c.parse::<IpAddr>().map(IpNet::from))
+                .map_err(|e| format!("open.allow_private_cidrs: {c:?} is not a CIDR: {e}"))
+        })
+        .collect()
+}
+
 fn host_key(host: &Host<&str>) -> String {
     match host {
         Host::Domain(d) => d.trim_end_matches('.').to_owned(),

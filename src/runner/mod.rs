@@ -317,6 +317,31 @@ impl Runner {
             () = tokio::time::sleep(bounds.timeout) => Termination::TimedOut,
             () = bounds.cancel.cancelled() => Termination::Cancelled,
         };
+        self.stop_leftovers(session, &termination, pid, &mut child, fed.into_inner())
+            .await;
+        let out = join_capture(out_task).await;
+        let err = join_capture(err_task).await;
+        // The trampoline refused: agent-browser never started.
+        let termination = match termination {
+            Termination::Exited(code) => hardening::trampoline::failure(Some(code), &err.kept)
+                .map_or(Termination::Exited(code), Termination::SpawnFailed),
+            other => other,
+        };
+        finish(termination, out, err)
+    }
+
+    /// A child stopped before its end is killed with its process group; a
+    /// command it had already handed to the session's daemon is stopped there
+    /// too, or the daemon would hold the session for the rest of it (the next
+    /// call respawns it, on the same pinned tab).
+    async fn stop_leftovers(
+        &self,
+        session: &SessionId,
+        termination: &Termination,
+        pid: Option<u32>,
+        child: &mut tokio::process::Child,
+        fed: bool,
+    ) {
         let stopped_early = matches!(
             termination,
             Termination::TimedOut | Termination::Cancelled | Termination::Withheld(_)
@@ -327,23 +352,9 @@ impl Runner {
             }
             let _ = child.kill().await;
         }
-        if matches!(termination, Termination::TimedOut | Termination::Cancelled)
-            && fed.load(std::sync::atomic::Ordering::SeqCst)
-        {
-            // The daemon keeps running the command the CLI sent it and would
-            // hold the session for the rest of it; stop it too. The next call
-            // respawns it, and the session keeps its pinned tab.
+        if matches!(termination, Termination::TimedOut | Termination::Cancelled) && fed {
             self.stop_daemon(session).await;
         }
-        let out = join_capture(out_task).await;
-        let err = join_capture(err_task).await;
-        // The trampoline refused: agent-browser never started.
-        let termination = match termination {
-            Termination::Exited(code) => hardening::trampoline::failure(Some(code), &err.kept)
-                .map_or(Termination::Exited(code), Termination::SpawnFailed),
-            other => other,
-        };
-        finish(termination, out, err)
     }
 
     /// The state dir (parent of HOME and the socket dir).
