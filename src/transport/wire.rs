@@ -53,7 +53,7 @@ const ANSWER_QUEUE: usize = 16;
 /// whenever it could be read, but an id of up to 1 MiB in every answer lets
 /// a client make the server hold (and write) a megabyte per malformed line:
 /// a longer id is treated as one that could not be read, and answered with
-/// id `null`. The audit record still has it.
+/// id `null`. The audit record still has it (capped, with its digest).
 pub(crate) const MAX_ECHOED_ID_BYTES: usize = 256;
 
 /// Parsed messages waiting for rmcp before the wire stops reading stdin
