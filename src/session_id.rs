@@ -1,10 +1,12 @@
 //! Session ids as the agent names them, and the daemon names agent-browser sees.
 //!
 //! The tool accepts `^[a-zA-Z0-9._-]{1,64}$`; agent-browser accepts only
-//! `[A-Za-z0-9_-]`. Ids without a dot are passed through unchanged (readable in
-//! `ps` and in the socket dir). An id with a dot maps to `_` + hex(SHA-256(id)):
+//! `[A-Za-z0-9_-]`, and the name is an argv item (`--session <name>`), where a
+//! leading `-` (`-h`, `--version`) would be read as a flag. Safe names — no
+//! dot, first character `[A-Za-z0-9_]` — are passed through unchanged (readable
+//! in `ps` and in the socket dir). Any other id maps to `_` + hex(SHA-256(id)):
 //! 65 characters, so it can never equal a pass-through id (at most 64), and two
-//! distinct dotted ids collide only if SHA-256 does. Two distinct session ids
+//! distinct mapped ids collide only if SHA-256 does. Two distinct session ids
 //! therefore never share a daemon. The daemon name is also the per-session
 //! output directory name, which is why `..` as a session id is harmless.
 
@@ -43,7 +45,7 @@ impl SessionId {
                 format!("session_id may contain only A-Z a-z 0-9 . _ - (found {bad:?})"),
             ));
         }
-        let daemon_name = if id.contains('.') {
+        let daemon_name = if !is_safe_name(id) {
             let digest = Sha256::digest(id.as_bytes());
             let mut name = String::with_capacity(65);
             name.push('_');
@@ -71,7 +73,13 @@ impl SessionId {
     }
 }
 
-/// Longest daemon name [`SessionId::parse`] can produce (a hashed dotted id).
+/// Can a valid id be its own daemon name? Only if no dot (agent-browser's
+/// alphabet) and no leading `-` (no agent token may read as a flag in argv).
+fn is_safe_name(id: &str) -> bool {
+    id.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_') && !id.contains('.')
+}
+
+/// Longest daemon name [`SessionId::parse`] can produce (a hashed id).
 pub(crate) const MAX_DAEMON_NAME_LEN: usize = 65;
 
 /// Could `name` be a daemon name [`SessionId::parse`] produced? Names read
@@ -108,6 +116,26 @@ mod tests {
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '_')
         );
+    }
+
+    #[test]
+    fn ids_that_read_as_flags_never_reach_argv() {
+        let ids = ["-h", "--help", "-V", "--version", "-x", "-", "--"];
+        let names: Vec<String> = ids
+            .iter()
+            .map(|id| SessionId::parse(id).unwrap().daemon_name().to_owned())
+            .collect();
+        for (id, name) in ids.iter().zip(&names) {
+            assert!(!name.starts_with('-'), "{id:?} -> {name:?}");
+            assert_eq!(name.len(), MAX_DAEMON_NAME_LEN, "{id:?}");
+            assert!(is_daemon_name(name), "{id:?}");
+            assert_eq!(SessionId::parse(id).unwrap().as_str(), *id);
+        }
+        let distinct: std::collections::HashSet<_> = names.iter().collect();
+        assert_eq!(distinct.len(), names.len());
+        // A hyphen after the first character is harmless and stays readable.
+        assert_eq!(SessionId::parse("a-b").unwrap().daemon_name(), "a-b");
+        assert_eq!(SessionId::parse("_a").unwrap().daemon_name(), "_a");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! denials by rule, latency percentiles — as a table, JSON, a self-contained
 //! HTML page, or OCSF events.
 
-use std::{collections::BTreeMap, fmt::Write as _, path::PathBuf};
+use std::{borrow::Cow, collections::BTreeMap, fmt::Write as _, path::PathBuf};
 
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -79,6 +79,41 @@ pub fn load(files: &[PathBuf]) -> std::io::Result<Vec<Value>> {
         }
     }
     Ok(records)
+}
+
+/// `text` safe to print on a terminal or in a page a reviewer reads: line
+/// breaks, other C0/C1 controls (terminal escapes), and the Unicode line
+/// separators and bidi controls become `\n`, `\r`, `\t` or `\u{…}`, and
+/// `\` becomes `\\`, so no value can start a line of its own (a forged row
+/// or session header) or reorder what is shown, and the escape is
+/// unambiguous.
+pub fn printable(text: &str) -> Cow<'_, str> {
+    let needs = |c: char| {
+        c == '\\'
+            || c.is_control()
+            || matches!(
+                c,
+                '\u{2028}' | '\u{2029}' | '\u{061c}' | '\u{200e}' | '\u{200f}'
+            )
+            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !text.contains(needs) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\\' => out.push_str("\\\\"),
+            c if needs(c) => {
+                let _ = write!(out, "\\u{{{:04x}}}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
 }
 
 fn text(record: &Value, key: &str) -> Option<String> {
@@ -167,7 +202,7 @@ pub fn build(records: &[Value], filter: &Filter) -> Report {
 }
 
 impl Report {
-    /// A plain-text report.
+    /// A plain-text report; every value from the log through [`printable`].
     pub fn to_table(&self) -> String {
         let mut out = String::new();
         let ms = |d: Option<f64>| d.map_or_else(|| "-".into(), |d| format!("{d:.1}"));
@@ -176,9 +211,9 @@ impl Report {
                 out,
                 "session {}",
                 if session.is_empty() {
-                    "(none)"
+                    Cow::Borrowed("(none)")
                 } else {
-                    session
+                    printable(session)
                 }
             );
             let _ = writeln!(
@@ -195,12 +230,13 @@ impl Report {
                 let exit = c.exit_code.map_or_else(|| "-".into(), |e| e.to_string());
                 let _ = writeln!(
                     out,
-                    "  {:<32} {:<12} {:<8} {:>10} {:>5}  {detail}",
-                    c.time,
-                    c.subcommand,
-                    c.verdict,
+                    "  {:<32} {:<12} {:<8} {:>10} {:>5}  {}",
+                    printable(&c.time),
+                    printable(&c.subcommand),
+                    printable(&c.verdict),
                     ms(c.duration_ms),
-                    exit
+                    exit,
+                    printable(&detail),
                 );
             }
         }
@@ -223,7 +259,8 @@ impl Report {
     /// One self-contained HTML page (inline CSS, no scripts, no fetches).
     pub fn to_html(&self) -> String {
         let esc = |s: &str| {
-            s.replace('&', "&amp;")
+            printable(s)
+                .replace('&', "&amp;")
                 .replace('<', "&lt;")
                 .replace('>', "&gt;")
                 .replace('"', "&quot;")
@@ -285,7 +322,7 @@ impl Report {
 /// `key=value key=value …`.
 fn pairs(map: &BTreeMap<String, u64>) -> String {
     map.iter()
-        .map(|(k, v)| format!("{k}={v}"))
+        .map(|(k, v)| format!("{}={v}", printable(k)))
         .collect::<Vec<_>>()
         .join(" ")
 }
@@ -341,4 +378,66 @@ pub fn ocsf(record: &Value) -> Value {
         "trace": {"uid": text(record, "trace_id"), "span": {"uid": text(record, "span_id")}},
         "unmapped": record,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn forged() -> Vec<Value> {
+        vec![json!({
+            "phase": "denied",
+            "time": "2025-01-01T00:00:00Z",
+            "session_id": "s1",
+            "call_id": "c1",
+            "argv": ["x\nsession forged\n  2025-01-01T00:00:00Z  open  allowed  1.0  0  ok\r\t\u{1b}[2J\u{202e}z\\n"],
+            "verdict": "denied",
+            "rule": "subcommand.denied\nsession evil",
+        })]
+    }
+
+    #[test]
+    fn a_forged_argv_renders_as_one_escaped_row() {
+        let table = build(&forged(), &Filter::default()).to_table();
+        let rows: Vec<&str> = table.lines().filter(|l| l.starts_with("  2025")).collect();
+        assert_eq!(rows.len(), 1, "{table}");
+        assert_eq!(
+            table.lines().filter(|l| l.starts_with("session ")).count(),
+            1,
+            "{table}"
+        );
+        assert!(rows[0].contains(
+            "x\\nsession forged\\n  2025-01-01T00:00:00Z  open  allowed  1.0  0  ok\\r\\t\\u{001b}[2J\\u{202e}z\\\\n"
+        ));
+        assert!(
+            rows[0].ends_with("subcommand.denied\\nsession evil"),
+            "{table}"
+        );
+        assert!(table.contains("denials by rule: subcommand.denied\\nsession evil=1"));
+        assert!(!table.contains('\r') && !table.contains('\u{1b}') && !table.contains('\u{202e}'));
+    }
+
+    #[test]
+    fn html_shows_controls_escaped_too() {
+        let html = build(&forged(), &Filter::default()).to_html();
+        assert!(html.contains("x\\nsession forged"));
+        assert!(!html.contains('\u{202e}') && !html.contains('\u{1b}'));
+    }
+
+    #[test]
+    fn printable_leaves_ordinary_text_alone_and_escapes_every_control() {
+        assert!(matches!(printable("open é 日本"), Cow::Borrowed(_)));
+        for (c, shown) in [
+            ('\u{0}', "\\u{0000}"),
+            ('\u{7f}', "\\u{007f}"),
+            ('\u{85}', "\\u{0085}"),
+            ('\u{9b}', "\\u{009b}"),
+            ('\u{2028}', "\\u{2028}"),
+            ('\u{202a}', "\\u{202a}"),
+            ('\u{2066}', "\\u{2066}"),
+            ('\u{2069}', "\\u{2069}"),
+        ] {
+            assert_eq!(printable(&format!("a{c}b")), format!("a{shown}b"));
+        }
+    }
 }

@@ -9,6 +9,7 @@ use super::{
     context::Call,
     guard::{self, GuardVerdict},
     plan::Planned,
+    record,
     reply::Reply,
     request::Validated,
 };
@@ -131,11 +132,12 @@ pub(crate) fn record_outcome(
     done.confinement = Some(confinement);
     done.outcome = Some(outcome);
     if let Termination::SpawnFailed(why) = &executed.raw.termination {
-        done.reason = Some(why.clone());
+        done.reason = Some(record::capped(why, record::MAX_RECORDED_REASON_BYTES).into_owned());
     }
     if let Some(refusal) = blocked {
         done.rule = Some(refusal.rule.id().to_owned());
-        done.reason = Some(refusal.message.clone());
+        done.reason =
+            Some(record::capped(&refusal.message, record::MAX_RECORDED_REASON_BYTES).into_owned());
     }
     done.exit_code = Some(reply.exit_code);
     done.duration_ms = Some(call.millis());

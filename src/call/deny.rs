@@ -6,7 +6,7 @@ use audit::Verdict as Decided;
 
 use super::{
     context::{Call, CallContext},
-    record::redact_argv,
+    record::{MAX_RECORDED_REASON_BYTES, capped, refused_argv},
     reply::Reply,
     span::{self, Verdict},
 };
@@ -31,11 +31,11 @@ pub(crate) fn refuse(
     let session_id = session.map_or("", SessionId::as_str);
     let subcommand = argv.and_then(|a| a.first().cloned());
     let mut event = call.record.event(audit::Phase::Denied, session);
-    event.argv = argv.map(|argv| redact_argv(&server.redactor, argv));
+    event.argv = argv.map(|argv| refused_argv(&server.redactor, argv));
     event.argv_mac = argv.map(|argv| server.redactor.argv_mac(argv));
     event.verdict = Some(Decided::Denied);
     event.rule = Some(refusal.rule.id().to_owned());
-    event.reason = Some(refusal.message.clone());
+    event.reason = Some(capped(&refusal.message, MAX_RECORDED_REASON_BYTES).into_owned());
     event.exit_code = Some(exit_code::REFUSED);
     event.duration_ms = Some(call.millis());
     match server.journal.append(event, call.span) {
@@ -100,7 +100,7 @@ pub(crate) fn record_protocol_fault(
     event.tool = None;
     event.verdict = Some(Decided::Denied);
     event.rule = Some(rule.id().to_owned());
-    event.reason = Some(message.to_owned());
+    event.reason = Some(capped(message, MAX_RECORDED_REASON_BYTES).into_owned());
     if let Err(e) = server.journal.append(event, call.span) {
         tracing::error!(error = %e, "audit record of a malformed message not written");
     }

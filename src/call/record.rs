@@ -1,10 +1,52 @@
 //! What the audit log says about a call: its identity across records, its
 //! argv with secrets redacted, and the confinement it ran under.
+//!
+//! What a client sends is stored capped ([`capped`]): a refusal costs the
+//! client nothing, and records of megabytes each would rotate older evidence
+//! out of the log within a few hundred calls.
+
+use std::borrow::Cow;
 
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
 use super::context::CallContext;
 use crate::{TOOL_NAME, obs::journal::new_call_id, session_id::SessionId};
+
+/// Most bytes of a request id or client name a record stores.
+pub(crate) const MAX_RECORDED_ID_BYTES: usize = 256;
+/// Most bytes of one argv item a refusal's record stores (the contract
+/// allows 4096 per item, 32 items).
+pub(crate) const MAX_RECORDED_ARG_BYTES: usize = 512;
+/// Most bytes of a reason a record stores (a refusal may quote an argv item,
+/// a blocked navigation the page's URL).
+pub(crate) const MAX_RECORDED_REASON_BYTES: usize = 1024;
+
+/// `value` if it is at most `max` bytes; else its first `max` bytes (at a
+/// character boundary) then `…[<len> bytes, sha256:<hex>]`, the digest of
+/// the whole value. A capped value is always longer than `max`, so it can
+/// never be mistaken for one stored whole.
+pub(crate) fn capped(value: &str, max: usize) -> Cow<'_, str> {
+    if value.len() <= max {
+        return Cow::Borrowed(value);
+    }
+    let mut end = max;
+    while !value.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut out = String::with_capacity(end + 100);
+    out.push_str(&value[..end]);
+    out.push_str(&format!("…[{} bytes, sha256:", value.len()));
+    for byte in Sha256::digest(value.as_bytes()) {
+        out.push_str(&format!("{byte:02x}"));
+    }
+    out.push(']');
+    Cow::Owned(out)
+}
+
+fn capped_owned(value: Option<&String>, max: usize) -> Option<String> {
+    value.map(|v| capped(v, max).into_owned())
+}
 
 /// Identity of one call across its audit records.
 #[derive(Debug, Clone)]
@@ -24,8 +66,8 @@ impl CallRecord {
     ) -> Self {
         Self {
             call_id: new_call_id(),
-            request_id: ctx.request_id.clone(),
-            client: ctx.client.clone(),
+            request_id: capped_owned(ctx.request_id.as_ref(), MAX_RECORDED_ID_BYTES),
+            client: capped_owned(ctx.client.as_ref(), MAX_RECORDED_ID_BYTES),
             trace_id,
             span_id,
         }
@@ -66,6 +108,21 @@ pub(super) fn redact_argv(redactor: &audit::Redactor, argv: &[String]) -> Vec<Va
             } else {
                 Value::String(arg.clone())
             }
+        })
+        .collect()
+}
+
+/// A refused argv as its record stores it: redacted, then each item capped
+/// (the digest is of the redacted item, so it reveals no secret the
+/// redaction removed). `argv_mac` still covers the whole argv.
+pub(super) fn refused_argv(redactor: &audit::Redactor, argv: &[String]) -> Vec<Value> {
+    redact_argv(redactor, argv)
+        .into_iter()
+        .map(|item| match item {
+            Value::String(s) if s.len() > MAX_RECORDED_ARG_BYTES => {
+                Value::String(capped(&s, MAX_RECORDED_ARG_BYTES).into_owned())
+            }
+            other => other,
         })
         .collect()
 }
@@ -127,6 +184,70 @@ mod tests {
         assert_eq!(redacted[1], "https://***@h.test/x?token=***&q=1");
         let redacted = redact_argv(&r, &argv(&["wait", "--url", "https://h.test/?sig=abc"]));
         assert_eq!(redacted[2], "https://h.test/?sig=***");
+    }
+
+    /// The record `event` becomes in a real log, as its line.
+    fn sealed(event: audit::Event) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let sink = audit::Sink::open(&path, None, None).unwrap();
+        sink.append(event).unwrap();
+        std::fs::read_to_string(&path).unwrap()
+    }
+
+    fn sha256_hex(value: &str) -> String {
+        Sha256::digest(value.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    #[test]
+    fn a_megabyte_request_id_makes_a_small_record_with_its_digest() {
+        let id = "r".repeat(1024 * 1024);
+        let client = "c".repeat(1024 * 1024);
+        let ctx = CallContext {
+            request_id: Some(id.clone()),
+            client: Some(client.clone()),
+            ..CallContext::default()
+        };
+        let event = CallRecord::new(&ctx, None, None).event(audit::Phase::Denied, None);
+        let line = sealed(event);
+        assert!(line.len() < 4096, "a record of {} bytes", line.len());
+        let record: Value = serde_json::from_str(&line).unwrap();
+        let stored = record["request_id"].as_str().unwrap();
+        assert!(stored.starts_with(&"r".repeat(MAX_RECORDED_ID_BYTES)));
+        assert!(stored.ends_with(&format!("…[1048576 bytes, sha256:{}]", sha256_hex(&id))));
+        let stored = record["client"].as_str().unwrap();
+        assert!(stored.ends_with(&format!("sha256:{}]", sha256_hex(&client))));
+    }
+
+    #[test]
+    fn a_refused_argv_is_capped_item_by_item() {
+        let r = redactor();
+        let big = "#".repeat(crate::call::request::MAX_ARG_BYTES);
+        let mut items = vec!["click".to_owned()];
+        items.resize(crate::call::request::MAX_ARGV_ITEMS, big.clone());
+        let stored = refused_argv(&r, &items);
+        assert_eq!(stored[0], "click");
+        let total = serde_json::to_string(&stored).unwrap().len();
+        assert!(total < 32 * 1024, "{total} bytes of argv");
+        let item = stored[1].as_str().unwrap();
+        assert!(item.len() > MAX_RECORDED_ARG_BYTES);
+        assert!(item.ends_with(&format!("sha256:{}]", sha256_hex(&big))));
+        // Short items, and redacted text, are stored as before.
+        let fill = refused_argv(&r, &argv(&["fill", "#q", &big]));
+        assert_eq!(fill, redact_argv(&r, &argv(&["fill", "#q", &big])));
+    }
+
+    #[test]
+    fn capping_cuts_at_a_character_boundary_and_is_never_ambiguous() {
+        assert!(matches!(capped("short", 8), Cow::Borrowed("short")));
+        assert_eq!(capped("12345678", 8), "12345678");
+        let value = "é".repeat(10);
+        let cut = capped(&value, 9);
+        assert!(cut.starts_with("éééé…["), "{cut}");
+        assert!(cut.len() > 9);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! the call ended (redacted: the error text only through the redactor, and
 //! only its first line).
 
-use super::{context::CallContext, reply::Reply};
+use super::{context::CallContext, record, reply::Reply};
 use crate::{
     obs::telemetry::{ActiveCall, CallMeta, CallOutcome},
     refusal::Rule,
@@ -26,8 +26,12 @@ pub(crate) enum Verdict {
 }
 
 pub(crate) fn start(server: &Server, ctx: &CallContext, session_id: Option<&str>) -> ActiveCall {
+    let request_id = ctx
+        .request_id
+        .as_deref()
+        .map(|id| record::capped(id, record::MAX_RECORDED_ID_BYTES));
     server.journal.telemetry().start_call(&CallMeta {
-        request_id: ctx.request_id.as_deref(),
+        request_id: request_id.as_deref(),
         traceparent: ctx.traceparent.as_deref(),
         tracestate: ctx.tracestate.as_deref(),
         protocol_version: ctx.protocol_version.as_deref(),

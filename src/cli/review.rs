@@ -106,6 +106,14 @@ fn beside(files: &[PathBuf], suffix: &str) -> Option<PathBuf> {
 
 /// Run `audit verify`; returns whether the log is intact.
 pub(super) fn verify(args: &VerifyArgs) -> anyhow::Result<bool> {
+    verify_to(args, &mut std::io::stdout().lock())
+}
+
+/// `audit verify`, written to `out`. What comes from the log (a tampered
+/// one above all) is printed through [`audit::report::printable`], so it
+/// cannot forge a line of the verdict.
+fn verify_to(args: &VerifyArgs, out: &mut impl Write) -> anyhow::Result<bool> {
+    use audit::report::printable;
     let files = ordered(&args.files)?;
     let checkpoint = args
         .checkpoint
@@ -120,7 +128,6 @@ pub(super) fn verify(args: &VerifyArgs) -> anyhow::Result<bool> {
         .transpose()?;
     let pair = checkpoint.as_deref().zip(key.as_ref());
     let v = audit::verify(&files, pair)?;
-    let mut out = std::io::stdout().lock();
     let range = v
         .seq_range
         .map_or_else(|| "-".into(), |(a, b)| format!("{a}..{b}"));
@@ -140,7 +147,8 @@ pub(super) fn verify(args: &VerifyArgs) -> anyhow::Result<bool> {
         None => writeln!(out, "chain: intact")?,
         Some(b) => writeln!(
             out,
-            "chain: BROKEN at {b}{}",
+            "chain: BROKEN at {}{}",
+            printable(&b.to_string()),
             if v.further_problems > 0 {
                 format!(" (+{} further problems)", v.further_problems)
             } else {
@@ -152,12 +160,16 @@ pub(super) fn verify(args: &VerifyArgs) -> anyhow::Result<bool> {
         writeln!(out, "torn lines: none")?;
     } else {
         for at in &v.torn {
-            writeln!(out, "torn line (a record cut short by a crash): {at}")?;
+            writeln!(
+                out,
+                "torn line (a record cut short by a crash): {}",
+                printable(&at.to_string())
+            )?;
         }
     }
     match (&v.checkpoint, &checkpoint, &key_path) {
-        (Some(Ok(msg)), _, _) => writeln!(out, "checkpoint: ok, {msg}")?,
-        (Some(Err(msg)), _, _) => writeln!(out, "checkpoint: FAILED, {msg}")?,
+        (Some(Ok(msg)), _, _) => writeln!(out, "checkpoint: ok, {}", printable(msg))?,
+        (Some(Err(msg)), _, _) => writeln!(out, "checkpoint: FAILED, {}", printable(msg))?,
         (None, Some(cp), None) => writeln!(
             out,
             "checkpoint: {} not checked (no key given: --key)",
@@ -177,10 +189,10 @@ pub(super) fn verify(args: &VerifyArgs) -> anyhow::Result<bool> {
         writeln!(
             out,
             "  {} seq {} call {} session {}",
-            d.at,
+            printable(&d.at.to_string()),
             d.seq,
-            d.call_id,
-            d.session_id.as_deref().unwrap_or("-")
+            printable(&d.call_id),
+            printable(d.session_id.as_deref().unwrap_or("-"))
         )?;
     }
     writeln!(
@@ -307,7 +319,7 @@ pub(super) fn policy_explain(args: &PolicyExplainArgs) -> anyhow::Result<bool> {
 mod tests {
     use std::path::PathBuf;
 
-    use super::logs_only;
+    use super::{VerifyArgs, logs_only, verify_to};
 
     #[test]
     fn a_glob_of_the_log_keeps_the_logs_and_skips_their_siblings() {
@@ -331,5 +343,33 @@ mod tests {
     fn a_log_named_like_a_sibling_is_kept_when_no_log_is_beside_it() {
         let files = vec![PathBuf::from("/nonexistent/evidence.key")];
         assert_eq!(logs_only(&files).0, files);
+    }
+
+    #[test]
+    fn a_tampered_log_cannot_forge_lines_of_the_verdict() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("audit.jsonl");
+        let sink = audit::Sink::open(&log, None, None).unwrap();
+        sink.append(audit::Event::new(audit::Phase::Denied, "c1"))
+            .unwrap();
+        drop(sink);
+        let text = std::fs::read_to_string(&log).unwrap();
+        let mut record: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+        record["hash"] = "x\nchain: intact\nresult: INTACT".into();
+        std::fs::write(&log, format!("{record}\n")).unwrap();
+        let args = VerifyArgs {
+            files: vec![log],
+            checkpoint: None,
+            key: None,
+        };
+        let mut out = Vec::new();
+        assert!(!verify_to(&args, &mut out).unwrap());
+        let out = String::from_utf8(out).unwrap();
+        assert!(!out.lines().any(|l| l == "result: INTACT"), "{out}");
+        assert!(!out.lines().any(|l| l == "chain: intact"), "{out}");
+        assert!(
+            out.contains("found x\\nchain: intact\\nresult: INTACT"),
+            "{out}"
+        );
     }
 }

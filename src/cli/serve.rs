@@ -50,11 +50,10 @@ async fn run(server: Arc<Server>, grace: Duration) -> anyhow::Result<()> {
     // The wire frames, bounds and parses messages, answers malformed ones
     // itself, is rmcp's transport and stdout's only writer.
     let (transport, ends) = wire::Wire::new();
-    let (answers_tx, answers_rx) = tokio::sync::mpsc::unbounded_channel();
     let input = tokio::spawn(wire::pump_input(
         stdio::input(),
         ends.to_server,
-        answers_tx,
+        ends.answers_tx,
         {
             let server = Arc::clone(&server);
             move |fault: &wire::Fault| {
@@ -65,7 +64,7 @@ async fn run(server: Arc<Server>, grace: Duration) -> anyhow::Result<()> {
     ));
     let output = tokio::spawn(wire::pump_output(
         ends.from_server,
-        answers_rx,
+        ends.answers_rx,
         stdio::output(),
     ));
     server.adopt_orphans().await;

@@ -44,6 +44,18 @@ pub(crate) struct Fault {
 /// a client that stops reading holds rmcp up instead of filling memory.
 const OUTPUT_QUEUE: usize = 64;
 
+/// The wire's own answers queued for stdout before it stops reading stdin:
+/// a client that sends malformed lines and stops reading holds the input up
+/// instead of filling memory.
+const ANSWER_QUEUE: usize = 16;
+
+/// Longest request id the wire's answers echo. JSON-RPC wants the id echoed
+/// whenever it could be read, but an id of up to 1 MiB in every answer lets
+/// a client make the server hold (and write) a megabyte per malformed line:
+/// a longer id is treated as one that could not be read, and answered with
+/// id `null`. The audit record still has it (capped, with its digest).
+pub(crate) const MAX_ECHOED_ID_BYTES: usize = 256;
+
 /// Parsed messages waiting for rmcp before the wire stops reading stdin
 /// (each may be up to [`MAX_MESSAGE_BYTES`]). rmcp takes each one as soon as
 /// it arrives and answers it on a task of its own: this is a hand-off, not
@@ -62,12 +74,16 @@ pub(crate) struct Wire {
 pub(crate) struct WireEnds {
     pub to_server: mpsc::Sender<ClientJsonRpcMessage>,
     pub from_server: mpsc::Receiver<String>,
+    /// The wire's own answers, from [`pump_input`] to [`pump_output`].
+    pub answers_tx: mpsc::Sender<String>,
+    pub answers_rx: mpsc::Receiver<String>,
 }
 
 impl Wire {
     pub(crate) fn new() -> (Self, WireEnds) {
         let (to_server, from_input) = mpsc::channel(INPUT_QUEUE);
         let (to_output, from_server) = mpsc::channel(OUTPUT_QUEUE);
+        let (answers_tx, answers_rx) = mpsc::channel(ANSWER_QUEUE);
         (
             Self {
                 from_input,
@@ -76,6 +92,8 @@ impl Wire {
             WireEnds {
                 to_server,
                 from_server,
+                answers_tx,
+                answers_rx,
             },
         )
     }
@@ -108,14 +126,14 @@ impl Transport<RoleServer> for Wire {
 }
 
 /// Read `input` line by line: hand each JSON-RPC message to rmcp parsed, and
-/// answer faults on `answers`.
+/// answer faults on `answers` (waiting, not reading on, while it is full).
 ///
 /// Returns when `input` reaches EOF (or fails), dropping `to_server` so rmcp
 /// sees the end of input too.
 pub(crate) async fn pump_input<R>(
     input: R,
     to_server: mpsc::Sender<ClientJsonRpcMessage>,
-    answers: mpsc::UnboundedSender<String>,
+    answers: mpsc::Sender<String>,
     on_fault: impl Fn(&Fault),
 ) where
     R: AsyncRead + Unpin,
@@ -145,7 +163,7 @@ pub(crate) async fn pump_input<R>(
             }
             Err(fault) => {
                 on_fault(&fault);
-                let _ = answers.send(error_line(&fault));
+                let _ = answers.send(error_line(&fault)).await;
             }
         }
     }
@@ -168,7 +186,7 @@ fn typed(message: Value) -> Result<ClientJsonRpcMessage, Fault> {
 /// lines only, until both sources are finished.
 pub(crate) async fn pump_output<W>(
     mut from_server: mpsc::Receiver<String>,
-    mut answers: mpsc::UnboundedReceiver<String>,
+    mut answers: mpsc::Receiver<String>,
     mut output: W,
 ) where
     W: AsyncWrite + Unpin,
@@ -312,6 +330,7 @@ fn error_line(fault: &Fault) -> String {
         Answer::Tool(_) => -32600,
     };
     let id = match &fault.request_id {
+        Some(id) if id.len() > MAX_ECHOED_ID_BYTES => Value::Null,
         Some(id) => serde_json::from_str::<Value>(id)
             .ok()
             .filter(Value::is_number)
@@ -330,7 +349,7 @@ mod tests {
     /// the wire answered, and the faults it reported.
     async fn run(input: &[u8]) -> (String, String, Vec<Fault>) {
         let (to_server, mut server_side) = mpsc::channel(16);
-        let (tx, mut rx) = mpsc::unbounded_channel();
+        let (tx, mut rx) = mpsc::channel(16);
         let faults = std::sync::Mutex::new(Vec::new());
         pump_input(input, to_server, tx, |f| {
             faults.lock().unwrap().push(f.clone())
@@ -412,14 +431,14 @@ mod tests {
     #[tokio::test]
     async fn rmcp_messages_go_out_whole_one_per_line() {
         let (mut wire, ends) = Wire::new();
-        let (answers_tx, answers_rx) = mpsc::unbounded_channel();
         let (mut client, server_out) = tokio::io::duplex(1024 * 1024);
-        let writer = tokio::spawn(pump_output(ends.from_server, answers_rx, server_out));
+        let answers_tx = ends.answers_tx;
+        let writer = tokio::spawn(pump_output(ends.from_server, ends.answers_rx, server_out));
         let response: TxJsonRpcMessage<RoleServer> =
             serde_json::from_str("{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"tools\":[]}}")
                 .unwrap();
         wire.send(response).await.unwrap();
-        answers_tx.send("{\"answer\":1}".to_owned()).unwrap();
+        answers_tx.send("{\"answer\":1}".to_owned()).await.unwrap();
         drop((wire, answers_tx, ends.to_server));
         writer.await.unwrap();
         let mut out = String::new();
@@ -448,5 +467,66 @@ mod tests {
             passed,
             "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n"
         );
+    }
+
+    /// Malformed (`method` is not a string) with an id of `id_len` bytes.
+    fn malformed_with_id(id_len: usize) -> String {
+        let id = "i".repeat(id_len);
+        format!("{{\"jsonrpc\":\"2.0\",\"id\":\"{id}\",\"method\":5}}\n")
+    }
+
+    #[tokio::test]
+    async fn a_client_that_stops_reading_stops_the_input_not_memory() {
+        // Malformed lines with large ids, answered to a client that never
+        // reads its end: the input must stop, not queue every answer.
+        let lines = 300;
+        let input = malformed_with_id(16 * 1024).repeat(lines).into_bytes();
+        let (_wire, ends) = Wire::new();
+        let (_client, server_out) = tokio::io::duplex(64);
+        let writer = tokio::spawn(pump_output(ends.from_server, ends.answers_rx, server_out));
+        let faults = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let reader = tokio::spawn(pump_input(
+            std::io::Cursor::new(input),
+            ends.to_server,
+            ends.answers_tx,
+            {
+                let faults = std::sync::Arc::clone(&faults);
+                move |_: &Fault| {
+                    faults.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+            },
+        ));
+        // Wait until the input pump makes no more progress.
+        let mut seen = usize::MAX;
+        while seen != faults.load(std::sync::atomic::Ordering::SeqCst) {
+            seen = faults.load(std::sync::atomic::Ordering::SeqCst);
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+        assert!(
+            !reader.is_finished(),
+            "all {lines} lines were read although no answer could be written"
+        );
+        // The queue, the line being written, the answer waiting to be queued.
+        assert!(seen <= ANSWER_QUEUE + 2, "{seen} answers pending");
+        reader.abort();
+        writer.abort();
+    }
+
+    #[tokio::test]
+    async fn an_overlong_id_is_answered_with_a_null_id() {
+        let (_, answered, faults) = run(malformed_with_id(1024 * 1024 - 100).as_bytes()).await;
+        assert!(answered.len() < 1024, "{} bytes answered", answered.len());
+        let reply: Value = serde_json::from_str(answered.trim()).unwrap();
+        assert_eq!(reply["id"], Value::Null);
+        assert_eq!(reply["error"]["code"], -32600);
+        // The audit record still gets the id.
+        assert_eq!(
+            faults[0].request_id.as_ref().map(String::len),
+            Some(1024 * 1024 - 100)
+        );
+        // An id at the bound is still echoed.
+        let (_, answered, _) = run(malformed_with_id(MAX_ECHOED_ID_BYTES).as_bytes()).await;
+        let reply: Value = serde_json::from_str(answered.trim()).unwrap();
+        assert_eq!(reply["id"], "i".repeat(MAX_ECHOED_ID_BYTES));
     }
 }
