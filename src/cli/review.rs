@@ -53,7 +53,14 @@ pub(super) struct ReportArgs {
 }
 
 /// What the sink keeps beside a log: named `<log><suffix>`, never records.
-const SIBLING_SUFFIXES: &[&str] = &[".key", ".lock", ".checkpoint", ".checkpoint.lock"];
+const SIBLING_SUFFIXES: &[&str] = &[
+    ".key",
+    ".lock",
+    ".checkpoint",
+    ".checkpoint.lock",
+    // The checkpoint's temp file, there for an instant before its rename.
+    ".checkpoint.tmp",
+];
 
 /// The logs among `files`: a shell glob such as `audit.jsonl*` also matches
 /// the key, lock and checkpoint files beside the log, which hold no records.
@@ -328,6 +335,7 @@ mod tests {
             "a/audit.jsonl.1",
             "a/audit.jsonl.checkpoint",
             "a/audit.jsonl.checkpoint.lock",
+            "a/audit.jsonl.checkpoint.tmp",
             "a/audit.jsonl.key",
             "a/audit.jsonl.lock",
         ]
