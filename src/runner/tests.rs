@@ -97,6 +97,14 @@ fn batch() -> Vec<Vec<String>> {
     vec![vec!["get".to_owned(), "url".to_owned()]]
 }
 
+/// The stand-in received exactly the batch on its stdin.
+fn assert_got_the_batch(s: &StandIn) {
+    assert_eq!(
+        std::fs::read(&s.received).unwrap(),
+        serde_json::to_vec(&batch()).unwrap()
+    );
+}
+
 /// A durable intent record, and its proof.
 fn proof(s: &StandIn) -> IntentSynced {
     let event = audit::Event::new(audit::Phase::Intent, "test-call");
@@ -139,10 +147,7 @@ async fn the_child_starts_before_the_gate_opens_but_gets_its_batch_only_after() 
     let raw = run(&s, &session, gate).await;
     assert_eq!(raw.termination, Termination::Exited(0), "{raw:?}");
     assert_eq!(at_release.lock().unwrap().as_deref(), Some(&b""[..]));
-    assert_eq!(
-        std::fs::read(&s.received).unwrap(),
-        serde_json::to_vec(&batch()).unwrap()
-    );
+    assert_got_the_batch(&s);
 }
 
 #[tokio::test]
@@ -244,10 +249,7 @@ async fn a_sessions_next_call_is_served_by_its_standby() {
     assert_eq!(raw.termination, Termination::Exited(0), "{raw:?}");
     // No second process: the standby got the batch.
     assert_eq!(pids(&s.started), standby);
-    assert_eq!(
-        std::fs::read(&s.received).unwrap(),
-        serde_json::to_vec(&batch()).unwrap()
-    );
+    assert_got_the_batch(&s);
 }
 
 #[tokio::test]

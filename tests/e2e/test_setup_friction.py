@@ -38,6 +38,8 @@ from pathlib import Path
 
 import pytest
 
+from stack import free_ports
+
 pytestmark = pytest.mark.stack
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,19 +58,6 @@ MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, 
 
 
 # =========================================================================== helpers
-
-
-def free_ports(n: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def script_env(xdg: Path, server_bin: Path, **extra: str) -> dict[str, str]:
