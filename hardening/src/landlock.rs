@@ -83,7 +83,7 @@ pub(crate) fn build(
         .map_err(err)?
         .add_rules(path_beneath_rules(
             &policy.read_write_paths,
-            AccessFs::from_all(abi),
+            AccessFs::from_all(abi) & !AccessFs::Execute,
         ))
         .map_err(err)?;
     if !has_net {

@@ -14,7 +14,8 @@ pub struct Policy {
     pub read_exec_paths: Vec<PathBuf>,
     /// Paths beneath which the process may read only (no execute).
     pub read_paths: Vec<PathBuf>,
-    /// Paths beneath which the process has every filesystem right.
+    /// Paths beneath which the process has every filesystem right but
+    /// execute: what it writes must not become a program it can run.
     pub read_write_paths: Vec<PathBuf>,
     /// TCP ports the process may connect to (on any address: Landlock port
     /// rules are not address-specific).
@@ -40,10 +41,16 @@ pub struct Policy {
 pub enum SocketFamily {
     /// `AF_UNIX`.
     Unix,
-    /// `AF_INET`.
+    /// `AF_INET`: TCP and UDP only (no raw, SCTP or MPTCP: Landlock's port
+    /// rules cover TCP alone, and an MPTCP socket connects to any port).
     Inet,
-    /// `AF_INET6`.
+    /// `AF_INET6`, as [`Self::Inet`].
     Inet6,
+    /// `AF_INET`, TCP only: [`Self::Inet`] without UDP, which Landlock does
+    /// not restrict at all.
+    InetTcp,
+    /// `AF_INET6`, TCP only.
+    Inet6Tcp,
     /// `AF_NETLINK` with protocol `NETLINK_ROUTE` only (getaddrinfo, getifaddrs).
     NetlinkRoute,
 }

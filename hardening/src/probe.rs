@@ -38,14 +38,20 @@ fn outcome(name: impl Into<String>, result: io::Result<()>) -> Outcome {
         name: name.into(),
         result: match result {
             Ok(()) => "ok".to_owned(),
-            Err(e) => errno_name(e.raw_os_error().unwrap_or(0)),
+            Err(e) => e.raw_os_error().map_or_else(|| e.to_string(), errno_name),
         },
     }
 }
 
+/// A probe's preparation failed: reported as such, never as an errno the
+/// probed operation could be expected to fail with.
+fn setup(what: &str, e: &io::Error) -> io::Error {
+    io::Error::other(format!("setup failed: {what}: {e}"))
+}
+
 /// What each probe must report inside a full confinement (root, Landlock ABI
 /// ≥ 6, the probed port allowed, the probed directory writable, protected
-/// files outside every writable root).
+/// files outside every writable root, sockets: unix and IPv4 TCP only).
 pub const EXPECTED_WHEN_CONFINED: &[(&str, &str)] = &[
     // Landlock, files
     ("write_in_writable_dir", "ok"),
@@ -57,12 +63,18 @@ pub const EXPECTED_WHEN_CONFINED: &[(&str, &str)] = &[
     ("tcp_connect_allowed_port", "ok"),
     ("tcp_connect_other_port", "EACCES"),
     ("tcp_bind", "EACCES"),
+    // MPTCP is not TCP to Landlock: its port rules would not apply
+    ("mptcp_connect_other_port", "EPERM"),
+    // Landlock, execute: writable roots are not executable
+    ("exec_written_file", "EACCES"),
     // seccomp, socket families
     ("socket_unix", "ok"),
     ("socket_inet", "ok"),
     ("socket_packet", "EPERM"),
     ("socket_netlink_audit", "EPERM"),
     ("socket_vsock", "EPERM"),
+    // seccomp, socket types: UDP is invisible to Landlock
+    ("udp_sendto", "EPERM"),
     // seccomp, kernel surface
     ("ptrace_traceme", "EPERM"),
     ("mount_tmpfs", "EPERM"),
@@ -77,6 +89,10 @@ pub const EXPECTED_WHEN_CONFINED: &[(&str, &str)] = &[
     // Landlock signal scope
     ("kill_parent", "EPERM"),
     ("kill_self", "ok"),
+    // seccomp: another process's limits (the server's RLIMIT_FSIZE) are out
+    // of reach; its own stay settable
+    ("prlimit_parent", "EPERM"),
+    ("prlimit_self", "ok"),
     // clone3 → ENOSYS must not break threads
     ("thread_spawn", "ok"),
     // read-backs
@@ -140,11 +156,13 @@ pub fn errno_name(errno: i32) -> String {
 
 /// Make one raw syscall for a probe and return its value or errno.
 fn raw_syscall_value(nr: libc::c_long, args: [libc::c_long; 5]) -> io::Result<libc::c_long> {
-    // SAFETY: every probe passes integers, null pointers, or pointers to
-    // static NUL-terminated strings (mount's source, target and type); the
-    // kernel only reads through them. None of the probed calls can succeed in
-    // a way that corrupts this process: at worst it changes a setting of this
-    // probe process, which exits right after reporting.
+    // SAFETY: every probe passes integers, null pointers, pointers to
+    // static NUL-terminated strings (mount's source, target and type), or
+    // pointers to live structs on the caller's stack (connect's address,
+    // prlimit64's new limit); the kernel only reads through them. None of
+    // the probed calls can succeed in a way that corrupts this process: at
+    // worst it changes a setting of this probe process, which exits right
+    // after reporting.
     let rc = unsafe { libc::syscall(nr, args[0], args[1], args[2], args[3], args[4]) };
     if rc < 0 {
         Err(io::Error::last_os_error())
@@ -206,6 +224,12 @@ pub fn run(targets: &Targets) -> Vec<Outcome> {
         let _ = std::fs::remove_file(&outside);
         let _ = std::fs::remove_file(&link);
         out.push(outcome("write_through_symlink_into_etc", via_link));
+        // Spawns a child: before ptrace_traceme, which (unconfined) stops
+        // this process at its child's SIGCHLD until a tracer that never comes.
+        out.push(outcome(
+            "exec_written_file",
+            exec_copy_of_true(&dir.join(format!(".bs-probe-exec-{pid}"))),
+        ));
     }
     out.push(outcome(
         "write_root_home",
@@ -231,11 +255,13 @@ pub fn run(targets: &Targets) -> Vec<Outcome> {
         out.push(outcome("tcp_connect_allowed_port", connect(port)));
         let other = if port == u16::MAX { port - 1 } else { port + 1 };
         out.push(outcome("tcp_connect_other_port", connect(other)));
+        out.push(outcome("mptcp_connect_other_port", mptcp_connect(other)));
     }
     out.push(outcome(
         "tcp_bind",
         TcpListener::bind(loopback(0)).map(drop),
     ));
+    out.push(outcome("udp_sendto", udp_sendto()));
     out.push(outcome(
         "socket_unix",
         socket(libc::AF_UNIX, libc::SOCK_STREAM, 0),
@@ -317,6 +343,11 @@ pub fn run(targets: &Targets) -> Vec<Outcome> {
         "kill_self",
         raw_syscall(libc::SYS_kill, [me, 0, 0, 0, 0]),
     ));
+    out.push(outcome(
+        "prlimit_parent",
+        prlimit_fsize_unchanged(std::os::unix::process::parent_id()),
+    ));
+    out.push(outcome("prlimit_self", prlimit_fsize_unchanged(0)));
     let thread = std::thread::spawn(|| ()).join();
     out.push(outcome(
         "thread_spawn",
@@ -357,4 +388,97 @@ pub fn run(targets: &Targets) -> Vec<Outcome> {
         }
     }
     out
+}
+
+/// Copy `/bin/true` to `path`, make it executable, run it, remove it.
+fn exec_copy_of_true(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let result = std::fs::copy("/bin/true", path)
+        .and_then(|_| std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)))
+        .map_err(|e| setup("copy /bin/true", &e))
+        .and_then(|()| {
+            std::process::Command::new(path)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+        });
+    let _ = std::fs::remove_file(path);
+    match result? {
+        status if status.success() => Ok(()),
+        status => Err(io::Error::other(format!("ran, {status}"))),
+    }
+}
+
+/// One UDP datagram to the discard port of a loopback address.
+fn udp_sendto() -> io::Result<()> {
+    let socket = std::net::UdpSocket::bind(SocketAddr::from(([127, 0, 0, 1], 0)))?;
+    socket
+        .send_to(b"bs-probe", SocketAddr::from(([127, 0, 0, 2], 9)))
+        .map(drop)
+}
+
+/// A TCP connection to 127.0.0.1:`port` over an MPTCP socket.
+fn mptcp_connect(port: u16) -> io::Result<()> {
+    let fd = raw_syscall_value(
+        libc::SYS_socket,
+        [
+            libc::c_long::from(libc::AF_INET),
+            libc::c_long::from(libc::SOCK_STREAM | libc::SOCK_CLOEXEC),
+            libc::c_long::from(libc::IPPROTO_MPTCP),
+            0,
+            0,
+        ],
+    )?;
+    let addr = libc::sockaddr_in {
+        sin_family: libc::sa_family_t::try_from(libc::AF_INET).unwrap_or(0),
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_be_bytes([127, 0, 0, 1]).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    let len = libc::c_long::try_from(size_of_val(&addr)).unwrap_or(0);
+    let connected = raw_syscall(
+        libc::SYS_connect,
+        [fd, std::ptr::from_ref(&addr) as libc::c_long, len, 0, 0],
+    );
+    let _ = raw_syscall(libc::SYS_close, [fd, 0, 0, 0, 0]);
+    connected
+}
+
+/// `prlimit64(pid, RLIMIT_FSIZE)` set to the limit `pid` already has (read
+/// from `/proc`): if it is allowed, nothing changes.
+fn prlimit_fsize_unchanged(pid: u32) -> io::Result<()> {
+    let proc = if pid == 0 {
+        "/proc/self/limits".to_owned()
+    } else {
+        format!("/proc/{pid}/limits")
+    };
+    let limits = std::fs::read_to_string(&proc).map_err(|e| setup(&proc, &e))?;
+    let parse = |v: &str| match v {
+        "unlimited" => Some(libc::RLIM_INFINITY),
+        v => v.parse().ok(),
+    };
+    let current = limits
+        .lines()
+        .find_map(|l| l.strip_prefix("Max file size"))
+        .and_then(|rest| {
+            let mut values = rest.split_whitespace().map(parse);
+            Some(libc::rlimit {
+                rlim_cur: values.next()??,
+                rlim_max: values.next()??,
+            })
+        })
+        .ok_or_else(|| io::Error::other(format!("setup failed: no file size in {proc}")))?;
+    raw_syscall(
+        libc::SYS_prlimit64,
+        [
+            libc::c_long::from(pid.cast_signed()),
+            libc::c_long::from(libc::RLIMIT_FSIZE),
+            std::ptr::from_ref(&current) as libc::c_long,
+            0,
+            0,
+        ],
+    )
 }

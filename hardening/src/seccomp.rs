@@ -130,7 +130,11 @@ pub fn denied_syscalls() -> Vec<&'static str> {
         "clone3 (ENOSYS)",
         "personality (non-default)",
     ]);
-    names.extend(["socket (other families)", "socketpair (non-unix)"]);
+    names.extend([
+        "prlimit64 (other processes)",
+        "socket (other families; inet: other than TCP, or UDP where allowed)",
+        "socketpair (non-unix)",
+    ]);
     names
 }
 
@@ -168,30 +172,57 @@ pub(crate) fn denylist_rules(
         vec![SeccompRule::new(personality).map_err(compile_err)?],
     );
 
-    let domain = |f: &SocketFamily| -> u64 {
-        let af = match f {
-            SocketFamily::Unix => libc::AF_UNIX,
-            SocketFamily::Inet => libc::AF_INET,
-            SocketFamily::Inet6 => libc::AF_INET6,
-            SocketFamily::NetlinkRoute => libc::AF_NETLINK,
-        };
-        u64::try_from(af).unwrap_or(u64::MAX)
-    };
+    // prlimit64(pid, …) with a pid but 0 (the caller) reaches processes
+    // outside the sandbox: the server's RLIMIT_FSIZE lowered to its audit
+    // log's size kills it (SIGXFSZ) on its next append. libcs' get/setrlimit
+    // pass 0; the caller's own pid cannot be told apart in a filter built
+    // before the fork. The low 32 bits: the kernel reads a pid_t.
+    rules.insert(
+        libc::SYS_prlimit64,
+        vec![SeccompRule::new(vec![cond(0, SeccompCmpOp::Ne, 0)?]).map_err(compile_err)?],
+    );
+
     // socket(domain, type, protocol): deny every domain not listed...
     let mut socket_rules = vec![
         SeccompRule::new(
             families
                 .iter()
-                .map(|f| cond(0, SeccompCmpOp::Ne, domain(f)))
+                .map(|f| cond(0, SeccompCmpOp::Ne, domain(*f)))
                 .collect::<Result<Vec<_>, _>>()?,
         )
         .map_err(compile_err)?,
     ];
+    // ...inet sockets other than TCP (and UDP where listed): Landlock's port
+    // rules cover TCP alone (an MPTCP socket connected to a port they deny),
+    // and UDP not at all...
+    for (af, allowed) in inet_socket_types(families) {
+        // A type argument that is none of the allowed types, with or without
+        // SOCK_NONBLOCK and SOCK_CLOEXEC (other flags the kernel refuses).
+        let mut other_type = vec![cond(0, SeccompCmpOp::Eq, af)?];
+        for (ty, _) in &allowed {
+            for flags in sock_type_flags() {
+                other_type.push(cond(1, SeccompCmpOp::Ne, ty | flags)?);
+            }
+        }
+        socket_rules.push(SeccompRule::new(other_type).map_err(compile_err)?);
+        // An allowed type with a protocol but 0 or its own.
+        for (ty, protocol) in &allowed {
+            socket_rules.push(
+                SeccompRule::new(vec![
+                    cond(0, SeccompCmpOp::Eq, af)?,
+                    cond(1, SeccompCmpOp::MaskedEq(SOCK_TYPE_MASK), *ty)?,
+                    cond(2, SeccompCmpOp::Ne, 0)?,
+                    cond(2, SeccompCmpOp::Ne, *protocol)?,
+                ])
+                .map_err(compile_err)?,
+            );
+        }
+    }
     // ...and netlink with any protocol but NETLINK_ROUTE.
     if families.contains(&SocketFamily::NetlinkRoute) {
         socket_rules.push(
             SeccompRule::new(vec![
-                cond(0, SeccompCmpOp::Eq, domain(&SocketFamily::NetlinkRoute))?,
+                cond(0, SeccompCmpOp::Eq, domain(SocketFamily::NetlinkRoute))?,
                 cond(
                     2,
                     SeccompCmpOp::Ne,
@@ -205,15 +236,56 @@ pub(crate) fn denylist_rules(
     rules.insert(
         libc::SYS_socketpair,
         vec![
-            SeccompRule::new(vec![cond(
-                0,
-                SeccompCmpOp::Ne,
-                domain(&SocketFamily::Unix),
-            )?])
-            .map_err(compile_err)?,
+            SeccompRule::new(vec![cond(0, SeccompCmpOp::Ne, domain(SocketFamily::Unix))?])
+                .map_err(compile_err)?,
         ],
     );
     Ok(rules)
+}
+
+/// The type bits of `socket(2)`'s type argument (the rest are
+/// `SOCK_NONBLOCK` and `SOCK_CLOEXEC`).
+const SOCK_TYPE_MASK: u64 = 0xf;
+
+/// The flags `socket(2)` accepts in its type argument, in each combination.
+fn sock_type_flags() -> [u64; 4] {
+    let (nonblock, cloexec) = (as_arg(libc::SOCK_NONBLOCK), as_arg(libc::SOCK_CLOEXEC));
+    [0, nonblock, cloexec, nonblock | cloexec]
+}
+
+fn as_arg(v: libc::c_int) -> u64 {
+    u64::try_from(v).unwrap_or(u64::MAX)
+}
+
+fn domain(f: SocketFamily) -> u64 {
+    as_arg(match f {
+        SocketFamily::Unix => libc::AF_UNIX,
+        SocketFamily::Inet | SocketFamily::InetTcp => libc::AF_INET,
+        SocketFamily::Inet6 | SocketFamily::Inet6Tcp => libc::AF_INET6,
+        SocketFamily::NetlinkRoute => libc::AF_NETLINK,
+    })
+}
+
+/// Each listed inet domain with the (type, protocol) pairs it may create:
+/// TCP, and UDP unless only the TCP-only family is listed.
+fn inet_socket_types(families: &[SocketFamily]) -> Vec<(u64, Vec<(u64, u64)>)> {
+    let tcp = (as_arg(libc::SOCK_STREAM), as_arg(libc::IPPROTO_TCP));
+    let udp = (as_arg(libc::SOCK_DGRAM), as_arg(libc::IPPROTO_UDP));
+    [
+        (SocketFamily::Inet, SocketFamily::InetTcp),
+        (SocketFamily::Inet6, SocketFamily::Inet6Tcp),
+    ]
+    .into_iter()
+    .filter_map(|(with_udp, tcp_only)| {
+        if families.contains(&with_udp) {
+            Some((domain(with_udp), vec![tcp, udp]))
+        } else if families.contains(&tcp_only) {
+            Some((domain(tcp_only), vec![tcp]))
+        } else {
+            None
+        }
+    })
+    .collect()
 }
 
 /// Parent side: compile the filter.
@@ -334,24 +406,138 @@ mod tests {
         assert_eq!(&filters.program[..prefix().len()], &prefix()[..]);
     }
 
-    /// Where the prefix sends a syscall: `Ok(ret)` when it returns itself,
-    /// `Err(pc)` when it leaves at instruction `pc` (the denylist must start
-    /// exactly at its end).
-    fn run_prefix(arch: u32, nr: u32) -> Result<u32, usize> {
-        let program = prefix();
+    /// Run a classic BPF seccomp `program` on one syscall: `Ok(ret)` when
+    /// it returns, `Err(pc)` when it runs off its end at `pc`.
+    fn run(program: &[sock_filter], arch: u32, nr: u32, args: [u64; 6]) -> Result<u32, usize> {
+        // struct seccomp_data: nr, arch, instruction pointer, args (LE).
+        let word = |offset: u32| -> u32 {
+            match offset {
+                0 => nr,
+                4 => arch,
+                16..=63 => {
+                    let arg = args[usize::try_from((offset - 16) / 8).unwrap()];
+                    let shift = if offset.is_multiple_of(8) { 0 } else { 32 };
+                    u32::try_from((arg >> shift) & 0xffff_ffff).unwrap()
+                }
+                other => panic!("unexpected offset {other}"),
+            }
+        };
         let (mut pc, mut a) = (0usize, 0u32);
         while pc < program.len() {
             let i = &program[pc];
             pc += 1;
+            let jump = |taken: bool| usize::from(if taken { i.jt } else { i.jf });
             match i.code {
-                0x20 => a = if i.k == 4 { arch } else { nr },
-                0x15 => pc += usize::from(if a == i.k { i.jt } else { i.jf }),
-                0x35 => pc += usize::from(if a >= i.k { i.jt } else { i.jf }),
-                0x06 => return Ok(i.k),
+                0x20 => a = word(i.k),                       // LD W ABS
+                0x54 => a &= i.k,                            // ALU AND K
+                0x05 => pc += usize::try_from(i.k).unwrap(), // JA
+                0x15 => pc += jump(a == i.k),                // JEQ K
+                0x25 => pc += jump(a > i.k),                 // JGT K
+                0x35 => pc += jump(a >= i.k),                // JGE K
+                0x06 => return Ok(i.k),                      // RET K
                 other => panic!("unexpected opcode {other:#x}"),
             }
         }
         Err(pc)
+    }
+
+    /// Where the prefix sends a syscall (the denylist must start exactly at
+    /// its end).
+    fn run_prefix(arch: u32, nr: u32) -> Result<u32, usize> {
+        run(&prefix(), arch, nr, [0; 6])
+    }
+
+    const ALLOW: u32 = 0x7fff_0000;
+    const EPERM: u32 = 0x0005_0000 | 1;
+
+    /// The verdict of the whole filter for `families` on one native syscall.
+    fn verdict(families: &[SocketFamily], nr: libc::c_long, args: [u64; 6]) -> u32 {
+        let arch = if cfg!(target_arch = "x86_64") {
+            0xc000_003e
+        } else {
+            0xc000_00b7
+        };
+        let program = build(families).unwrap().program;
+        run(&program, arch, u32::try_from(nr).unwrap(), args).unwrap()
+    }
+
+    #[test]
+    fn prlimit64_reaches_the_caller_only() {
+        let prlimit = |pid: u64| {
+            verdict(
+                &[SocketFamily::Unix],
+                libc::SYS_prlimit64,
+                [pid, 1, 0, 0, 0, 0],
+            )
+        };
+        assert_eq!(prlimit(0), ALLOW);
+        assert_eq!(prlimit(1), EPERM);
+        assert_eq!(prlimit(4_194_304), EPERM);
+        assert_eq!(prlimit(u64::from(u32::MAX)), EPERM);
+        // The kernel reads a pid_t: upper bits over 0 are still the caller.
+        assert_eq!(prlimit(1 << 32), ALLOW);
+        assert_eq!(prlimit((1 << 32) | 1), EPERM);
+        // The legacy calls act on the caller only.
+        assert_eq!(
+            verdict(
+                &[SocketFamily::Unix],
+                libc::SYS_setrlimit,
+                [1, 0, 0, 0, 0, 0]
+            ),
+            ALLOW
+        );
+    }
+
+    #[test]
+    fn inet_sockets_are_tcp_and_udp_only_and_tcp_only_without_udp() {
+        use std::collections::BTreeSet;
+        let arg = |v: libc::c_int| u64::try_from(v).unwrap();
+        let socket = |families: &[SocketFamily], af, ty, proto| {
+            verdict(
+                families,
+                libc::SYS_socket,
+                [arg(af), arg(ty), arg(proto), 0, 0, 0],
+            )
+        };
+        let flags = libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK;
+        let with_flags = |ty| [0, libc::SOCK_NONBLOCK, libc::SOCK_CLOEXEC, flags].map(|f| ty | f);
+        let (stream, dgram) = (libc::SOCK_STREAM | flags, libc::SOCK_DGRAM | flags);
+        // Every type the filter lets through, of the 16 in each flag combination.
+        let allowed_types = |families: &[SocketFamily], af| {
+            (0..16)
+                .flat_map(with_flags)
+                .filter(|ty| socket(families, af, *ty, 0) == ALLOW)
+                .collect::<BTreeSet<_>>()
+        };
+        let tcp = BTreeSet::from(with_flags(libc::SOCK_STREAM));
+        let tcp_and_udp = &tcp | &BTreeSet::from(with_flags(libc::SOCK_DGRAM));
+        for (af, with_udp, tcp_only) in [
+            (libc::AF_INET, SocketFamily::Inet, SocketFamily::InetTcp),
+            (libc::AF_INET6, SocketFamily::Inet6, SocketFamily::Inet6Tcp),
+        ] {
+            assert_eq!(allowed_types(&[tcp_only], af), tcp);
+            assert_eq!(allowed_types(&[with_udp], af), tcp_and_udp);
+            assert_eq!(allowed_types(&[tcp_only, with_udp], af), tcp_and_udp);
+            assert!(allowed_types(&[SocketFamily::Unix], af).is_empty());
+            for families in [&[with_udp][..], &[tcp_only]] {
+                assert_eq!(socket(families, af, stream, libc::IPPROTO_TCP), ALLOW);
+                // Landlock's TCP port rules do not apply to these.
+                assert_eq!(socket(families, af, stream, libc::IPPROTO_MPTCP), EPERM);
+                assert_eq!(socket(families, af, stream, libc::IPPROTO_SCTP), EPERM);
+                assert_eq!(socket(families, af, dgram, libc::IPPROTO_ICMP), EPERM);
+            }
+            assert_eq!(socket(&[with_udp], af, dgram, libc::IPPROTO_UDP), ALLOW);
+            assert_eq!(socket(&[with_udp], af, dgram, libc::IPPROTO_TCP), EPERM);
+        }
+        let browser_shell = [SocketFamily::Unix, SocketFamily::InetTcp];
+        assert_eq!(
+            socket(&browser_shell, libc::AF_UNIX, libc::SOCK_DGRAM, 0),
+            ALLOW
+        );
+        assert_eq!(
+            socket(&browser_shell, libc::AF_PACKET, libc::SOCK_RAW, 0),
+            EPERM
+        );
     }
 
     #[test]

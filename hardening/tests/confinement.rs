@@ -36,7 +36,8 @@ fn can_run() -> bool {
     false
 }
 
-/// Read+exec on what a dynamically linked Rust binary needs, rw on `writable`.
+/// Read+exec on what a dynamically linked Rust binary needs, rw on `writable`,
+/// browser-shell's socket families.
 fn policy(writable: &Path, port: u16) -> hardening::Policy {
     let mut policy = hardening::Policy::default();
     let probe_dir = Path::new(PROBE).parent().unwrap().to_owned();
@@ -49,6 +50,10 @@ fn policy(writable: &Path, port: u16) -> hardening::Policy {
     policy.read_paths = vec!["/proc".into()];
     policy.read_write_paths = vec![writable.to_owned(), "/dev/null".into()];
     policy.connect_tcp_ports = vec![port];
+    policy.socket_families = vec![
+        hardening::SocketFamily::Unix,
+        hardening::SocketFamily::InetTcp,
+    ];
     policy
 }
 
@@ -150,6 +155,11 @@ fn unconfined_probe_succeeds_where_the_confined_one_must_fail() {
         ("clone3", "EINVAL"),
         ("clone_newuser", "EINVAL"),
         ("status_Seccomp", "0"),
+        ("prlimit_parent", "ok"),
+        ("prlimit_self", "ok"),
+        ("udp_sendto", "ok"),
+        ("exec_written_file", "ok"),
+        ("mptcp_connect_other_port", "ECONNREFUSED"),
     ] {
         assert_eq!(
             probes.get(name).map(String::as_str),
@@ -190,6 +200,28 @@ fn a_probe_started_through_the_trampoline_fails_every_escape_too() {
     let mut command = trampoline.command(Path::new(PROBE));
     let probes = run_probe(&mut command, f.writable.path(), port, f.protected.path());
     assert_every_escape_refused(&probes);
+}
+
+/// The server's limits are out of the child's reach: a confined child once
+/// set the server's RLIMIT_FSIZE to the audit log's size, and the server's
+/// next audit append died of SIGXFSZ. The child's own limits stay settable.
+#[test]
+fn a_confined_child_cannot_set_its_parents_limits_only_its_own() {
+    if !can_run() {
+        return;
+    }
+    let f = fixture();
+    let port = f.listener.local_addr().unwrap().port();
+    let limits = || std::fs::read_to_string("/proc/self/limits").unwrap();
+    let before = limits();
+    let trampoline = hardening::Trampoline::new(PROBE, &policy(f.writable.path(), port)).unwrap();
+    let mut command = trampoline.command(Path::new(PROBE));
+    let probes = run_probe(&mut command, f.writable.path(), port, f.protected.path());
+    let get = |name: &str| probes.get(name).map(String::as_str);
+    // Unconfined, both succeed (the baseline test): EPERM is the filter.
+    assert_eq!(get("prlimit_parent"), Some("EPERM"), "{probes:#?}");
+    assert_eq!(get("prlimit_self"), Some("ok"), "{probes:#?}");
+    assert_eq!(limits(), before);
 }
 
 /// Run `command` (a trampoline) to the end; it must have refused: its

@@ -57,7 +57,7 @@ fn print_enforced(
     writeln!(out, "  read                : {}", join(&policy.read_paths))?;
     writeln!(
         out,
-        "  read+write          : {}",
+        "  read+write no exec  : {}",
         join(&policy.read_write_paths)
     )?;
     writeln!(

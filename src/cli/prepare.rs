@@ -182,7 +182,8 @@ impl ServeArgs {
     /// What the spawned agent-browser (and the daemon it forks) may do:
     /// execute its own binary, read /proc, write under /tmp, the state dir
     /// and the output dir, connect to the CDP port only, bind nothing, and
-    /// create only unix and IPv4 sockets (`--cdp` is always 127.0.0.1).
+    /// create only unix and IPv4 TCP sockets (`--cdp` is always 127.0.0.1;
+    /// no UDP, which Landlock cannot restrict).
     pub(crate) fn confinement_policy(
         &self,
         state_dir: &Path,
@@ -208,7 +209,10 @@ impl ServeArgs {
             PathBuf::from("/dev/null"),
         ];
         policy.connect_tcp_ports = vec![self.cdp_port];
-        policy.socket_families = vec![hardening::SocketFamily::Unix, hardening::SocketFamily::Inet];
+        policy.socket_families = vec![
+            hardening::SocketFamily::Unix,
+            hardening::SocketFamily::InetTcp,
+        ];
         policy.rlimits = vec![
             hardening::Limit {
                 resource: hardening::Resource::Core,
