@@ -158,7 +158,7 @@ class Server(Mcp):
             [str(BIN), "serve", "--agent-browser", str(ab), "--cdp-port", str(cdp), "--state-dir", str(self.base / "s"),
              "--output-dir", str(self.base / "o"), "--audit-log", str(self.audit), "--policy", str(self.base / "policy.json"),
              *(extra or [])],
-            env={"PATH": "/usr/bin:/bin", **({"RUST_LOG": "browser_shell::laps=debug"} if phases else {})},
+            env={"PATH": "/usr/bin:/bin", **({"RUST_LOG": "browser_shell::call::laps=debug"} if phases else {})},
             stderr=self.log if phases else None,
         )
 
