@@ -38,20 +38,11 @@ from pathlib import Path
 
 import pytest
 
-from stack import free_ports
+from stack import PORT_VARS, free_ports
 
 pytestmark = pytest.mark.stack
 
 REPO = Path(__file__).resolve().parents[2]
-PORT_VARS = (
-    "PUBLIC_PORT",
-    "AUTH_BACKEND_PORT",
-    "AUTH_SERVICE_PORT",
-    "MCP_HUB_PORT",
-    "WEBSOCKET_PROXY_PORT",
-    "VNC_PORT",
-    "CDP_PORT",
-)
 UP_TIMEOUT = 420
 TOOLS_LIST = b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}'
 MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
