@@ -203,9 +203,17 @@ fn socket(domain: libc::c_int, ty: libc::c_int, proto: libc::c_int) -> io::Resul
 
 /// Run every probe. Call it inside the confined process.
 pub fn run(targets: &Targets) -> Vec<Outcome> {
-    let pid = std::process::id();
     let mut out = Vec::new();
+    filesystem(targets, &mut out);
+    network(targets, &mut out);
+    kernel_surface(&mut out);
+    read_backs(&mut out);
+    out
+}
 
+/// Writes, links and execs against the Landlock rules.
+fn filesystem(targets: &Targets, out: &mut Vec<Outcome>) {
+    let pid = std::process::id();
     // Filesystem (Landlock).
     if let Some(dir) = &targets.writable_dir {
         let file = dir.join(format!(".bs-probe-{pid}"));
@@ -246,7 +254,10 @@ pub fn run(targets: &Targets) -> Vec<Outcome> {
     for (i, file) in targets.protected_files.iter().enumerate() {
         out.push(outcome(format!("append_protected_{i}"), append_to(file)));
     }
+}
 
+/// Connections and sockets against the port rule and the socket filter.
+fn network(targets: &Targets, out: &mut Vec<Outcome>) {
     // Network (Landlock ports, seccomp families).
     let loopback = |port| SocketAddr::from(([127, 0, 0, 1], port));
     let connect =
@@ -282,7 +293,11 @@ pub fn run(targets: &Targets) -> Vec<Outcome> {
         "socket_vsock",
         socket(libc::AF_VSOCK, libc::SOCK_STREAM, 0),
     ));
+}
 
+/// Syscalls the seccomp filter must refuse.
+fn kernel_surface(out: &mut Vec<Outcome>) {
+    let pid = std::process::id();
     // Kernel surface (seccomp). Arguments are chosen so that an unfiltered
     // call fails harmlessly with a different errno or changes nothing.
     // mount targets a path that does not exist: ENOENT unfiltered, EPERM
@@ -353,7 +368,11 @@ pub fn run(targets: &Targets) -> Vec<Outcome> {
         "thread_spawn",
         thread.map_err(|_| io::Error::from_raw_os_error(libc::EAGAIN)),
     ));
+}
 
+/// What the kernel says this process runs under.
+fn read_backs(out: &mut Vec<Outcome>) {
+    let flag = |v: libc::c_int| libc::c_long::from(v);
     // Read-backs.
     let securebits =
         raw_syscall_value(libc::SYS_prctl, [flag(libc::PR_GET_SECUREBITS), 0, 0, 0, 0]);
@@ -387,7 +406,6 @@ pub fn run(targets: &Targets) -> Vec<Outcome> {
             }
         }
     }
-    out
 }
 
 /// Copy `/bin/true` to `path`, make it executable, run it, remove it.
