@@ -106,7 +106,22 @@ pub(crate) struct Sessions {
     map: Registry,
     max: usize,
     overflow: Overflow,
+    /// Sessions ended by `close`. Their pinned tab stays in Chromium, and a
+    /// page there may navigate on its own, so the first command of the
+    /// session's next life looks at the page first.
+    closed: Mutex<Closed>,
 }
+
+/// Names of closed sessions, bounded: once too many were kept, every new
+/// session looks first (fail closed) rather than the set growing forever.
+#[derive(Debug, Default)]
+struct Closed {
+    names: std::collections::HashSet<String>,
+    overflowed: bool,
+}
+
+/// Closed session names kept before every new session looks first.
+const MAX_CLOSED: usize = 4096;
 
 impl std::fmt::Debug for Sessions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -142,6 +157,7 @@ impl Sessions {
             map: Arc::new(Mutex::new(HashMap::new())),
             max,
             overflow,
+            closed: Mutex::default(),
         }
     }
 
@@ -182,7 +198,7 @@ impl Sessions {
                 lock: Arc::clone(&lock),
                 last_used: Instant::now(),
                 retiring: false,
-                unlooked: false,
+                unlooked: self.reopens_a_closed_tab(daemon_name),
             },
         );
         match victim {
@@ -212,9 +228,26 @@ impl Sessions {
         self.map().get(daemon_name).is_some_and(|e| e.unlooked)
     }
 
-    /// The session ended (`close`): forget it.
+    /// The session ended (`close`): forget it, but remember that its tab
+    /// may still be there.
     pub(crate) fn forget(&self, daemon_name: &str) {
         self.map().remove(daemon_name);
+        let Ok(mut closed) = self.closed.lock() else {
+            return;
+        };
+        if closed.names.len() < MAX_CLOSED {
+            closed.names.insert(daemon_name.to_owned());
+        } else {
+            closed.overflowed = true;
+        }
+    }
+
+    /// Does a new session take over the tab of a closed one (or can that no
+    /// longer be told)? Then its first command looks first.
+    fn reopens_a_closed_tab(&self, daemon_name: &str) -> bool {
+        self.closed.lock().map_or(true, |mut closed| {
+            closed.names.remove(daemon_name) || closed.overflowed
+        })
     }
 
     /// Is `lock` (a call's, once it holds it) still the session's own? Not
@@ -271,6 +304,23 @@ mod tests {
             Admission::Go(lock) | Admission::Evicted(lock, _) => lock,
             Admission::Full => panic!("unexpected Full"),
         }
+    }
+
+    #[test]
+    fn a_session_reopened_after_close_looks_at_its_page_first() {
+        let s = Sessions::new(4, Overflow::Refuse);
+        go(s.admit("a", "a"));
+        assert!(
+            !s.is_unlooked("a"),
+            "a brand-new session has no page to look at"
+        );
+        s.forget("a");
+        go(s.admit("a", "a"));
+        assert!(s.is_unlooked("a"), "its pinned tab outlived the close");
+        s.set_unlooked("a", false);
+        s.forget("a");
+        go(s.admit("b", "b"));
+        assert!(!s.is_unlooked("b"), "another session is not affected");
     }
 
     #[test]

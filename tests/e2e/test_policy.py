@@ -190,3 +190,24 @@ def test_other_schemes_are_refused_and_audited_with_their_rule(server) -> None:
         assert reply["exit_code"] == 126 and f"[{rule}]" in reply["stderr"], (url, reply)
     rules = rules_in_audit(server)
     assert rules.count("url.scheme") >= 4 and "url.invalid" in rules
+
+
+def test_after_close_the_sessions_next_command_looks_before_it_acts(
+    server, chromium: harness.Chromium, web: harness.WebServer,
+    elsewhere: tuple[harness.WebServer, harness.WebServer]
+) -> None:
+    """`close` ends the session's daemon, but its pinned tab stays in Chromium. A page there that
+    went to a disallowed address after the close must not receive the session's next command: the
+    guard looks first, and the click that would submit that page's form never runs."""
+    _, three = elsewhere
+    sid = "pol-closed"
+    later = web.url("/later?ms=1500&to=" + urllib.parse.quote(three.url("/form?closed"), safe=""))
+    server.ok(sid, ["open", later])
+    server.ok(sid, ["close"])
+    wait_for_a_tab_at(chromium, three.url("/form?closed"))
+    submissions = len(three.submitted())
+    is_error, reply = server.call(sid, ["click", "#go"])
+    assert is_error and "navigation.blocked" in reply["stderr"] and "127.0.0.3" in reply["stderr"], describe(reply)
+    assert "the command was not run" in reply["stderr"], describe(reply)
+    time.sleep(0.5)  # a click that ran would have submitted by now
+    assert len(three.submitted()) == submissions, "the click ran on the disallowed page"
