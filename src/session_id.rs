@@ -10,8 +10,6 @@
 //! therefore never share a daemon. The daemon name is also the per-session
 //! output directory name, which is why `..` as a session id is harmless.
 
-use sha2::{Digest, Sha256};
-
 use crate::refusal::{Refusal, Rule};
 
 /// Longest session id the tool accepts.
@@ -46,13 +44,7 @@ impl SessionId {
             ));
         }
         let daemon_name = if !is_safe_name(id) {
-            let digest = Sha256::digest(id.as_bytes());
-            let mut name = String::with_capacity(65);
-            name.push('_');
-            for byte in digest {
-                name.push_str(&format!("{byte:02x}"));
-            }
-            name
+            format!("_{}", audit::sha256_hex(id.as_bytes()))
         } else {
             id.to_owned()
         };

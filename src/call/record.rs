@@ -8,7 +8,6 @@
 use std::borrow::Cow;
 
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 use super::context::CallContext;
 use crate::{TOOL_NAME, obs::journal::new_call_id, session_id::SessionId};
@@ -36,11 +35,11 @@ pub(crate) fn capped(value: &str, max: usize) -> Cow<'_, str> {
     }
     let mut out = String::with_capacity(end + 100);
     out.push_str(&value[..end]);
-    out.push_str(&format!("…[{} bytes, sha256:", value.len()));
-    for byte in Sha256::digest(value.as_bytes()) {
-        out.push_str(&format!("{byte:02x}"));
-    }
-    out.push(']');
+    out.push_str(&format!(
+        "…[{} bytes, sha256:{}]",
+        value.len(),
+        audit::sha256_hex(value.as_bytes())
+    ));
     Cow::Owned(out)
 }
 
@@ -195,13 +194,6 @@ mod tests {
         std::fs::read_to_string(&path).unwrap()
     }
 
-    fn sha256_hex(value: &str) -> String {
-        Sha256::digest(value.as_bytes())
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
-    }
-
     #[test]
     fn a_megabyte_request_id_makes_a_small_record_with_its_digest() {
         let id = "r".repeat(1024 * 1024);
@@ -217,9 +209,12 @@ mod tests {
         let record: Value = serde_json::from_str(&line).unwrap();
         let stored = record["request_id"].as_str().unwrap();
         assert!(stored.starts_with(&"r".repeat(MAX_RECORDED_ID_BYTES)));
-        assert!(stored.ends_with(&format!("…[1048576 bytes, sha256:{}]", sha256_hex(&id))));
+        assert!(stored.ends_with(&format!(
+            "…[1048576 bytes, sha256:{}]",
+            audit::sha256_hex(id.as_bytes())
+        )));
         let stored = record["client"].as_str().unwrap();
-        assert!(stored.ends_with(&format!("sha256:{}]", sha256_hex(&client))));
+        assert!(stored.ends_with(&format!("sha256:{}]", audit::sha256_hex(client.as_bytes()))));
     }
 
     #[test]
@@ -234,7 +229,7 @@ mod tests {
         assert!(total < 32 * 1024, "{total} bytes of argv");
         let item = stored[1].as_str().unwrap();
         assert!(item.len() > MAX_RECORDED_ARG_BYTES);
-        assert!(item.ends_with(&format!("sha256:{}]", sha256_hex(&big))));
+        assert!(item.ends_with(&format!("sha256:{}]", audit::sha256_hex(big.as_bytes()))));
         // Short items, and redacted text, are stored as before.
         let fill = refused_argv(&r, &argv(&["fill", "#q", &big]));
         assert_eq!(fill, redact_argv(&r, &argv(&["fill", "#q", &big])));

@@ -123,22 +123,27 @@ def test_a_page_that_sent_itself_elsewhere_yields_none_of_its_content(
     assert server.ok(sid, ["get", "url"]) == {"url": "about:blank"}
 
 
-def test_after_a_command_that_timed_out_the_next_one_looks_before_it_acts(
+@pytest.mark.parametrize("ended", ["timed_out", "closed"])
+def test_after_a_command_left_the_page_unchecked_the_next_one_looks_before_it_acts(
     server, chromium: harness.Chromium, web: harness.WebServer,
-    elsewhere: tuple[harness.WebServer, harness.WebServer]
+    elsewhere: tuple[harness.WebServer, harness.WebServer], ended: str
 ) -> None:
-    """No guard reads the page after a command that times out (or fails). If the page went to a
+    """No guard reads the page after a command that times out (or fails), nor after `close`, which
+    ends the session's daemon but leaves its pinned tab in Chromium. If the page went to a
     disallowed address meanwhile, the session's next command must not act on it: the guard looks
     first, and the click that would submit that page's form never runs."""
     _, three = elsewhere
-    sid = "pol-look"
+    sid = f"pol-{ended}"
     # 3 s: after `open` has read its own URL; the page moves while the `wait` below times out (or
-    # after it: the session's last command then still ended unchecked).
-    later = web.url("/later?ms=3000&to=" + urllib.parse.quote(three.url("/form?look"), safe=""))
+    # after it: the session's last command then still ended unchecked), or after the `close`.
+    later = web.url("/later?ms=3000&to=" + urllib.parse.quote(three.url(f"/form?{ended}"), safe=""))
     server.ok(sid, ["open", later])
-    is_error, reply = server.call(sid, ["wait", "10000"], 1)
-    assert is_error and reply["exit_code"] == 124, describe(reply)
-    wait_for_a_tab_at(chromium, three.url("/form?look"))
+    if ended == "timed_out":
+        is_error, reply = server.call(sid, ["wait", "10000"], 1)
+        assert is_error and reply["exit_code"] == 124, describe(reply)
+    else:
+        server.ok(sid, ["close"])
+    wait_for_a_tab_at(chromium, three.url(f"/form?{ended}"))
     submissions = len(three.submitted())
     is_error, reply = server.call(sid, ["click", "#go"])
     assert is_error and "navigation.blocked" in reply["stderr"] and "127.0.0.3" in reply["stderr"], describe(reply)
@@ -190,24 +195,3 @@ def test_other_schemes_are_refused_and_audited_with_their_rule(server) -> None:
         assert reply["exit_code"] == 126 and f"[{rule}]" in reply["stderr"], (url, reply)
     rules = rules_in_audit(server)
     assert rules.count("url.scheme") >= 4 and "url.invalid" in rules
-
-
-def test_after_close_the_sessions_next_command_looks_before_it_acts(
-    server, chromium: harness.Chromium, web: harness.WebServer,
-    elsewhere: tuple[harness.WebServer, harness.WebServer]
-) -> None:
-    """`close` ends the session's daemon, but its pinned tab stays in Chromium. A page there that
-    went to a disallowed address after the close must not receive the session's next command: the
-    guard looks first, and the click that would submit that page's form never runs."""
-    _, three = elsewhere
-    sid = "pol-closed"
-    later = web.url("/later?ms=1500&to=" + urllib.parse.quote(three.url("/form?closed"), safe=""))
-    server.ok(sid, ["open", later])
-    server.ok(sid, ["close"])
-    wait_for_a_tab_at(chromium, three.url("/form?closed"))
-    submissions = len(three.submitted())
-    is_error, reply = server.call(sid, ["click", "#go"])
-    assert is_error and "navigation.blocked" in reply["stderr"] and "127.0.0.3" in reply["stderr"], describe(reply)
-    assert "the command was not run" in reply["stderr"], describe(reply)
-    time.sleep(0.5)  # a click that ran would have submitted by now
-    assert len(three.submitted()) == submissions, "the click ran on the disallowed page"
