@@ -15,6 +15,7 @@
 
 mod call;
 mod cli;
+mod gate;
 mod obs;
 mod policy;
 mod refusal;

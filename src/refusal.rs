@@ -28,6 +28,10 @@ pub(crate) enum Answer {
     Tool(i32),
     /// A JSON-RPC error with this code; there is no tool reply.
     JsonRpc(i32),
+    /// An error to agent-browser from the browser gate (a CDP error, or a
+    /// request failed inside the browser); the call's reply carries what
+    /// agent-browser made of it.
+    Browser,
 }
 
 macro_rules! rules {
@@ -99,6 +103,12 @@ rules! {
     ShuttingDown = "server.shutting_down" => Answer::Tool(exit_code::REFUSED),
     /// The page ended up somewhere the policy refuses; it was sent to about:blank.
     NavigationBlocked = "navigation.blocked" => Answer::Tool(exit_code::REFUSED),
+    /// agent-browser asked Chromium for a CDP method, or a parameter, the gate does not allow.
+    CdpRefused = "cdp.refused" => Answer::Browser,
+    /// The gate could not put a tab under the URL policy, so no command reached that tab.
+    CdpUnwarded = "cdp.unwarded" => Answer::Browser,
+    /// A request a page made, in any frame, is refused by the policy; it failed inside the browser.
+    RequestBlocked = "request.blocked" => Answer::Browser,
     /// A `tools/call` named a tool other than `browser-shell`.
     ToolUnknown = "tool.unknown" => Answer::JsonRpc(-32602),
     /// A line on stdin is not JSON.
@@ -116,7 +126,7 @@ impl Rule {
     /// the JSON-RPC code for protocol refusals, `policy_denied` otherwise.
     pub(crate) fn error_type(self) -> &'static str {
         match self.answer() {
-            Answer::Tool(_) => "policy_denied",
+            Answer::Tool(_) | Answer::Browser => "policy_denied",
             Answer::JsonRpc(-32700) => "-32700",
             Answer::JsonRpc(-32602) => "-32602",
             Answer::JsonRpc(_) => "-32600",
@@ -202,6 +212,10 @@ mod tests {
                     assert!((-32700..=-32600).contains(&code), "{rule}: {code}");
                     assert!(rule.id().starts_with("jsonrpc.") || *rule == Rule::ToolUnknown);
                 }
+                Answer::Browser => assert!(
+                    rule.id().starts_with("cdp.") || rule.id().starts_with("request."),
+                    "{rule}"
+                ),
             }
         }
     }

@@ -22,6 +22,9 @@ pub struct Targets {
     pub writable_dir: Option<PathBuf>,
     /// Extra files to try to append to (they must not be writable).
     pub protected_files: Vec<PathBuf>,
+    /// Ports that must be out of reach (e.g. Chromium's DevTools, which
+    /// can do what the confinement forbids).
+    pub forbidden_ports: Vec<u16>,
 }
 
 /// One probe and what happened.
@@ -107,7 +110,8 @@ pub const EXPECTED_WHEN_CONFINED: &[(&str, &str)] = &[
 ];
 
 /// Compare probe results with [`EXPECTED_WHEN_CONFINED`] (and every
-/// `append_protected_*` with `EACCES`); return one line per mismatch.
+/// `append_protected_*` and `tcp_connect_forbidden_*` with `EACCES`);
+/// return one line per mismatch.
 pub fn gaps(results: &[Outcome]) -> Vec<String> {
     let get = |name: &str| {
         results
@@ -128,10 +132,16 @@ pub fn gaps(results: &[Outcome]) -> Vec<String> {
     gaps.extend(
         results
             .iter()
-            .filter(|o| o.name.starts_with("append_protected_") && o.result != "EACCES")
+            .filter(|o| is_per_target(&o.name) && o.result != "EACCES")
             .map(|o| format!("{}: expected EACCES, got {}", o.name, o.result)),
     );
     gaps
+}
+
+/// A probe of one of [`Targets`]' protected files or forbidden ports, which
+/// must each fail with `EACCES`.
+pub fn is_per_target(name: &str) -> bool {
+    name.starts_with("append_protected_") || name.starts_with("tcp_connect_forbidden_")
 }
 
 /// `EACCES` for 13 and so on; `errno N` for the rest.
@@ -267,6 +277,12 @@ fn network(targets: &Targets, out: &mut Vec<Outcome>) {
         let other = if port == u16::MAX { port - 1 } else { port + 1 };
         out.push(outcome("tcp_connect_other_port", connect(other)));
         out.push(outcome("mptcp_connect_other_port", mptcp_connect(other)));
+    }
+    for (i, port) in targets.forbidden_ports.iter().enumerate() {
+        out.push(outcome(
+            format!("tcp_connect_forbidden_{i}"),
+            connect(*port),
+        ));
     }
     out.push(outcome(
         "tcp_bind",

@@ -47,10 +47,14 @@ pub(crate) async fn enforce(
     match verdict {
         GuardVerdict::Blocked { page, why } => {
             let refusal = block(server, request, planned, executed, page, why).await;
-            (
-                Reply::refused(request.session.as_str(), &refusal),
-                Some(refusal),
-            )
+            let session = request.session.as_str();
+            // 126 says nothing ran; after a command that did, that would be false.
+            let reply = if matches!(executed.raw.termination, Termination::Withheld(_)) {
+                Reply::refused(session, &refusal)
+            } else {
+                Reply::withheld(session, &refusal)
+            };
+            (reply, Some(refusal))
         }
         GuardVerdict::Unchecked | GuardVerdict::Passed => (reply, None),
     }

@@ -38,6 +38,18 @@ impl Reply {
         }
     }
 
+    /// The command ran, but the guard refused where it left the page: its
+    /// output is withheld, and the exit code says it failed (not 126,
+    /// "refused, nothing ran").
+    pub(crate) fn withheld(session_id: &str, refusal: &Refusal) -> Self {
+        Self {
+            session_id: session_id.to_owned(),
+            exit_code: exit_code::FAILED,
+            stdout: String::new(),
+            stderr: format!("{refusal}; the command ran, and its output was withheld"),
+        }
+    }
+
     pub(crate) fn internal(session_id: &str, message: &str) -> Self {
         Self {
             session_id: session_id.to_owned(),

@@ -18,11 +18,22 @@ pub(crate) struct ServeArgs {
     )]
     pub(crate) agent_browser: PathBuf,
 
-    /// Chromium's remote-debugging port on 127.0.0.1; forced as `--cdp` on
-    /// every call.
+    /// Chromium's remote-debugging port on 127.0.0.1. Only browser-shell
+    /// connects to it; agent-browser reaches Chromium through the gate.
     #[arg(long, env = "BROWSER_SHELL_CDP_PORT", value_name = "PORT", default_value_t = 9222,
           value_parser = clap::value_parser!(u16).range(1..))]
     pub(crate) cdp_port: u16,
+
+    /// Port of the browser gate on 127.0.0.1, the one TCP port agent-browser
+    /// may connect to (forced as its `--cdp` WebSocket URL); 0 picks a free
+    /// port at start.
+    #[arg(
+        long,
+        env = "BROWSER_SHELL_GATE_PORT",
+        value_name = "PORT",
+        default_value_t = 0
+    )]
+    pub(crate) gate_port: u16,
 
     /// Private state of agent-browser: its HOME, its socket dir and its `{}`
     /// config file. Keep it short: socket paths are limited to 103 bytes.

@@ -5,6 +5,7 @@
 
 mod diagnostics;
 mod flags;
+mod gate_probe;
 mod operator;
 mod prepare;
 mod review;
@@ -74,12 +75,16 @@ enum AuditCmd {
 #[derive(Debug, Subcommand)]
 enum HardeningCmd {
     /// Print what will be enforced, then run a confined self-probe (writes
-    /// outside, connects elsewhere, ptrace, mount, …) and report each result.
-    /// Exits 0 only if every escape attempt was refused as expected.
+    /// outside, connects elsewhere — Chromium's DevTools port included —,
+    /// asks the browser gate for downloads and `file:` tabs, ptrace, mount,
+    /// …) and report each result. Exits 0 only if every escape attempt was
+    /// refused as expected.
     Check(flags::ServeArgs),
     /// Run the configured agent-browser with ARGS, confined exactly as a call
     /// would be but without browser-shell's validation: shows what the kernel
-    /// alone refuses. Example: `hardening exec -- --cdp 9222 --json screenshot /etc/x.png`.
+    /// and the browser gate alone refuse. `--cdp` is set to a gate of this
+    /// run's own, so use a new `--session` each run. Example:
+    /// `hardening exec -- --json --session x screenshot /etc/x.png`.
     Exec {
         #[command(flatten)]
         serve: flags::ServeArgs,

@@ -17,9 +17,17 @@ use super::flags::ServeArgs;
 /// whether every probe matched its expectation.
 pub(super) fn hardening_check(args: &ServeArgs) -> anyhow::Result<bool> {
     let prepared = args.prepare()?;
-    let policy = args.confinement_policy(&prepared.runner.state_dir(), &prepared.output_dir)?;
+    let gate_port = prepared.runner.gate_port();
+    let policy = args.confinement_policy(
+        &prepared.runner.state_dir(),
+        &prepared.output_dir,
+        gate_port,
+    )?;
     let mut out = std::io::stdout().lock();
     print_enforced(&mut out, prepared.runner.confinement().report(), &policy)?;
+    // The gate serves while the probe runs, as it does for every call.
+    let mut prepared = prepared;
+    let _gate = serve_gate(&mut prepared)?;
     let results = run_probe(args, &prepared, &policy)?;
     print_probe(&mut out, &results)
 }
@@ -108,7 +116,15 @@ fn run_probe(
     let mut command = hardening::Trampoline::new("/proc/self/exe", &probe_policy)?.command(&me);
     command
         .arg("__probe")
-        .args(["--cdp", &args.cdp_port.to_string(), "--writable"])
+        .args([
+            "--cdp",
+            &prepared.runner.gate_port().to_string(),
+            "--forbid",
+            &args.cdp_port.to_string(),
+            "--gate",
+            &crate::gate::Gate::endpoint_for(prepared.runner.gate_port(), "hardening-check"),
+            "--writable",
+        ])
         .arg(&prepared.output_dir)
         .arg("--protect")
         .arg(prepared.audit.path())
@@ -142,9 +158,10 @@ fn print_probe(
     let expected = |name: &str| {
         hardening::probe::EXPECTED_WHEN_CONFINED
             .iter()
+            .chain(super::gate_probe::EXPECTED)
             .find(|(n, _)| *n == name)
             .map(|(_, want)| *want)
-            .or_else(|| name.starts_with("append_protected_").then_some("EACCES"))
+            .or_else(|| hardening::probe::is_per_target(name).then_some("EACCES"))
     };
     for outcome in results {
         let (mark, want) = match expected(&outcome.name) {
@@ -158,7 +175,19 @@ fn print_probe(
             outcome.name, outcome.result
         )?;
     }
-    let gaps = hardening::probe::gaps(results);
+    let mut gaps = hardening::probe::gaps(results);
+    for (name, want) in super::gate_probe::EXPECTED {
+        let got = results
+            .iter()
+            .find(|o| o.name == *name)
+            .map(|o| o.result.as_str());
+        if got != Some(*want) {
+            gaps.push(format!(
+                "{name}: expected {want}, got {}",
+                got.unwrap_or("<missing>")
+            ));
+        }
+    }
     writeln!(out)?;
     if gaps.is_empty() {
         writeln!(
@@ -179,11 +208,21 @@ fn join(paths: &[PathBuf]) -> String {
         .join(", ")
 }
 
-/// Run agent-browser with `argv` confined as a call would be; return its exit code.
+/// Run agent-browser with `argv` confined as a call would be, reaching
+/// Chromium through a browser gate of its own (its `--cdp`, put first);
+/// return its exit code.
 pub(super) fn hardening_exec(args: &ServeArgs, argv: &[String]) -> anyhow::Result<i32> {
-    let prepared = args.prepare()?;
+    if argv.iter().any(|a| a == "--cdp" || a.starts_with("--cdp=")) {
+        anyhow::bail!(
+            "hardening exec sets --cdp itself (its browser gate's URL, the only way a confined \
+             agent-browser reaches Chromium); remove it from the arguments"
+        );
+    }
+    let mut prepared = args.prepare()?;
+    let _gate = serve_gate(&mut prepared)?;
+    let endpoint = crate::gate::Gate::endpoint_for(prepared.runner.gate_port(), "hardening-exec");
     let mut command = prepared.runner.confined_command();
-    command.args(argv);
+    command.args(["--cdp", &endpoint]).args(argv);
     let status = command.status().context("cannot run agent-browser")?;
     Ok(status.code().unwrap_or(1))
 }
@@ -200,14 +239,50 @@ pub(super) fn probe(argv: &[String]) -> i32 {
         allowed_port: flag("--cdp").and_then(|p| p.parse().ok()),
         writable_dir: flag("--writable").map(PathBuf::from),
         protected_files: flag("--protect").map(PathBuf::from).into_iter().collect(),
+        forbidden_ports: flag("--forbid")
+            .and_then(|p| p.parse().ok())
+            .into_iter()
+            .collect(),
     };
-    let map: serde_json::Map<String, serde_json::Value> = hardening::probe::run(&targets)
+    let mut map: serde_json::Map<String, serde_json::Value> = hardening::probe::run(&targets)
         .into_iter()
         .map(|o| (o.name, serde_json::Value::String(o.result)))
         .collect();
+    if let Some(gate) = flag("--gate") {
+        for (name, result) in super::gate_probe::run(gate) {
+            map.insert(name, serde_json::Value::String(result));
+        }
+    }
     let mut out = std::io::stdout().lock();
     match writeln!(out, "{}", serde_json::Value::Object(map)) {
         Ok(()) => 0,
         Err(_) => 1,
     }
+}
+
+/// The browser gate, serving on a runtime of its own for as long as the
+/// returned value lives (its refusals are not audited here: an operator
+/// command is not a call).
+fn serve_gate(
+    prepared: &mut crate::server::Parts,
+) -> anyhow::Result<(
+    tokio::runtime::Runtime,
+    tokio::sync::mpsc::Receiver<crate::gate::GateEvent>,
+)> {
+    let gate = prepared
+        .gate
+        .take()
+        .context("the browser gate was not bound")?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    let resolver = std::sync::Arc::new(crate::policy::resolve::SystemResolver {
+        timeout: prepared.url_policy.dns_timeout,
+    });
+    let refusals = {
+        let _entered = runtime.enter();
+        gate.serve(prepared.url_policy.clone(), resolver)?
+    };
+    Ok((runtime, refusals))
 }

@@ -16,11 +16,22 @@ use anyhow::{Context, bail};
 
 use super::flags::ServeArgs;
 use crate::{
+    gate::Gate,
     policy::{outputs::Quota, url_policy::UrlPolicy},
     runner::{Runner, RunnerConfig},
     server::{Limits, Parts},
     session_id::MAX_DAEMON_NAME_LEN,
 };
+
+/// The file in the state dir naming the last serving gate's port.
+const GATE_PORT_MEMO: &str = "gate.port";
+
+/// Remember the serving gate's port for the next server (see
+/// `ServeArgs::bind_gate`).
+pub(crate) fn remember_gate_port(state: &Path, port: u16) -> anyhow::Result<()> {
+    let memo = state.join(GATE_PORT_MEMO);
+    fs::write(&memo, port.to_string()).with_context(|| format!("cannot write {}", memo.display()))
+}
 
 /// Longest unix socket path agent-browser can bind.
 const MAX_SOCKET_PATH: usize = 103;
@@ -48,10 +59,12 @@ impl ServeArgs {
             .cloned()
             .collect();
         let redactor = audit::Redactor::new(key, &secret_params);
-        let policy = self.confinement_policy(&dirs.state, &dirs.output)?;
+        let gate = self.bind_gate(&dirs.state)?;
+        let policy = self.confinement_policy(&dirs.state, &dirs.output, gate.port())?;
         self.check_evidence_outside(&policy, &key_path)?;
-        let runner = self.build_runner(&policy, &dirs)?;
+        let runner = self.build_runner(&policy, &dirs, gate.port())?;
         Ok(Parts {
+            gate: Some(gate),
             runner,
             audit,
             redactor,
@@ -108,6 +121,33 @@ impl ServeArgs {
         })
     }
 
+    /// The browser gate's listener: on `--gate-port`, or with 0 on the port
+    /// the previous server used (when free), so that the daemons it left
+    /// running — which reconnect to the URL they were started with — can be
+    /// adopted; otherwise on any free port. Only `serve` remembers the port
+    /// ([`remember_gate_port`]).
+    fn bind_gate(&self, state: &Path) -> anyhow::Result<Gate> {
+        let memo = state.join(GATE_PORT_MEMO);
+        let previous = fs::read_to_string(&memo)
+            .ok()
+            .and_then(|text| text.trim().parse::<u16>().ok())
+            .filter(|port| *port != 0);
+        let gate = if self.gate_port != 0 {
+            Gate::bind(self.gate_port, self.cdp_port, previous).with_context(|| {
+                format!(
+                    "cannot listen on 127.0.0.1:{} for the browser gate (--gate-port)",
+                    self.gate_port
+                )
+            })?
+        } else {
+            previous
+                .and_then(|port| Gate::bind(port, self.cdp_port, previous).ok())
+                .map_or_else(|| Gate::bind(0, self.cdp_port, previous), Ok)
+                .context("cannot listen on 127.0.0.1 for the browser gate")?
+        };
+        Ok(gate)
+    }
+
     /// The audit log (writable before any call can run), its key, and the
     /// key's path.
     fn open_audit(&self) -> anyhow::Result<(audit::Sink, PathBuf, audit::Key)> {
@@ -132,7 +172,12 @@ impl ServeArgs {
     }
 
     /// The runner, after its self-test: agent-browser `--version`, confined.
-    fn build_runner(&self, policy: &hardening::Policy, dirs: &StateDirs) -> anyhow::Result<Runner> {
+    fn build_runner(
+        &self,
+        policy: &hardening::Policy,
+        dirs: &StateDirs,
+        gate_port: u16,
+    ) -> anyhow::Result<Runner> {
         let confinement = Arc::new(
             hardening::prepare(policy).context("cannot confine agent-browser on this machine")?,
         );
@@ -144,6 +189,7 @@ impl ServeArgs {
                 .canonicalize()
                 .with_context(|| format!("cannot resolve {}", self.agent_browser.display()))?,
             cdp_port: self.cdp_port,
+            gate_port,
             home_dir: dirs.home.clone(),
             socket_dir: dirs.socket.clone(),
             config_file: dirs.config_file.clone(),
@@ -181,13 +227,15 @@ impl ServeArgs {
 
     /// What the spawned agent-browser (and the daemon it forks) may do:
     /// execute its own binary, read /proc, write under /tmp, the state dir
-    /// and the output dir, connect to the CDP port only, bind nothing, and
-    /// create only unix and IPv4 TCP sockets (`--cdp` is always 127.0.0.1;
+    /// and the output dir, connect to the browser gate's port only (never
+    /// to Chromium's DevTools port: see `crate::gate`), bind nothing, and
+    /// create only unix and IPv4 TCP sockets (the gate is always 127.0.0.1;
     /// no UDP, which Landlock cannot restrict).
     pub(crate) fn confinement_policy(
         &self,
         state_dir: &Path,
         output_dir: &Path,
+        gate_port: u16,
     ) -> anyhow::Result<hardening::Policy> {
         let binary = self
             .agent_browser
@@ -208,7 +256,7 @@ impl ServeArgs {
             output_dir.to_owned(),
             PathBuf::from("/dev/null"),
         ];
-        policy.connect_tcp_ports = vec![self.cdp_port];
+        policy.connect_tcp_ports = vec![gate_port];
         policy.socket_families = vec![
             hardening::SocketFamily::Unix,
             hardening::SocketFamily::InetTcp,

@@ -8,16 +8,23 @@ use rmcp::ServiceExt;
 use super::flags::ServeArgs;
 use crate::{
     call,
+    gate::Gate,
     obs::telemetry::Telemetry,
     server::Server,
     transport::{mcp, stdio, wire},
 };
 
 pub(super) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
-    let parts = args.prepare()?;
+    let mut parts = args.prepare()?;
+    let gate = parts
+        .gate
+        .take()
+        .context("the browser gate was not bound")?;
+    super::prepare::remember_gate_port(&parts.runner.state_dir(), gate.port())?;
     tracing::info!(
         agent_browser = %parts.runner.agent_browser().display(),
         cdp_port = parts.runner.cdp_port(),
+        gate_port = gate.port(),
         audit_log = %parts.audit.path().display(),
         "browser-shell ready on stdio"
     );
@@ -34,7 +41,7 @@ pub(super) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     }
     let server = Arc::new(Server::new(parts, telemetry.clone()));
     let grace = Duration::from_secs(args.shutdown_grace_sec);
-    runtime.block_on(run(server, grace))?;
+    runtime.block_on(run(server, gate, grace))?;
     // Flush OTLP with a bound; a dead collector cannot hold the exit longer.
     telemetry.shutdown(Duration::from_secs(2));
     // When stdin is not a pipe, tokio reads it on a blocking thread that
@@ -46,7 +53,17 @@ pub(super) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
 
 /// stdin → wire → rmcp → wire → stdout, plus the reaper, until the client
 /// hangs up or SIGTERM drains the calls in flight.
-async fn run(server: Arc<Server>, grace: Duration) -> anyhow::Result<()> {
+async fn run(server: Arc<Server>, gate: Gate, grace: Duration) -> anyhow::Result<()> {
+    let gate_kept = gate.same_port_as_before();
+    let mut refusals = gate
+        .serve(server.url_policy.clone(), Arc::clone(&server.resolver))
+        .context("cannot serve the browser gate")?;
+    let recorder = Arc::clone(&server);
+    tokio::spawn(async move {
+        while let Some(event) = refusals.recv().await {
+            recorder.record_gate_refusal(event);
+        }
+    });
     // The wire frames, bounds and parses messages, answers malformed ones
     // itself, is rmcp's transport and stdout's only writer.
     let (transport, ends) = wire::Wire::new();
@@ -67,7 +84,7 @@ async fn run(server: Arc<Server>, grace: Duration) -> anyhow::Result<()> {
         ends.answers_rx,
         stdio::output(),
     ));
-    server.adopt_orphans().await;
+    server.adopt_orphans(gate_kept).await;
     let reaper = tokio::spawn(reap_forever(Arc::clone(&server)));
     let service = mcp::BrowserShellServer::new(Arc::clone(&server))
         .serve(transport)

@@ -123,6 +123,15 @@ impl Default for UrlPolicy {
     }
 }
 
+/// What a URL is for: which parts of the policy apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reach {
+    /// A page (top-level or a frame's document): the whole policy.
+    Page,
+    /// A page's subresource: everything but the host allowlists.
+    Subresource,
+}
+
 /// An allowed URL: what the browser will load, and the addresses checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Checked {
@@ -274,6 +283,33 @@ impl UrlPolicy {
         url: &Url,
         resolver: &dyn Resolve,
     ) -> Result<Checked, Refusal> {
+        self.check(url, resolver, Reach::Page).await
+    }
+
+    /// The policy for a request a page makes (the gate's warden): a
+    /// document, in any frame, is a page and meets the whole policy; a
+    /// subresource meets all of it but the host allowlists, which name the
+    /// sites an agent may visit, not every host those sites load from.
+    pub(crate) async fn check_request(
+        &self,
+        url: &Url,
+        document: bool,
+        resolver: &dyn Resolve,
+    ) -> Result<Checked, Refusal> {
+        let reach = if document {
+            Reach::Page
+        } else {
+            Reach::Subresource
+        };
+        self.check(url, resolver, reach).await
+    }
+
+    async fn check(
+        &self,
+        url: &Url,
+        resolver: &dyn Resolve,
+        reach: Reach,
+    ) -> Result<Checked, Refusal> {
         if url.as_str() == "about:blank" && self.allow_about_blank {
             return Ok(Checked {
                 url: url.to_string(),
@@ -303,7 +339,9 @@ impl UrlPolicy {
                 format!("{name} is denied by the policy ({entry})"),
             ));
         }
-        if self.allow_hosts.is_some() || self.allow_host_suffixes.is_some() {
+        if reach == Reach::Page
+            && (self.allow_hosts.is_some() || self.allow_host_suffixes.is_some())
+        {
             let exact = self.allow_hosts.iter().flatten().any(|h| *h == name);
             let suffix = self
                 .allow_host_suffixes

@@ -1169,3 +1169,33 @@ fn wildcard_host_entries_are_rejected() {
         ),
     ]);
 }
+
+/// A request a page makes (the browser gate's warden): a document in any
+/// frame meets the host allowlist like a page; a subresource does not, but
+/// meets every other rule — its address above all.
+#[test]
+fn a_subresource_skips_only_the_host_allowlist_and_a_frame_meets_all_of_it() {
+    let policy = policy(HOSTS_ONLY);
+    let r = resolver();
+    let request = |url: &str, document: bool| {
+        let url = Url::parse(url).map_err(|e| e.to_string())?;
+        block_on(policy.check_request(&url, document, &r))
+            .map(|checked| checked.url)
+            .map_err(|refusal| refusal.rule.id().to_owned())
+    };
+    let elsewhere = format!("http://{PUBLIC}/lib.js");
+    assert_eq!(request(&elsewhere, true), Err("host.not_allowed".into()));
+    assert_eq!(request(&elsewhere, false), Ok(elsewhere.clone()));
+    assert_eq!(
+        request("http://127.0.0.1/x.png", false),
+        Err("address.private".into())
+    );
+    assert_eq!(
+        request("file:///etc/passwd", false),
+        Err("url.scheme".into())
+    );
+    assert_eq!(
+        request("https://example.com/", true),
+        Ok("https://example.com/".into())
+    );
+}

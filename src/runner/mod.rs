@@ -33,6 +33,8 @@ pub(crate) struct RunnerConfig {
     /// The native agent-browser binary, absolute.
     pub(crate) agent_browser: PathBuf,
     pub(crate) cdp_port: u16,
+    /// The browser gate's port: agent-browser's only way to Chromium.
+    pub(crate) gate_port: u16,
     /// HOME and cwd of agent-browser: a private directory.
     pub(crate) home_dir: PathBuf,
     /// `AGENT_BROWSER_SOCKET_DIR`: short, private (0700).
@@ -55,6 +57,7 @@ pub(crate) struct RunnerConfig {
 pub(crate) struct Runner {
     agent_browser: PathBuf,
     cdp_port: u16,
+    gate_port: u16,
     home_dir: PathBuf,
     socket_dir: PathBuf,
     config_file: PathBuf,
@@ -144,6 +147,7 @@ impl Runner {
         Ok(Self {
             agent_browser: config.agent_browser,
             cdp_port: config.cdp_port,
+            gate_port: config.gate_port,
             home_dir: config.home_dir,
             socket_dir: config.socket_dir,
             config_file: config.config_file,
@@ -163,6 +167,10 @@ impl Runner {
 
     pub(crate) fn cdp_port(&self) -> u16 {
         self.cdp_port
+    }
+
+    pub(crate) fn gate_port(&self) -> u16 {
+        self.gate_port
     }
 
     /// The confinement every child runs under.

@@ -1,7 +1,7 @@
 //! The one place a `Command` for agent-browser is built.
 //!
-//! The argv is constant — `<bin> --cdp <port> --json --session <name>
-//! --pin-tab batch --bail` — and the agent's tokens travel as JSON on stdin,
+//! The argv is constant — `<bin> --cdp <the gate's URL for the session>
+//! --json --session <name> --pin-tab batch --bail` — and the agent's tokens travel as JSON on stdin,
 //! where agent-browser never reads them as global flags. The environment is
 //! cleared and rebuilt from a short allow-list, stdin/stdout/stderr are pipes
 //! (the server's own stdio, which carries JSON-RPC, is never inherited), and
@@ -27,7 +27,7 @@ impl Runner {
     pub(crate) fn fixed_args(&self, session: &SessionId) -> Vec<String> {
         vec![
             "--cdp".into(),
-            self.cdp_port.to_string(),
+            crate::gate::Gate::endpoint_for(self.gate_port, session.daemon_name()),
             "--json".into(),
             "--session".into(),
             session.daemon_name().into(),

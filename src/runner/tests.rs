@@ -63,6 +63,7 @@ fn stand_in() -> StandIn {
     let runner = Runner::new(RunnerConfig {
         agent_browser: script,
         cdp_port: 9,
+        gate_port: 9,
         home_dir: home.clone(),
         socket_dir: sockets,
         config_file: dir.path().join("config.json"),

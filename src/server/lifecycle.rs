@@ -44,6 +44,27 @@ impl Server {
         }
     }
 
+    /// Something the browser gate refused (a CDP method, a request a page
+    /// made): a `denied` record of its own, attributed to the session the
+    /// connection named.
+    pub(crate) fn record_gate_refusal(&self, refused: crate::gate::GateEvent) {
+        let mut event = audit::Event::new(audit::Phase::Denied, new_call_id());
+        event.session_id = Some(refused.session);
+        event.verdict = Some(audit::Verdict::Denied);
+        event.rule = Some(refused.rule.id().to_owned());
+        event.reason = Some(if refused.unrecorded_before > 0 {
+            format!(
+                "{} ({} earlier gate refusals came too fast to be recorded one by one)",
+                refused.reason, refused.unrecorded_before
+            )
+        } else {
+            refused.reason
+        });
+        if let Err(e) = self.journal.append_unattached(event) {
+            tracing::error!(error = %e, "audit record of a browser gate refusal not written");
+        }
+    }
+
     /// Retire every session idle longer than the TTL (the reaper's tick),
     /// all at once: each holds its session's turn until it is done, so one
     /// after the other would keep a call for the last of them waiting on
@@ -69,10 +90,21 @@ impl Server {
 
     /// At start: adopt confined daemons already running in our socket dir
     /// (a previous server's sessions; the reaper ends them when idle), and
-    /// kill unconfined ones (never reused).
-    pub(crate) async fn adopt_orphans(&self) {
+    /// kill unconfined ones (never reused). When the browser gate is on
+    /// another port than the previous server's (`gate_kept` false), no
+    /// daemon of that server can reach Chromium again: all are closed.
+    pub(crate) async fn adopt_orphans(&self, gate_kept: bool) {
         for (name, confined) in self.runner.running_daemons().await {
-            if confined {
+            if confined && !gate_kept {
+                self.record_lifecycle(
+                    &name,
+                    Outcome::Closed,
+                    "a daemon was running at start, connected to the previous server's browser \
+                     gate on another port"
+                        .into(),
+                );
+                self.runner.kill_daemon(&name).await;
+            } else if confined {
                 self.sessions.adopt(&name);
                 self.record_lifecycle(
                     &name,

@@ -36,6 +36,8 @@ pub(crate) struct Limits {
 /// Everything the server is built from, checked and prepared by the CLI.
 #[derive(Debug)]
 pub(crate) struct Parts {
+    /// The browser gate, bound; served once the runtime runs.
+    pub(crate) gate: Option<crate::gate::Gate>,
     /// Masks secrets in audit records (keyed by the audit key).
     pub(crate) redactor: audit::Redactor,
     /// What `open` (and the navigation guard) may reach.

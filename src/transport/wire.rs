@@ -327,7 +327,7 @@ fn id_string(id: &Value) -> Option<String> {
 fn error_line(fault: &Fault) -> String {
     let code = match fault.rule.answer() {
         Answer::JsonRpc(code) => code,
-        Answer::Tool(_) => -32600,
+        Answer::Tool(_) | Answer::Browser => -32600,
     };
     let id = match &fault.request_id {
         Some(id) if id.len() > MAX_ECHOED_ID_BYTES => Value::Null,

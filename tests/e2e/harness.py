@@ -320,6 +320,38 @@ def run_web_server(host: str = "127.0.0.1") -> Iterator[WebServer]:
                 target = json.dumps(query.get("to", ["/"])[0]).replace("<", "\\u003c")
                 ms = int(query.get("ms", ["1000"])[0])
                 self._send(200, _page("Later", f"<script>setTimeout(() => {{ location.href = {target}; }}, {ms});</script>"))
+            elif parsed.path == "/later-blob":
+                # A page whose script, after ?ms= milliseconds, replaces itself with a page it made
+                # (a blob: URL, which no request fetches): a form that submits ?q=<marker> to this
+                # server. Only the navigation guard refuses such a page; the tests of the guard use it.
+                query = urllib.parse.parse_qs(parsed.query)
+                marker = html.escape(query.get("marker", ["blob"])[0], quote=True)
+                ms = int(query.get("ms", ["1000"])[0])
+                made = json.dumps(
+                    "<title>Made page</title><h1>Made page</h1>"
+                    f'<form action="http://{state.host}:{state.port}/submit" method="get">'
+                    f'<input name="q" value="{marker}"><button id="go" type="submit">Go</button></form>'
+                ).replace("<", "\\u003c")
+                script = (
+                    f"setTimeout(() => {{ location.href = URL.createObjectURL("
+                    f"new Blob([{made}], {{type: 'text/html'}})); }}, {ms});"
+                )
+                self._send(200, _page("Later", f"<script>{script}</script>"))
+            elif parsed.path == "/framed":
+                # An allowed page with a frame on ?src= (tests point it at loopback only).
+                src = html.escape(urllib.parse.parse_qs(parsed.query).get("src", ["/next"])[0], quote=True)
+                self._send(200, _page("Framed", f'<h1>Outer</h1><iframe id="inner" src="{src}"></iframe>'))
+            elif parsed.path == "/pictured":
+                # An allowed page that loads an image from ?src= (a subresource).
+                src = html.escape(urllib.parse.parse_qs(parsed.query).get("src", ["/"])[0], quote=True)
+                self._send(200, _page("Pictured", f'<h1>Pictured</h1><img id="pic" src="{src}">'))
+            elif parsed.path == "/admin.html":
+                # What a forbidden frame would show: a secret, and a form that submits to its server.
+                self._send(200, _page("Admin", (
+                    "<p id=secret>TOP-SECRET-ADMIN</p>"
+                    '<form action="/submit" method="get"><input id="q" name="q">'
+                    '<button id="go" type="submit">Send</button></form>'
+                )))
             elif parsed.path == "/favicon.ico":
                 self._send(404, b"", "image/x-icon")
             else:

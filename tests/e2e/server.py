@@ -175,7 +175,7 @@ class ServerConfig:
         env = {
             "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
             "HOME": os.environ.get("HOME", "/root"),
-            "RUST_LOG": "info",
+            "RUST_LOG": os.environ.get("BS_TEST_RUST_LOG", "info"),
         }
         env.update(self.env_extra)
         return env

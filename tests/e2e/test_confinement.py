@@ -26,7 +26,7 @@ EXPECTED = {
     "write_root_home": "EACCES",
     "append_etc_passwd": "EACCES",
     "write_through_symlink_into_etc": "EACCES",
-    "tcp_connect_allowed_port": "ok",  # the CDP port
+    "tcp_connect_allowed_port": "ok",  # the browser gate's port
     "tcp_connect_other_port": "EACCES",
     "tcp_bind": "EACCES",
     "socket_packet": "EPERM",
@@ -63,6 +63,11 @@ def test_probe_spawned_like_agent_browser_cannot_escape_or_touch_the_audit_log(s
     probes = json.loads(reply["stdout"])["probes"]
     wrong = {k: (want, probes.get(k)) for k, want in EXPECTED.items() if probes.get(k) != want}
     assert not wrong, f"confinement gaps (expected, got): {wrong}\nall: {probes}"
+    # Chromium's DevTools port is out of reach: what CDP can do there, the child cannot ask.
+    is_error, reply = srv.call("probe", ["fill", "#port", str(srv.cfg.cdp_port)])
+    assert not is_error, describe(reply)
+    probes = json.loads(reply["stdout"])["probes"]
+    assert probes.get("tcp_connect_forbidden_0") == "EACCES", probes
     # The failed append did not touch the evidence: the chain still verifies line by line.
     records = [json.loads(line) for line in audit_log.read_text().splitlines()]
     assert records and all(r["prev_hash"] == p["hash"] for p, r in zip(records, records[1:]))
@@ -113,13 +118,15 @@ def test_kernel_refuses_a_write_outside_the_writable_roots_when_validation_is_by
     batch = json.dumps([["open", web.url("/form")], ["screenshot", str(escape)]])
     flags = cfg.args()[1:]  # the same operator flags, without `serve`
     cmd = [str(cfg.server_bin), "hardening", "exec", *flags, "--",
-           "--cdp", str(cfg.cdp_port), "--json", "--session", "bypass", "--pin-tab", "batch", "--bail"]
+           "--json", "--session", "bypass", "--pin-tab", "batch", "--bail"]
     run = subprocess.run(cmd, input=batch, capture_output=True, text=True, timeout=60)
     results = json.loads(run.stdout)
     assert results[0]["success"], results
     assert not results[1]["success"] and "Permission denied" in results[1]["error"], results
     assert not escape.exists()
-    # The same confined path can write where it is allowed to.
+    # The same confined path can write where it is allowed to. (A new session: each `hardening
+    # exec` has a gate of its own, so the first one's daemon cannot reach Chromium any more.)
+    cmd[cmd.index("bypass")] = "bypass-2"
     run = subprocess.run(cmd, input=json.dumps([["screenshot", str(inside)]]), capture_output=True, text=True, timeout=60)
     assert json.loads(run.stdout)[0]["success"], run.stdout
     assert inside.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -133,6 +140,9 @@ def test_hardening_check_verifies_the_confinement_on_this_machine(server) -> Non
     )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "confinement verified" in run.stdout and "FAIL" not in run.stdout, run.stdout
+    # The CDP abuse a child could try through the gate, and Chromium's own port, are covered.
+    for probe in ("gate_download_behavior", "gate_file_target", "gate_http_new_tab", "tcp_connect_forbidden_0"):
+        assert f"ok   {probe}" in run.stdout, run.stdout
 
 
 def _status(pid: int) -> dict[str, str]:

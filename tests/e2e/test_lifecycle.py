@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 import urllib.request
@@ -142,6 +143,37 @@ def test_daemons_from_a_previous_server_are_adopted_or_closed(server_config, web
         assert events.get("orph") == "adopted" and events.get("rogue2") == "closed", events
         assert alive(kept) and not alive(rogue)
         assert second.ok("orph", ["get", "url"])["url"] == web.url("/form")
+    finally:
+        second.stop()
+
+
+def test_daemons_of_a_server_whose_gate_was_on_another_port_are_closed(
+    server_config, web: harness.WebServer
+) -> None:
+    # A daemon reconnects to the gate URL it was started with; on another port that URL is dead.
+    cfg = server_config(tag="bsg")
+    ports = []
+    for _ in range(2):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            ports.append(probe.getsockname()[1])
+    cfg.extra_args = [*cfg.extra_args, "--gate-port", str(ports[0])]
+    first = BlockingServer(cfg).start()
+    try:
+        first.ok("moved", ["open", web.url("/form")])
+    finally:
+        first.stop()
+    kept = int((cfg.state_dir / "sock" / "moved.pid").read_text())
+    assert alive(kept)
+    cfg.extra_args = [*cfg.extra_args[:-2], "--gate-port", str(ports[1])]
+    second = BlockingServer(cfg).start()
+    try:
+        closed = [r for r in lifecycle(cfg) if r["session_id"] == "moved"]
+        assert [r["outcome"] for r in closed] == ["closed"], closed
+        assert "another port" in closed[0]["reason"], closed
+        assert not alive(kept)
+        # The session works again, through the new gate, on its own tab.
+        assert second.ok("moved", ["get", "url"])["url"] == web.url("/form")
     finally:
         second.stop()
 

@@ -59,34 +59,86 @@ def test_an_address_outside_the_allowed_cidr_is_refused_before_the_browser_sees_
     assert two.seen_paths() == [], "the browser was sent to the refused address"
 
 
-def test_a_redirect_to_a_disallowed_address_is_caught_by_the_navigation_guard(
+def blocked_requests(server, sid: str, within: float = 10.0, at_least: int = 1) -> list[dict]:
+    """The session's `request.blocked` audit records, once there are `at_least` of them (the gate
+    writes them beside the call, so they may land just after its reply)."""
+    deadline = time.monotonic() + within
+    while True:
+        records = [
+            json.loads(line) for line in server.cfg.audit_log.read_text().splitlines()
+        ]
+        mine = [r for r in records if r.get("rule") == "request.blocked" and r.get("session_id") == sid]
+        if len(mine) >= at_least or time.monotonic() > deadline:
+            return mine
+        time.sleep(0.05)
+
+
+def test_a_redirect_to_a_disallowed_address_is_blocked_before_it_is_requested(
     server, web: harness.WebServer, elsewhere: tuple[harness.WebServer, harness.WebServer]
 ) -> None:
     two, _ = elsewhere
     start = web.url("/redirect?to=" + urllib.parse.quote(two.url("/next"), safe=""))
     is_error, reply = server.call("pol-4", ["open", start])
-    assert is_error and reply["exit_code"] == 126, describe(reply)
-    assert reply["stderr"].startswith("refused [navigation.blocked]: the page navigated to http://127.0.0.2"), reply["stderr"]
-    assert "about:blank" in reply["stderr"]
-    assert server.ok("pol-4", ["get", "url"]) == {"url": "about:blank"}
-    assert "navigation.blocked" in rules_in_audit(server)
+    assert is_error and "ERR_BLOCKED_BY_CLIENT" in reply["stderr"], describe(reply)
+    assert two.seen_paths() == [], "the browser followed the redirect to the refused address"
+    blocked = blocked_requests(server, "pol-4")
+    assert blocked and "127.0.0.2" in blocked[0]["reason"] and "Document" in blocked[0]["reason"], blocked
+    assert blocked[0]["phase"] == "denied" and "address.private" in blocked[0]["reason"], blocked
 
 
-def test_a_link_to_a_disallowed_address_never_yields_its_content(
+def test_a_link_to_a_disallowed_address_never_reaches_it(
     server, web: harness.WebServer, elsewhere: tuple[harness.WebServer, harness.WebServer]
 ) -> None:
-    """The click's own guard catches the navigation — or, when a cross-origin navigation commits only
-    after the click returned, the very next command's guard does, and its reply (a snapshot here)
-    is replaced by the refusal. Either way no content of the disallowed page reaches the agent."""
     _, three = elsewhere
     server.ok("pol-5", ["open", web.url("/links?to=" + urllib.parse.quote(three.url("/next"), safe=""))])
-    is_error, reply = server.call("pol-5", ["click", "#away"])
-    if not is_error:
-        time.sleep(0.5)  # let a late navigation commit
-        is_error, reply = server.call("pol-5", ["snapshot"])
-    assert is_error and "navigation.blocked" in reply["stderr"] and "127.0.0.3" in reply["stderr"], describe(reply)
-    assert "Next page" not in reply["stdout"] + reply["stderr"]
-    assert server.ok("pol-5", ["get", "url"]) == {"url": "about:blank"}
+    server.call("pol-5", ["click", "#away"])
+    assert blocked_requests(server, "pol-5"), "no request.blocked record for the link"
+    reply = server.ok("pol-5", ["snapshot"])
+    assert "Next page" not in json.dumps(reply)
+    assert three.seen_paths() == [], "the browser reached the refused address"
+
+
+def test_a_page_that_sends_itself_elsewhere_never_gets_there(
+    server, web: harness.WebServer, elsewhere: tuple[harness.WebServer, harness.WebServer]
+) -> None:
+    """A script on an allowed page sends it to a disallowed address between two commands: the
+    request fails inside the browser, so no later command can see that page."""
+    _, three = elsewhere
+    sid = "pol-late"
+    later = web.url("/later?ms=500&to=" + urllib.parse.quote(three.url("/next?" + sid), safe=""))
+    assert server.ok(sid, ["open", later])["url"] == later
+    assert blocked_requests(server, sid), "no request.blocked record for the script's navigation"
+    reply = server.ok(sid, ["snapshot", "-i"])
+    assert "Next page" not in json.dumps(reply)
+    assert three.seen_paths() == [], "the browser reached the refused address"
+
+
+def test_a_frame_on_a_disallowed_address_is_never_loaded_or_fed(
+    server, web: harness.WebServer, elsewhere: tuple[harness.WebServer, harness.WebServer]
+) -> None:
+    """The top page is allowed; its frame is not. The frame's request fails inside the browser:
+    a snapshot carries none of its content or refs, and no input reaches its server."""
+    two, _ = elsewhere
+    framed = web.url("/framed?src=" + urllib.parse.quote(two.url("/admin.html"), safe=""))
+    server.ok("pol-frame", ["open", framed])
+    snapshot = json.dumps(server.ok("pol-frame", ["snapshot"]))
+    assert "Outer" in snapshot and "TOP-SECRET-ADMIN" not in snapshot, snapshot
+    server.call("pol-frame", ["fill", "#q", "exfiltrated"])
+    server.call("pol-frame", ["click", "#go"])
+    assert two.seen_paths() == [], "the browser sent a request to the frame's refused address"
+    blocked = blocked_requests(server, "pol-frame")
+    assert blocked and "/admin.html" in blocked[0]["reason"], blocked
+
+
+def test_a_subresource_on_a_disallowed_address_is_never_requested(
+    server, web: harness.WebServer, elsewhere: tuple[harness.WebServer, harness.WebServer]
+) -> None:
+    two, _ = elsewhere
+    pictured = web.url("/pictured?src=" + urllib.parse.quote(two.url("/next?img"), safe=""))
+    server.ok("pol-img", ["open", pictured])
+    blocked = blocked_requests(server, "pol-img")
+    assert blocked and "Image" in blocked[0]["reason"], blocked
+    assert two.seen_paths() == [], "the browser fetched a subresource from the refused address"
 
 
 def wait_for_a_tab_at(chromium: harness.Chromium, prefix: str, within: float = 15.0) -> None:
@@ -101,73 +153,71 @@ def wait_for_a_tab_at(chromium: harness.Chromium, prefix: str, within: float = 1
         time.sleep(0.05)
 
 
+# The navigation guard is the second line: no request reaches a refused address, but a page can
+# still replace itself with one it made (a blob: URL, which no request fetches). The guard refuses
+# such a page, after a command and — when the last one ended unchecked — before the next.
+
+
 @pytest.mark.parametrize(
     "argv", [["snapshot", "-i"], ["get", "title"]], ids=["snapshot-reports-its-origin", "get-title-trailing-read"]
 )
-def test_a_page_that_sent_itself_elsewhere_yields_none_of_its_content(
-    server, chromium: harness.Chromium, web: harness.WebServer,
-    elsewhere: tuple[harness.WebServer, harness.WebServer], argv: list[str]
+def test_a_page_that_replaced_itself_yields_none_of_its_content(
+    server, chromium: harness.Chromium, web: harness.WebServer, argv: list[str]
 ) -> None:
-    """A script on an allowed page sends it to a disallowed address between two commands. The next
-    command's reply is the refusal, never that page's content — whether its guard is the URL the
-    command reports itself (snapshot's `origin`) or a `get url` appended to its batch (get title)."""
-    _, three = elsewhere
-    sid = "pol-late-" + argv[0]
+    """The next command's reply is the refusal, never that page's content — whether its guard is
+    the URL the command reports itself (snapshot's `origin`) or a `get url` appended to its batch."""
+    sid = "pol-made-" + argv[0]
     # 3 s: long after `open` has read its own URL, even on a loaded machine.
-    later = web.url("/later?ms=3000&to=" + urllib.parse.quote(three.url("/next?" + sid), safe=""))
+    later = web.url(f"/later-blob?ms=3000&marker={sid}")
     assert server.ok(sid, ["open", later])["url"] == later
-    wait_for_a_tab_at(chromium, three.url("/next?" + sid))
+    wait_for_a_tab_at(chromium, "blob:")
     is_error, reply = server.call(sid, argv)
-    assert is_error and "navigation.blocked" in reply["stderr"] and "127.0.0.3" in reply["stderr"], describe(reply)
-    assert "Next page" not in reply["stdout"] + reply["stderr"]
+    assert is_error and "navigation.blocked" in reply["stderr"] and "blob:" in reply["stderr"], describe(reply)
+    assert "Made page" not in reply["stdout"] + reply["stderr"]
+    # The command ran (its output is what was withheld): the exit code must not say nothing ran.
+    assert reply["exit_code"] == 1 and "the command ran" in reply["stderr"], describe(reply)
     assert server.ok(sid, ["get", "url"]) == {"url": "about:blank"}
 
 
 @pytest.mark.parametrize("ended", ["timed_out", "closed"])
 def test_after_a_command_left_the_page_unchecked_the_next_one_looks_before_it_acts(
-    server, chromium: harness.Chromium, web: harness.WebServer,
-    elsewhere: tuple[harness.WebServer, harness.WebServer], ended: str
+    server, chromium: harness.Chromium, web: harness.WebServer, ended: str
 ) -> None:
     """No guard reads the page after a command that times out (or fails), nor after `close`, which
-    ends the session's daemon but leaves its pinned tab in Chromium. If the page went to a
-    disallowed address meanwhile, the session's next command must not act on it: the guard looks
+    ends the session's daemon but leaves its pinned tab in Chromium. If the page became one the
+    policy refuses meanwhile, the session's next command must not act on it: the guard looks
     first, and the click that would submit that page's form never runs."""
-    _, three = elsewhere
     sid = f"pol-{ended}"
-    # 3 s: after `open` has read its own URL; the page moves while the `wait` below times out (or
+    # 3 s: after `open` has read its own URL; the page changes while the `wait` below times out (or
     # after it: the session's last command then still ended unchecked), or after the `close`.
-    later = web.url("/later?ms=3000&to=" + urllib.parse.quote(three.url(f"/form?{ended}"), safe=""))
+    later = web.url(f"/later-blob?ms=3000&marker={sid}")
     server.ok(sid, ["open", later])
     if ended == "timed_out":
         is_error, reply = server.call(sid, ["wait", "10000"], 1)
         assert is_error and reply["exit_code"] == 124, describe(reply)
     else:
         server.ok(sid, ["close"])
-    wait_for_a_tab_at(chromium, three.url(f"/form?{ended}"))
-    submissions = len(three.submitted())
+    wait_for_a_tab_at(chromium, "blob:")
     is_error, reply = server.call(sid, ["click", "#go"])
-    assert is_error and "navigation.blocked" in reply["stderr"] and "127.0.0.3" in reply["stderr"], describe(reply)
+    assert is_error and "navigation.blocked" in reply["stderr"] and "blob:" in reply["stderr"], describe(reply)
     assert "the command was not run" in reply["stderr"], describe(reply)
     time.sleep(0.5)  # a click that ran would have submitted by now
-    assert len(three.submitted()) == submissions, "the click ran on the disallowed page"
+    assert sid not in web.submitted(), "the click ran on the refused page"
     assert server.ok(sid, ["get", "url"]) == {"url": "about:blank"}
 
 
 def test_a_screenshot_the_guard_refuses_to_take_deletes_no_older_one(
-    start_server, chromium: harness.Chromium, web: harness.WebServer,
-    elsewhere: tuple[harness.WebServer, harness.WebServer]
+    start_server, chromium: harness.Chromium, web: harness.WebServer
 ) -> None:
     """Making room for a screenshot deletes the session's oldest ones: a side effect of a command
     that runs. When the guard looks first and refuses the page, the screenshot is never taken, so
     nothing is deleted for it. (That room is made at all is test_lifecycle's quota test.)"""
-    _, three = elsewhere
     srv = start_server(extra_args=["--child-max-file-bytes", "200000", "--output-quota-session-bytes", "200001"])
     sid = "pol-room"
-    later = web.url("/later?ms=3000&to=" + urllib.parse.quote(three.url("/next?room"), safe=""))
-    srv.ok(sid, ["open", later])
+    srv.ok(sid, ["open", web.url("/later-blob?ms=3000&marker=room")])
     is_error, reply = srv.call(sid, ["wait", "10000"], 1)  # ends unchecked: the next command looks first
     assert is_error and reply["exit_code"] == 124, describe(reply)
-    wait_for_a_tab_at(chromium, three.url("/next?room"))
+    wait_for_a_tab_at(chromium, "blob:")
     old = srv.cfg.output_dir / sid / "old.png"
     old.parent.mkdir(parents=True, exist_ok=True)
     old.write_bytes(b"x" * 1000)  # with a 200 kB screenshot to come, the quota wants it gone

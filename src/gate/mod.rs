@@ -1,0 +1,293 @@
+//! The browser gate: the only way from a confined agent-browser to Chromium.
+//!
+//! Chromium is not confined, and CDP can do what Landlock forbids (write a
+//! download anywhere, open `file:` URLs, drive every tab). So the child may
+//! not reach Chromium's DevTools port at all: its only allowed TCP port is
+//! the gate's, on 127.0.0.1, and agent-browser is pointed at
+//! `ws://127.0.0.1:<gate>/devtools/browser/<session>`. The gate
+//! - forwards only the CDP methods on its allowlist ([`methods`]), checks
+//!   the URLs of the ones that navigate, denies downloads, and answers
+//!   anything else with a CDP error that is audited ([`relay`]);
+//! - before agent-browser's first message reaches a tab, has its warden put
+//!   the tab under the URL policy, so every request of every frame is
+//!   decided before it leaves the browser ([`warden`]).
+//!
+//! Plain HTTP (`/json/*`, which can open and close tabs) is not served: the
+//! handshake fails. The session in the path attributes audit records; it is
+//! the child's claim, not a proof (docs/design.md, "The browser gate").
+
+mod methods;
+mod relay;
+mod warden;
+
+use std::{
+    sync::{Arc, atomic::AtomicU64},
+    time::Duration,
+};
+
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::{
+    handshake::server::{ErrorResponse, Request, Response},
+    http::StatusCode,
+    protocol::WebSocketConfig,
+};
+
+use crate::{
+    policy::{resolve::Resolve, url_policy::UrlPolicy},
+    refusal::Rule,
+};
+
+/// Path prefix of the gate's one endpoint; the session name follows.
+const PATH_PREFIX: &str = "/devtools/browser/";
+
+/// Refusals waiting for the audit writer, at most. More are counted and
+/// the count goes into the next record that is written.
+const REPORT_QUEUE: usize = 256;
+
+/// A bound on one message from agent-browser (its largest are `fill` and
+/// `type` texts, bounded by the tool's own argv limits).
+const MAX_DAEMON_MESSAGE: usize = 1 << 20;
+
+/// Something the gate refused, for the audit trail.
+#[derive(Debug)]
+pub(crate) struct GateEvent {
+    /// The browser-shell session the connection said it is (or, for a
+    /// request, the session whose tab made it).
+    pub(crate) session: String,
+    pub(crate) rule: Rule,
+    pub(crate) reason: String,
+    /// Refusals before this one that could not be queued.
+    pub(crate) unrecorded_before: u64,
+}
+
+/// Hands refusals to the audit writer without ever waiting: a page that
+/// makes thousands of refused requests cannot slow the browser or the
+/// server, and what does not fit is counted, not lost silently.
+#[derive(Clone)]
+struct Reporter {
+    tx: mpsc::Sender<GateEvent>,
+    unrecorded: Arc<AtomicU64>,
+}
+
+/// What every connection of the gate shares.
+struct Shared {
+    upstream_port: u16,
+    policy: UrlPolicy,
+    resolver: Arc<dyn Resolve>,
+    reporter: Reporter,
+    warden: warden::Warden,
+    http: reqwest::Client,
+}
+
+impl Shared {
+    /// Chromium's browser-level DevTools WebSocket URL (it changes when
+    /// Chromium restarts, so it is asked for each connection).
+    async fn browser_url(&self) -> Result<String, String> {
+        let url = format!("http://127.0.0.1:{}/json/version", self.upstream_port);
+        let answer = self
+            .http
+            .get(&url)
+            .timeout(Duration::from_secs(2))
+            .send()
+            .await
+            .map_err(|e| {
+                format!(
+                    "Chromium's DevTools on port {} did not answer: {e}",
+                    self.upstream_port
+                )
+            })?;
+        let body = answer
+            .bytes()
+            .await
+            .map_err(|e| format!("Chromium's /json/version could not be read: {e}"))?;
+        let version: serde_json::Value = serde_json::from_slice(&body)
+            .map_err(|e| format!("Chromium's /json/version is not JSON: {e}"))?;
+        let ws = version
+            .get("webSocketDebuggerUrl")
+            .and_then(serde_json::Value::as_str)
+            .ok_or("Chromium's /json/version has no webSocketDebuggerUrl")?;
+        // Only ever loopback: the port is Chromium's, the path its browser id.
+        let path = ws
+            .split_once("/devtools/browser/")
+            .map(|(_, id)| id)
+            .filter(|id| {
+                !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            })
+            .ok_or("Chromium's webSocketDebuggerUrl is not a browser endpoint")?;
+        Ok(format!(
+            "ws://127.0.0.1:{}/devtools/browser/{path}",
+            self.upstream_port
+        ))
+    }
+}
+
+/// The gate's listener, bound before the child's confinement is built (its
+/// port is the one TCP port the child may connect to).
+#[derive(Debug)]
+pub(crate) struct Gate {
+    listener: std::net::TcpListener,
+    port: u16,
+    upstream_port: u16,
+    /// The port the previous server's gate had, when known.
+    previous_port: Option<u16>,
+}
+
+impl Gate {
+    /// Listen on `127.0.0.1:<port>` (0: any free port) for daemons, to
+    /// relay to Chromium's DevTools on `upstream_port`.
+    pub(crate) fn bind(
+        port: u16,
+        upstream_port: u16,
+        previous_port: Option<u16>,
+    ) -> std::io::Result<Self> {
+        let listener = std::net::TcpListener::bind(("127.0.0.1", port))?;
+        listener.set_nonblocking(true)?;
+        let port = listener.local_addr()?.port();
+        Ok(Self {
+            listener,
+            port,
+            upstream_port,
+            previous_port,
+        })
+    }
+
+    pub(crate) fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Is this the port the previous server's daemons were started with?
+    /// Only then can they reach Chromium again.
+    pub(crate) fn same_port_as_before(&self) -> bool {
+        self.previous_port == Some(self.port)
+    }
+
+    /// The `--cdp` value for a session's agent-browser.
+    pub(crate) fn endpoint_for(port: u16, daemon_name: &str) -> String {
+        format!("ws://127.0.0.1:{port}{PATH_PREFIX}{daemon_name}")
+    }
+
+    /// Serve until the runtime ends. Refusals come out of the returned
+    /// receiver, for the audit writer.
+    pub(crate) fn serve(
+        self,
+        policy: UrlPolicy,
+        resolver: Arc<dyn Resolve>,
+    ) -> std::io::Result<mpsc::Receiver<GateEvent>> {
+        let listener = tokio::net::TcpListener::from_std(self.listener)?;
+        let (tx, rx) = mpsc::channel(REPORT_QUEUE);
+        let shared = Arc::new(Shared {
+            upstream_port: self.upstream_port,
+            policy,
+            resolver,
+            reporter: Reporter {
+                tx,
+                unrecorded: Arc::default(),
+            },
+            warden: warden::Warden::new(),
+            http: reqwest::Client::builder()
+                .no_proxy()
+                .build()
+                .map_err(std::io::Error::other)?,
+        });
+        tokio::spawn(async move {
+            loop {
+                match listener.accept().await {
+                    Ok((stream, _)) => {
+                        tokio::spawn(accept(stream, Arc::clone(&shared)));
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the browser gate could not accept a connection");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                }
+            }
+        });
+        Ok(rx)
+    }
+}
+
+/// One connection: a WebSocket handshake on the gate's path, then the relay.
+// The callback's error type is tungstenite's HTTP response, not ours to shrink.
+#[allow(clippy::result_large_err)]
+async fn accept(stream: tokio::net::TcpStream, shared: Arc<Shared>) {
+    let mut session = None;
+    let handshake = tokio_tungstenite::accept_hdr_async_with_config(
+        stream,
+        |request: &Request, response: Response| match session_of(request.uri().path()) {
+            Some(name) => {
+                session = Some(name);
+                Ok(response)
+            }
+            None => Err(not_found()),
+        },
+        Some(daemon_config()),
+    )
+    .await;
+    match (handshake, session) {
+        (Ok(socket), Some(session)) => relay::relay(socket, session, shared).await,
+        (Err(e), _) => tracing::debug!(error = %e, "the browser gate refused a connection"),
+        (Ok(_), None) => {}
+    }
+}
+
+/// The session named by a gate path, when the path is the gate's.
+fn session_of(path: &str) -> Option<String> {
+    let name = path.strip_prefix(PATH_PREFIX)?;
+    let well_formed = (1..=crate::session_id::MAX_DAEMON_NAME_LEN).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    well_formed.then(|| name.to_owned())
+}
+
+fn not_found() -> ErrorResponse {
+    let mut response = ErrorResponse::new(Some(
+        "browser-shell's browser gate serves only its DevTools WebSocket\n".into(),
+    ));
+    *response.status_mut() = StatusCode::NOT_FOUND;
+    response
+}
+
+fn daemon_config() -> WebSocketConfig {
+    WebSocketConfig::default()
+        .max_message_size(Some(MAX_DAEMON_MESSAGE))
+        .max_frame_size(Some(MAX_DAEMON_MESSAGE))
+}
+
+/// Chromium's messages carry screenshots; tungstenite's default bound
+/// (64 MiB) is kept for them.
+fn upstream_config() -> WebSocketConfig {
+    WebSocketConfig::default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_gate_path_with_a_daemon_name_is_served() {
+        assert_eq!(session_of("/devtools/browser/u1").as_deref(), Some("u1"));
+        assert_eq!(
+            session_of("/devtools/browser/_0a1b-c").as_deref(),
+            Some("_0a1b-c")
+        );
+        for refused in [
+            "/json/version",
+            "/json/new?file:///etc/passwd",
+            "/devtools/browser/",
+            "/devtools/browser/a/b",
+            "/devtools/browser/a.b",
+            "/devtools/page/ABC",
+        ] {
+            assert_eq!(session_of(refused), None, "{refused}");
+        }
+    }
+
+    #[test]
+    fn a_session_endpoint_is_a_loopback_websocket_url() {
+        assert_eq!(
+            Gate::endpoint_for(4242, "u1"),
+            "ws://127.0.0.1:4242/devtools/browser/u1"
+        );
+    }
+}

@@ -1,0 +1,360 @@
+//! The warden: browser-shell's own CDP connection to Chromium, which puts
+//! every tab a session drives under the URL policy, request by request.
+//!
+//! The gate hands agent-browser's first message for a tab to Chromium only
+//! after the warden has attached to that tab and enabled the Fetch domain
+//! there — and, through auto-attach with `waitForDebuggerOnStart`, in every
+//! out-of-process frame and worker the tab starts later, before it runs.
+//! Each request is then paused until the policy has decided; a refused one
+//! fails with `BlockedByClient` before a byte leaves the browser. Its own
+//! connection keeps the warden's sessions, ids and events apart from
+//! agent-browser's, which the relay forwards untouched.
+
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::sync::{OnceCell, mpsc, oneshot};
+use tokio_tungstenite::tungstenite::Message;
+use url::Url;
+
+use super::{Reporter, Shared};
+use crate::refusal::Rule;
+
+/// How long one of the warden's own CDP commands may take.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Every request, at the request stage (before it is sent).
+fn intercept_all() -> Value {
+    json!({"patterns": [{"urlPattern": "*", "requestStage": "Request"}]})
+}
+
+/// A tab's policing, set up once by whichever message reaches it first.
+type Ward = Arc<OnceCell<Result<(), String>>>;
+
+/// The warden of one server: lazily connected, reconnected after a loss.
+pub(super) struct Warden {
+    link: tokio::sync::Mutex<Option<Arc<Link>>>,
+}
+
+/// One live connection of the warden.
+struct Link {
+    tx: mpsc::UnboundedSender<Message>,
+    next_id: AtomicU64,
+    pending: Mutex<HashMap<u64, oneshot::Sender<Result<Value, String>>>>,
+    /// Tabs put under the policy (by target id), each decided once.
+    wards: Mutex<HashMap<String, Ward>>,
+    /// The warden's CDP sessions, and the browser-shell session each
+    /// polices for (named in audit records of blocked requests).
+    owners: Mutex<HashMap<String, String>>,
+    alive: tokio_util::sync::CancellationToken,
+}
+
+impl Warden {
+    pub(super) fn new() -> Self {
+        Self {
+            link: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// Put the tab `target_id` under the URL policy (once; later calls
+    /// return the first result at once). An error means the tab is not
+    /// policed, and nothing may be sent to it.
+    pub(super) async fn ward(
+        &self,
+        shared: &Arc<Shared>,
+        target_id: &str,
+        session: &str,
+    ) -> Result<(), String> {
+        let link = self.link(shared).await?;
+        let cell = {
+            let mut wards = lock(&link.wards);
+            Arc::clone(wards.entry(target_id.to_owned()).or_default())
+        };
+        let result = cell
+            .get_or_init(|| link.attach(target_id, session))
+            .await
+            .clone();
+        if result.is_err() {
+            // Not cached: the next message for the tab tries again.
+            lock(&link.wards).remove(target_id);
+        }
+        result
+    }
+
+    async fn link(&self, shared: &Arc<Shared>) -> Result<Arc<Link>, String> {
+        let mut slot = self.link.lock().await;
+        if let Some(link) = slot.as_ref().filter(|l| !l.alive.is_cancelled()) {
+            return Ok(Arc::clone(link));
+        }
+        let link = Link::connect(shared).await?;
+        *slot = Some(Arc::clone(&link));
+        Ok(link)
+    }
+}
+
+impl Link {
+    async fn connect(shared: &Arc<Shared>) -> Result<Arc<Self>, String> {
+        let url = shared.browser_url().await?;
+        let (socket, _) = tokio_tungstenite::connect_async_with_config(
+            url.as_str(),
+            Some(super::upstream_config()),
+            false,
+        )
+        .await
+        .map_err(|e| format!("the warden cannot connect to Chromium's DevTools: {e}"))?;
+        let (mut sink, mut stream) = socket.split();
+        let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
+        let link = Arc::new(Self {
+            tx,
+            next_id: AtomicU64::new(1),
+            pending: Mutex::default(),
+            wards: Mutex::default(),
+            owners: Mutex::default(),
+            alive: tokio_util::sync::CancellationToken::new(),
+        });
+        let alive = link.alive.clone();
+        tokio::spawn(async move {
+            while let Some(message) = rx.recv().await {
+                if sink.send(message).await.is_err() {
+                    break;
+                }
+            }
+            alive.cancel();
+        });
+        let (reader, shared) = (Arc::clone(&link), Arc::clone(shared));
+        tokio::spawn(async move {
+            while let Some(Ok(message)) = stream.next().await {
+                if let Message::Text(text) = message
+                    && let Ok(value) = serde_json::from_str::<Value>(&text)
+                {
+                    reader.dispatch(value, &shared);
+                }
+            }
+            reader.alive.cancel();
+            for (_, waiter) in lock(&reader.pending).drain() {
+                let _ = waiter.send(Err("the warden's connection to Chromium closed".into()));
+            }
+        });
+        Ok(link)
+    }
+
+    /// One CDP command on the warden's connection, answered or timed out.
+    async fn call(
+        &self,
+        session: Option<&str>,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, String> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        lock(&self.pending).insert(id, tx);
+        let mut message = json!({"id": id, "method": method, "params": params});
+        if let Some(session) = session {
+            message["sessionId"] = Value::from(session);
+        }
+        if self.tx.send(Message::text(message.to_string())).is_err() {
+            lock(&self.pending).remove(&id);
+            return Err("the warden's connection to Chromium closed".into());
+        }
+        match tokio::time::timeout(COMMAND_TIMEOUT, rx).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(_)) => Err("the warden's connection to Chromium closed".into()),
+            Err(_) => {
+                lock(&self.pending).remove(&id);
+                Err(format!("Chromium did not answer {method} in time"))
+            }
+        }
+    }
+
+    /// Attach to a tab and police it.
+    async fn attach(self: &Arc<Self>, target_id: &str, session: &str) -> Result<(), String> {
+        let attached = self
+            .call(
+                None,
+                "Target.attachToTarget",
+                json!({"targetId": target_id, "flatten": true}),
+            )
+            .await?;
+        let cdp_session = attached
+            .get("sessionId")
+            .and_then(Value::as_str)
+            .ok_or("Chromium's answer to Target.attachToTarget has no sessionId")?
+            .to_owned();
+        lock(&self.owners).insert(cdp_session.clone(), session.to_owned());
+        self.police(&cdp_session).await
+    }
+
+    /// Intercept every request in `cdp_session`, and have every frame or
+    /// worker it starts attached (paused) so it is policed before it runs.
+    async fn police(&self, cdp_session: &str) -> Result<(), String> {
+        self.call(Some(cdp_session), "Fetch.enable", intercept_all())
+            .await?;
+        self.call(
+            Some(cdp_session),
+            "Target.setAutoAttach",
+            json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true}),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// A message from Chromium: an answer to one of the warden's commands,
+    /// a paused request, or a frame/worker to police.
+    fn dispatch(self: &Arc<Self>, message: Value, shared: &Arc<Shared>) {
+        if let Some(id) = message.get("id").and_then(Value::as_u64) {
+            if let Some(waiter) = lock(&self.pending).remove(&id) {
+                let answer = match message.get("error") {
+                    Some(error) => Err(format!("Chromium refused: {error}")),
+                    None => Ok(message.get("result").cloned().unwrap_or(Value::Null)),
+                };
+                let _ = waiter.send(answer);
+            }
+            return;
+        }
+        let session = message.get("sessionId").and_then(Value::as_str);
+        let params = message.get("params").cloned().unwrap_or(Value::Null);
+        match (message.get("method").and_then(Value::as_str), session) {
+            (Some("Fetch.requestPaused"), Some(session)) => {
+                let (link, shared, session) =
+                    (Arc::clone(self), Arc::clone(shared), session.to_owned());
+                tokio::spawn(async move { link.decide(&session, &params, &shared).await });
+            }
+            (Some("Target.attachedToTarget"), Some(parent)) => {
+                let owner = lock(&self.owners).get(parent).cloned().unwrap_or_default();
+                let Some(child) = params.get("sessionId").and_then(Value::as_str) else {
+                    return;
+                };
+                lock(&self.owners).insert(child.to_owned(), owner);
+                let (link, child) = (Arc::clone(self), child.to_owned());
+                let waiting = params
+                    .get("waitingForDebugger")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
+                tokio::spawn(async move { link.police_child(&child, waiting).await });
+            }
+            (Some("Target.detachedFromTarget"), _) => {
+                if let Some(gone) = params.get("sessionId").and_then(Value::as_str) {
+                    lock(&self.owners).remove(gone);
+                }
+                if let Some(target) = params.get("targetId").and_then(Value::as_str) {
+                    lock(&self.wards).remove(target);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A frame or worker attached under a policed tab: police it, then let
+    /// it run. A worker without a network of its own has no Fetch domain;
+    /// its requests go through its page, which is policed.
+    async fn police_child(&self, child: &str, waiting: bool) {
+        if let Err(e) = self.police(child).await {
+            tracing::debug!(error = %e, "a frame or worker is policed through its page only");
+        }
+        if waiting
+            && let Err(e) = self
+                .call(Some(child), "Runtime.runIfWaitingForDebugger", json!({}))
+                .await
+        {
+            tracing::warn!(error = %e, "a paused frame or worker could not be resumed");
+        }
+    }
+
+    /// Let a paused request go on, or fail it, as the policy says.
+    async fn decide(&self, cdp_session: &str, params: &Value, shared: &Arc<Shared>) {
+        let Some(request_id) = params.get("requestId").and_then(Value::as_str) else {
+            return;
+        };
+        let raw = params
+            .pointer("/request/url")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let kind = params
+            .get("resourceType")
+            .and_then(Value::as_str)
+            .unwrap_or("Other");
+        let verdict = judge_request(raw, kind == "Document", shared).await;
+        let (method, answer) = match verdict {
+            Ok(()) => ("Fetch.continueRequest", json!({"requestId": request_id})),
+            Err(why) => {
+                let owner = lock(&self.owners).get(cdp_session).cloned();
+                shared.reporter.report(
+                    owner.unwrap_or_default(),
+                    Rule::RequestBlocked,
+                    format!("a {kind} request to {} was blocked: {why}", shown(raw)),
+                );
+                (
+                    "Fetch.failRequest",
+                    json!({"requestId": request_id, "errorReason": "BlockedByClient"}),
+                )
+            }
+        };
+        if let Err(e) = self.call(Some(cdp_session), method, answer).await {
+            tracing::debug!(error = %e, "a paused request was gone before it was decided");
+        }
+    }
+}
+
+/// The policy's verdict on one request's URL. Schemes that load nothing
+/// from the network or the disk (`data:`, `blob:`, `about:`) pass.
+async fn judge_request(raw: &str, document: bool, shared: &Shared) -> Result<(), String> {
+    let url = Url::parse(raw).map_err(|e| format!("its URL does not parse: {e}"))?;
+    if matches!(url.scheme(), "data" | "blob" | "about") {
+        return Ok(());
+    }
+    shared
+        .policy
+        .check_request(&url, document, shared.resolver.as_ref())
+        .await
+        .map(|_| ())
+        .map_err(|refusal| format!("[{}] {}", refusal.rule, refusal.message))
+}
+
+/// A URL as it may appear in an audit record: no query, no fragment, no
+/// credentials (they can carry secrets), at most 512 bytes.
+pub(super) fn shown(raw: &str) -> String {
+    let shown = match Url::parse(raw) {
+        Ok(mut url) => {
+            url.set_query(None);
+            url.set_fragment(None);
+            let _ = url.set_username("");
+            let _ = url.set_password(None);
+            url.to_string()
+        }
+        Err(_) => "(an unparsable URL)".to_owned(),
+    };
+    shown.chars().take(512).collect()
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Reporter {
+    /// Hand a refusal to the audit writer; never waits (see [`Reporter`]).
+    pub(super) fn report(&self, session: String, rule: Rule, reason: String) {
+        use tokio::sync::mpsc::error::TrySendError;
+        let event = super::GateEvent {
+            session,
+            rule,
+            reason,
+            unrecorded_before: self.unrecorded.swap(0, Ordering::Relaxed),
+        };
+        if let Err(TrySendError::Full(event) | TrySendError::Closed(event)) =
+            self.tx.try_send(event)
+        {
+            self.unrecorded
+                .fetch_add(event.unrecorded_before + 1, Ordering::Relaxed);
+        }
+    }
+}
