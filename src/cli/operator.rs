@@ -282,7 +282,11 @@ fn serve_gate(
     });
     let refusals = {
         let _entered = runtime.enter();
-        gate.serve(prepared.url_policy.clone(), resolver)?
+        gate.serve(
+            prepared.url_policy.clone(),
+            resolver,
+            prepared.runner.socket_dir().to_owned(),
+        )?
     };
     Ok((runtime, refusals))
 }

@@ -56,7 +56,11 @@ pub(super) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
 async fn run(server: Arc<Server>, gate: Gate, grace: Duration) -> anyhow::Result<()> {
     let gate_kept = gate.same_port_as_before();
     let mut refusals = gate
-        .serve(server.url_policy.clone(), Arc::clone(&server.resolver))
+        .serve(
+            server.url_policy.clone(),
+            Arc::clone(&server.resolver),
+            server.runner.socket_dir().to_owned(),
+        )
         .context("cannot serve the browser gate")?;
     let recorder = Arc::clone(&server);
     tokio::spawn(async move {

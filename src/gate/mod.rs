@@ -10,7 +10,8 @@
 //!   anything else with a CDP error that is audited ([`relay`]);
 //! - before agent-browser's first message reaches a tab, has its warden put
 //!   the tab under the URL policy, so every request of every frame is
-//!   decided before it leaves the browser ([`warden`]).
+//!   decided before it leaves the browser ([`warden`]);
+//! - shows each session its own tabs only ([`tabs`]).
 //!
 //! Plain HTTP (`/json/*`, which can open and close tabs) is not served: the
 //! handshake fails. The session in the path attributes audit records; it is
@@ -18,10 +19,12 @@
 
 mod methods;
 mod relay;
+mod tabs;
 mod warden;
 
 use std::{
-    sync::{Arc, atomic::AtomicU64},
+    path::PathBuf,
+    sync::{Arc, Mutex, atomic::AtomicU64},
     time::Duration,
 };
 
@@ -76,6 +79,9 @@ struct Shared {
     resolver: Arc<dyn Resolve>,
     reporter: Reporter,
     warden: warden::Warden,
+    tabs: tabs::Tabs,
+    /// The daemons' socket dir, where each writes its pinned tab's id.
+    socket_dir: PathBuf,
     http: reqwest::Client,
 }
 
@@ -172,6 +178,7 @@ impl Gate {
         self,
         policy: UrlPolicy,
         resolver: Arc<dyn Resolve>,
+        socket_dir: PathBuf,
     ) -> std::io::Result<mpsc::Receiver<GateEvent>> {
         let listener = tokio::net::TcpListener::from_std(self.listener)?;
         let (tx, rx) = mpsc::channel(REPORT_QUEUE);
@@ -184,6 +191,8 @@ impl Gate {
                 unrecorded: Arc::default(),
             },
             warden: warden::Warden::new(),
+            tabs: tabs::Tabs::default(),
+            socket_dir,
             http: reqwest::Client::builder()
                 .no_proxy()
                 .build()
@@ -246,6 +255,13 @@ fn not_found() -> ErrorResponse {
     ));
     *response.status_mut() = StatusCode::NOT_FOUND;
     response
+}
+
+/// A lock, even after a panic elsewhere: the maps it guards stay usable.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn daemon_config() -> WebSocketConfig {

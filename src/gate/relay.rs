@@ -1,10 +1,11 @@
 //! One daemon's connection through the gate: agent-browser's CDP messages
-//! judged one by one on their way to Chromium, Chromium's forwarded back.
+//! judged one by one on their way to Chromium, Chromium's screened on their
+//! way back.
 //!
 //! Messages to Chromium keep their order: one that must wait (its tab is
 //! being put under the policy, or its URL resolved) holds the ones after it.
-//! Messages from Chromium are not changed; the relay only reads which CDP
-//! session belongs to which tab.
+//! Messages from Chromium pass unchanged, except that other sessions' tabs
+//! are left out of target lists and target events ([`super::tabs`]).
 
 use std::{
     collections::HashMap,
@@ -18,17 +19,39 @@ use tokio_tungstenite::{WebSocketStream, tungstenite::Message};
 use url::Url;
 
 use super::{
-    Shared,
+    Shared, lock,
     methods::{Treatment, treatment},
     warden::shown,
 };
 use crate::refusal::Rule;
+
+type ChromiumSocket = WebSocketStream<tokio_tungstenite::MaybeTlsStream<TcpStream>>;
+type ChromiumSink = futures_util::stream::SplitSink<ChromiumSocket, Message>;
+type ChromiumStream = futures_util::stream::SplitStream<ChromiumSocket>;
 
 /// A tab (or frame, or worker) agent-browser is attached to.
 #[derive(Debug, Clone)]
 struct Attached {
     target_id: String,
     kind: String,
+}
+
+/// A command of agent-browser's whose answer the relay reads.
+#[derive(Debug, Clone, Copy)]
+enum Awaited {
+    /// `Target.createTarget`: the new tab is this session's.
+    NewTab,
+    /// `Target.getTargets`: other sessions' tabs are left out.
+    TargetList,
+}
+
+/// What the relay knows of one daemon's connection.
+struct Connection {
+    session: String,
+    /// agent-browser's CDP sessions, by id.
+    attached: Mutex<HashMap<String, Attached>>,
+    /// agent-browser's commands whose answers are read, by id.
+    awaited: Mutex<HashMap<u64, Awaited>>,
 }
 
 /// What the relay does with one message from agent-browser.
@@ -42,8 +65,15 @@ pub(super) async fn relay(
     session: String,
     shared: Arc<Shared>,
 ) {
+    if let Some(pinned) = crate::runner::cdp::pinned_target(&shared.socket_dir, &session) {
+        shared.tabs.claim(&pinned, &session);
+    }
+    let conn = Arc::new(Connection {
+        session,
+        attached: Mutex::default(),
+        awaited: Mutex::default(),
+    });
     let (mut to_daemon, mut from_daemon) = client.split();
-    let attached: Arc<Mutex<HashMap<String, Attached>>> = Arc::default();
     // One writer to the daemon, fed by Chromium's messages and the gate's
     // own refusals.
     let (daemon_tx, mut daemon_rx) = mpsc::unbounded_channel::<Message>();
@@ -71,9 +101,9 @@ pub(super) async fn relay(
             );
             break;
         };
-        match judge(request.clone(), &session, &attached, &shared).await {
+        match judge(request.clone(), &conn, &shared).await {
             Judgement::Forward(request) => {
-                tracing::trace!(%session, message = %request, "the browser gate forwards");
+                tracing::trace!(session = %conn.session, message = %request, "the browser gate forwards");
                 if chromium.is_none() {
                     match connect(&shared).await {
                         Ok((sink, stream)) => {
@@ -81,7 +111,8 @@ pub(super) async fn relay(
                             reader = Some(tokio::spawn(from_chromium(
                                 stream,
                                 daemon_tx.clone(),
-                                Arc::clone(&attached),
+                                Arc::clone(&conn),
+                                Arc::clone(&shared),
                             )));
                         }
                         Err(why) => {
@@ -96,8 +127,10 @@ pub(super) async fn relay(
                 }
             }
             Judgement::Refuse { rule, why } => {
-                tracing::info!(%session, %rule, %why, "the browser gate refused a CDP message");
-                shared.reporter.report(session.clone(), rule, why.clone());
+                tracing::info!(session = %conn.session, %rule, %why, "the browser gate refused a CDP message");
+                shared
+                    .reporter
+                    .report(conn.session.clone(), rule, why.clone());
                 let mut answer = json!({
                     "id": request.get("id").cloned().unwrap_or(Value::Null),
                     "error": {"code": -32000, "message": format!("browser-shell refused [{rule}]: {why}")},
@@ -121,14 +154,6 @@ pub(super) async fn relay(
     let _ = writer.await;
 }
 
-type ChromiumSink = futures_util::stream::SplitSink<
-    WebSocketStream<tokio_tungstenite::MaybeTlsStream<TcpStream>>,
-    Message,
->;
-type ChromiumStream = futures_util::stream::SplitStream<
-    WebSocketStream<tokio_tungstenite::MaybeTlsStream<TcpStream>>,
->;
-
 /// The relay's own connection to Chromium's browser endpoint.
 async fn connect(shared: &Shared) -> Result<(ChromiumSink, ChromiumStream), String> {
     let url = shared.browser_url().await?;
@@ -142,18 +167,22 @@ async fn connect(shared: &Shared) -> Result<(ChromiumSink, ChromiumStream), Stri
     Ok(socket.split())
 }
 
-/// Chromium → daemon, unchanged; only which CDP session is which target is
-/// noted on the way.
+/// Chromium → daemon: screened (see [`screen`]), otherwise unchanged.
 async fn from_chromium(
     mut stream: ChromiumStream,
     daemon: mpsc::UnboundedSender<Message>,
-    attached: Arc<Mutex<HashMap<String, Attached>>>,
+    conn: Arc<Connection>,
+    shared: Arc<Shared>,
 ) {
     while let Some(Ok(message)) = stream.next().await {
         match message {
             Message::Text(text) => {
-                note_attachment(&text, &attached);
-                if daemon.send(Message::Text(text)).is_err() {
+                let passed = match screen(&text, &conn, &shared) {
+                    Screened::Unchanged => Message::Text(text),
+                    Screened::Rewritten(value) => Message::text(value.to_string()),
+                    Screened::Dropped => continue,
+                };
+                if daemon.send(passed).is_err() {
                     break;
                 }
             }
@@ -166,12 +195,7 @@ async fn from_chromium(
 }
 
 /// The gate's decision on one message from agent-browser.
-async fn judge(
-    request: Value,
-    session: &str,
-    attached: &Mutex<HashMap<String, Attached>>,
-    shared: &Arc<Shared>,
-) -> Judgement {
+async fn judge(request: Value, conn: &Connection, shared: &Arc<Shared>) -> Judgement {
     let method = request
         .get("method")
         .and_then(Value::as_str)
@@ -184,20 +208,19 @@ async fn judge(
             why: format!("{shown_method} is not on the gate's allowlist"),
         };
     };
-    match how {
-        Treatment::Pass => {}
-        Treatment::CheckUrl(param) => {
-            if let Some(raw) = request
-                .pointer(&format!("/params/{param}"))
-                .and_then(Value::as_str)
-                && let Err(why) = check_navigation(raw, shared).await
-            {
-                return Judgement::Refuse {
-                    rule: Rule::CdpRefused,
-                    why: format!("{shown_method} to {}: {why}", shown(raw)),
-                };
-            }
-        }
+    if let Treatment::CheckUrl(param) = how
+        && let Some(raw) = request
+            .pointer(&format!("/params/{param}"))
+            .and_then(Value::as_str)
+        && let Err(why) = check_navigation(raw, shared).await
+    {
+        return Judgement::Refuse {
+            rule: Rule::CdpRefused,
+            why: format!("{shown_method} to {}: {why}", shown(raw)),
+        };
+    }
+    if let Some(refused) = screen_request(&method, &request, conn, shared) {
+        return refused;
     }
     // A message for a tab goes to it only once the tab is policed. Every
     // CDP session agent-browser holds was announced on this connection, so
@@ -207,7 +230,7 @@ async fn judge(
     };
     let known = cdp_session
         .as_str()
-        .and_then(|s| lock(attached).get(s).cloned());
+        .and_then(|s| lock(&conn.attached).get(s).cloned());
     let Some(target) = known else {
         return Judgement::Refuse {
             rule: Rule::CdpUnwarded,
@@ -215,7 +238,10 @@ async fn judge(
         };
     };
     if target.kind == "page"
-        && let Err(why) = shared.warden.ward(shared, &target.target_id, session).await
+        && let Err(why) = shared
+            .warden
+            .ward(shared, &target.target_id, &conn.session)
+            .await
     {
         return Judgement::Refuse {
             rule: Rule::CdpUnwarded,
@@ -223,6 +249,140 @@ async fn judge(
         };
     }
     Judgement::Forward(request)
+}
+
+/// Commands about tabs: another session's tab may not be driven, and the
+/// answers that say which tabs exist are awaited.
+fn screen_request(
+    method: &str,
+    request: &Value,
+    conn: &Connection,
+    shared: &Shared,
+) -> Option<Judgement> {
+    let id = request.get("id").and_then(Value::as_u64);
+    match method {
+        "Target.attachToTarget" | "Target.activateTarget" | "Target.closeTarget" => {
+            let target = request
+                .pointer("/params/targetId")
+                .and_then(Value::as_str)?;
+            // Only pages have owners; a frame's or worker's target is reached
+            // through its page.
+            let owner = shared.tabs.owner(target)?;
+            (owner != conn.session).then(|| Judgement::Refuse {
+                rule: Rule::CdpRefused,
+                why: format!("{method}: the tab belongs to another session"),
+            })
+        }
+        "Target.createTarget" => {
+            lock(&conn.awaited).insert(id?, Awaited::NewTab);
+            None
+        }
+        "Target.getTargets" => {
+            lock(&conn.awaited).insert(id?, Awaited::TargetList);
+            None
+        }
+        _ => None,
+    }
+}
+
+/// What becomes of one message from Chromium.
+enum Screened {
+    Unchanged,
+    Rewritten(Value),
+    Dropped,
+}
+
+/// Read what the relay needs from one message of Chromium's: which CDP
+/// session is which target, which new tab is this session's; leave other
+/// sessions' tabs out of lists and events.
+fn screen(text: &str, conn: &Connection, shared: &Shared) -> Screened {
+    // Cheap test first: most messages are none of these.
+    let awaiting = !lock(&conn.awaited).is_empty();
+    if !awaiting && !text.contains("\"Target.") {
+        return Screened::Unchanged;
+    }
+    let Ok(mut message) = serde_json::from_str::<Value>(text) else {
+        return Screened::Unchanged;
+    };
+    if let Some(id) = message.get("id").and_then(Value::as_u64) {
+        let awaited = lock(&conn.awaited).remove(&id);
+        return match awaited {
+            Some(Awaited::NewTab) => {
+                if let Some(target) = message.pointer("/result/targetId").and_then(Value::as_str) {
+                    shared.tabs.claim(target, &conn.session);
+                }
+                Screened::Unchanged
+            }
+            Some(Awaited::TargetList) => {
+                if let Some(Value::Array(infos)) = message.pointer_mut("/result/targetInfos") {
+                    infos.retain(|info| shared.tabs.visible_to(&conn.session, info));
+                }
+                Screened::Rewritten(message)
+            }
+            None => Screened::Unchanged,
+        };
+    }
+    let params = message.get("params").cloned().unwrap_or(Value::Null);
+    match message.get("method").and_then(Value::as_str) {
+        Some("Target.targetCreated" | "Target.targetInfoChanged") => {
+            let info = params.get("targetInfo").unwrap_or(&Value::Null);
+            visible_or_dropped(shared.tabs.visible_to(&conn.session, info))
+        }
+        Some("Target.targetDestroyed" | "Target.targetCrashed") => {
+            let target = params
+                .get("targetId")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let owner = shared.tabs.owner(target);
+            if message.get("method").and_then(Value::as_str) == Some("Target.targetDestroyed") {
+                shared.tabs.forget(target);
+            }
+            visible_or_dropped(owner.is_none_or(|o| o == conn.session))
+        }
+        Some("Target.attachedToTarget") => {
+            let info = params.get("targetInfo").unwrap_or(&Value::Null);
+            if !shared.tabs.visible_to(&conn.session, info) {
+                return Screened::Dropped;
+            }
+            note_attached(&params, info, conn);
+            Screened::Unchanged
+        }
+        Some("Target.detachedFromTarget") => {
+            if let Some(cdp_session) = params.get("sessionId").and_then(Value::as_str) {
+                lock(&conn.attached).remove(cdp_session);
+            }
+            Screened::Unchanged
+        }
+        _ => Screened::Unchanged,
+    }
+}
+
+fn visible_or_dropped(visible: bool) -> Screened {
+    if visible {
+        Screened::Unchanged
+    } else {
+        Screened::Dropped
+    }
+}
+
+/// Remember which target a CDP session of agent-browser's is.
+fn note_attached(params: &Value, info: &Value, conn: &Connection) {
+    let Some(cdp_session) = params.get("sessionId").and_then(Value::as_str) else {
+        return;
+    };
+    let field = |name: &str| {
+        info.get(name)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    lock(&conn.attached).insert(
+        cdp_session.to_owned(),
+        Attached {
+            target_id: field("targetId"),
+            kind: field("type"),
+        },
+    );
 }
 
 /// A URL agent-browser asks Chromium to load, against the URL policy.
@@ -234,50 +394,4 @@ async fn check_navigation(raw: &str, shared: &Shared) -> Result<(), String> {
         .await
         .map(|_| ())
         .map_err(|refusal| format!("[{}] {}", refusal.rule, refusal.message))
-}
-
-/// Learn, from Chromium's `Target.attachedToTarget` and
-/// `Target.detachedFromTarget` events, which CDP session is which target.
-fn note_attachment(text: &str, attached: &Mutex<HashMap<String, Attached>>) {
-    // Cheap test first: most messages are neither.
-    if !text.contains("\"Target.attachedToTarget\"")
-        && !text.contains("\"Target.detachedFromTarget\"")
-    {
-        return;
-    }
-    let Ok(event) = serde_json::from_str::<Value>(text) else {
-        return;
-    };
-    let params = event.get("params").cloned().unwrap_or(Value::Null);
-    let Some(cdp_session) = params.get("sessionId").and_then(Value::as_str) else {
-        return;
-    };
-    match event.get("method").and_then(Value::as_str) {
-        Some("Target.attachedToTarget") => {
-            let info = params.get("targetInfo").cloned().unwrap_or(Value::Null);
-            let field = |name: &str| {
-                info.get(name)
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned()
-            };
-            lock(attached).insert(
-                cdp_session.to_owned(),
-                Attached {
-                    target_id: field("targetId"),
-                    kind: field("type"),
-                },
-            );
-        }
-        Some("Target.detachedFromTarget") => {
-            lock(attached).remove(cdp_session);
-        }
-        _ => {}
-    }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

@@ -25,7 +25,7 @@ use tokio::sync::{OnceCell, mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message;
 use url::Url;
 
-use super::{Reporter, Shared};
+use super::{Reporter, Shared, lock};
 use crate::refusal::Rule;
 
 /// How long one of the warden's own CDP commands may take.
@@ -332,12 +332,6 @@ pub(super) fn shown(raw: &str) -> String {
         Err(_) => "(an unparsable URL)".to_owned(),
     };
     shown.chars().take(512).collect()
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Reporter {

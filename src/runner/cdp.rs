@@ -39,15 +39,19 @@ impl Runner {
         }
     }
 
-    /// The CDP target id of the session's pinned tab, once it has one.
-    ///
-    /// The daemon writes `<name>.target`; its content is not trusted beyond
-    /// being a hex target id, only ever used to address that tab here.
     fn target_of(&self, daemon_name: &str) -> Option<String> {
-        let text = std::fs::read_to_string(self.session_file(daemon_name, "target")).ok()?;
-        let value: serde_json::Value = serde_json::from_str(&text).ok()?;
-        let id = value.get("targetId")?.as_str()?;
-        let well_formed = (8..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_hexdigit());
-        well_formed.then(|| id.to_owned())
+        pinned_target(&self.socket_dir, daemon_name)
     }
+}
+
+/// The CDP target id of a session's pinned tab, once it has one.
+///
+/// The daemon writes `<socket dir>/<name>.target`; its content is not
+/// trusted beyond being a hex target id, only ever used to address that tab.
+pub(crate) fn pinned_target(socket_dir: &std::path::Path, daemon_name: &str) -> Option<String> {
+    let text = std::fs::read_to_string(socket_dir.join(format!("{daemon_name}.target"))).ok()?;
+    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let id = value.get("targetId")?.as_str()?;
+    let well_formed = (8..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_hexdigit());
+    well_formed.then(|| id.to_owned())
 }

@@ -12,7 +12,7 @@
 //! what is read from a child's pipes.
 
 mod capture;
-mod cdp;
+pub(crate) mod cdp;
 mod daemon;
 mod spawn;
 mod standby;
@@ -171,6 +171,11 @@ impl Runner {
 
     pub(crate) fn gate_port(&self) -> u16 {
         self.gate_port
+    }
+
+    /// The daemons' socket dir (where their pin files are).
+    pub(crate) fn socket_dir(&self) -> &std::path::Path {
+        &self.socket_dir
     }
 
     /// The confinement every child runs under.

@@ -1,0 +1,115 @@
+//! Which session each tab belongs to, so that a session's agent-browser
+//! sees and drives its own tabs only.
+//!
+//! Unwatched, every daemon attaches to every tab it can see when it starts:
+//! another session's tab, closed meanwhile by the reaper, failed a new
+//! session's first command, and each extra attach cost the start ~50 ms.
+//! A tab becomes a session's when its `Target.createTarget` answer passes
+//! through that session's connection, when a tab it owns opens it, or when
+//! its daemon's pin file names it (a daemon restarted, or adopted from an
+//! earlier server). Tabs nobody owns (Chromium's first tab, a person's on
+//! the VNC screen) are no session's: with `--pin-tab`, agent-browser opens
+//! a tab of its own rather than use one of them.
+
+use std::{collections::HashMap, sync::Mutex};
+
+use serde_json::Value;
+
+use super::lock;
+
+/// The owners of tabs, across all of the gate's connections.
+#[derive(Debug, Default)]
+pub(super) struct Tabs {
+    owner: Mutex<HashMap<String, String>>,
+}
+
+impl Tabs {
+    /// Make `target` `session`'s unless another session owns it already.
+    pub(super) fn claim(&self, target: &str, session: &str) {
+        lock(&self.owner)
+            .entry(target.to_owned())
+            .or_insert_with(|| session.to_owned());
+    }
+
+    /// The session that owns `target`, when one does.
+    pub(super) fn owner(&self, target: &str) -> Option<String> {
+        lock(&self.owner).get(target).cloned()
+    }
+
+    /// A tab that was closed.
+    pub(super) fn forget(&self, target: &str) {
+        lock(&self.owner).remove(target);
+    }
+
+    /// May `session` see the target described by `info` (a CDP
+    /// `TargetInfo`)? Only pages have owners, and a session sees its own; a
+    /// page opened by an owned page becomes its opener's owner's.
+    pub(super) fn visible_to(&self, session: &str, info: &Value) -> bool {
+        let field = |name: &str| info.get(name).and_then(Value::as_str);
+        let (Some(target), Some("page")) = (field("targetId"), field("type")) else {
+            return true;
+        };
+        let mut owners = lock(&self.owner);
+        if let Some(owner) = owners.get(target) {
+            return owner == session;
+        }
+        // A tab opened by an owned tab is its opener's owner's.
+        match field("openerId")
+            .and_then(|opener| owners.get(opener))
+            .cloned()
+        {
+            Some(owner) => {
+                let visible = owner == session;
+                owners.insert(target.to_owned(), owner);
+                visible
+            }
+            None => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn page(id: &str) -> Value {
+        json!({"targetId": id, "type": "page"})
+    }
+
+    #[test]
+    fn a_tab_is_visible_to_its_owner_and_hidden_from_other_sessions() {
+        let tabs = Tabs::default();
+        tabs.claim("T1", "a");
+        assert!(tabs.visible_to("a", &page("T1")));
+        assert!(!tabs.visible_to("b", &page("T1")));
+        tabs.claim("T1", "b");
+        assert_eq!(
+            tabs.owner("T1").as_deref(),
+            Some("a"),
+            "a claim never moves a tab"
+        );
+    }
+
+    #[test]
+    fn a_tab_nobody_owns_is_hidden_and_targets_other_than_pages_are_visible() {
+        let tabs = Tabs::default();
+        tabs.claim("T1", "a");
+        assert!(!tabs.visible_to("b", &page("T0")));
+        assert!(tabs.visible_to("b", &json!({"targetId": "T1", "type": "iframe"})));
+        assert!(tabs.visible_to("b", &json!({"targetId": "W1", "type": "service_worker"})));
+    }
+
+    #[test]
+    fn a_tab_opened_by_a_sessions_tab_is_that_sessions() {
+        let tabs = Tabs::default();
+        tabs.claim("T1", "a");
+        let popup = json!({"targetId": "T2", "type": "page", "openerId": "T1"});
+        assert!(tabs.visible_to("a", &popup));
+        assert_eq!(tabs.owner("T2").as_deref(), Some("a"));
+        assert!(!tabs.visible_to("b", &popup));
+        tabs.forget("T2");
+        assert_eq!(tabs.owner("T2"), None);
+    }
+}
