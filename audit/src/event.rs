@@ -21,6 +21,10 @@ pub enum Phase {
     /// reaped, a session evicted for room, an orphaned daemon adopted or
     /// closed at start (`outcome` says which).
     Lifecycle,
+    /// The log was rotated: the first record the sink writes after the
+    /// records that started the new file. `kept_from_seq` is the oldest
+    /// record still on disk; `reason` says which file was dropped, if any.
+    Rotation,
 }
 
 /// Whether browser-shell let a call run.
@@ -134,6 +138,10 @@ pub struct Event {
     /// The call's span id (hex), when traced.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub span_id: Option<String>,
+    /// Rotation records: the `seq` of the oldest record still on disk (the
+    /// ones before it were deleted by the retention of rotated files).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kept_from_seq: Option<u64>,
     /// Addresses the URL's host resolved to, when a URL was checked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resolved: Option<Vec<String>>,
@@ -171,6 +179,7 @@ impl Event {
             trace_id: None,
             span_id: None,
             resolved: None,
+            kept_from_seq: None,
             host: host_name(),
             producer: format!("browser-shell/{}", env!("CARGO_PKG_VERSION")),
             pid: std::process::id(),

@@ -25,7 +25,7 @@
 
 use std::{
     fs::{File, OpenOptions},
-    io::{self, Read, Seek, SeekFrom, Write},
+    io::{self, BufReader, Read, Seek, SeekFrom, Write},
     os::unix::fs::{MetadataExt, OpenOptionsExt},
     path::{Path, PathBuf},
     sync::{Arc, Mutex, Weak},
@@ -406,18 +406,8 @@ impl Inner {
         let (mut seq, mut prev) = (tail.seq, tail.hash);
         let mut sealed = Vec::with_capacity(bodies.len());
         let mut records = String::new();
-        for mut body in bodies {
-            seq += 1;
-            body.insert("seq".into(), seq.into());
-            body.insert("time".into(), time.clone().into());
-            body.insert("prev_hash".into(), prev.clone().into());
-            let hash = record_hash(&body);
-            body.insert("hash".into(), hash.clone().into());
-            let record = Value::Object(body);
-            records.push_str(&canonical_json(&record));
-            records.push('\n');
-            prev.clone_from(&hash);
-            sealed.push(Sealed { seq, hash, record });
+        for body in bodies {
+            sealed.push(seal(body, &mut seq, &mut prev, &time, &mut records));
         }
         let mut line = String::new();
         if tail.needs_newline {
@@ -433,9 +423,20 @@ impl Inner {
             // Deferred records (ours or another process's) end the file
             // about to become `log.1`; the new file will chain to them.
             sync_or_latch(state, &self.path)?;
-            state.file = self
+            let (file, kept_from) = self
                 .rotate(rotation)
                 .map_err(io_error(AppendStep::Rotate, &self.path))?;
+            state.file = file;
+            // The new file says, in the chain, what the rotation kept: so a
+            // verifier can tell records deleted by retention from records
+            // deleted by someone else.
+            seal(
+                rotation_record(rotation, kept_from),
+                &mut seq,
+                &mut prev,
+                &time,
+                &mut records,
+            );
             line = records;
         }
 
@@ -597,8 +598,9 @@ impl Inner {
     }
 
     /// Shift `log.(k)` → `log.(k+1)`, drop the oldest, `log` → `log.1`, and
-    /// open a fresh `log`.
-    fn rotate(&self, rotation: Rotation) -> io::Result<File> {
+    /// open a fresh `log`. Returns it and the `seq` of the oldest record
+    /// still on disk afterwards.
+    fn rotate(&self, rotation: Rotation) -> io::Result<(File, Option<u64>)> {
         let max = rotation.max_files.max(1);
         match std::fs::remove_file(rotated(&self.path, max)) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
@@ -619,7 +621,10 @@ impl Inner {
             .filter(|d| !d.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
         File::open(dir)?.sync_all()?;
-        Ok(file)
+        let kept_from = (1..=max)
+            .rev()
+            .find_map(|k| first_seq(&rotated(&self.path, k)));
+        Ok((file, kept_from))
     }
 }
 
@@ -651,6 +656,63 @@ fn latched(failed: &(io::ErrorKind, String), path: &Path) -> AuditError {
             ),
         ),
     }
+}
+
+/// Seal `body` as the record after `seq`/`prev` and append its line to
+/// `lines`.
+fn seal(
+    mut body: Map<String, Value>,
+    seq: &mut u64,
+    prev: &mut String,
+    time: &str,
+    lines: &mut String,
+) -> Sealed {
+    *seq += 1;
+    body.insert("seq".into(), (*seq).into());
+    body.insert("time".into(), time.into());
+    body.insert("prev_hash".into(), prev.clone().into());
+    let hash = record_hash(&body);
+    body.insert("hash".into(), hash.clone().into());
+    let record = Value::Object(body);
+    lines.push_str(&canonical_json(&record));
+    lines.push('\n');
+    prev.clone_from(&hash);
+    Sealed {
+        seq: *seq,
+        hash,
+        record,
+    }
+}
+
+/// The record a rotation writes into the new file.
+fn rotation_record(rotation: Rotation, kept_from: Option<u64>) -> Map<String, Value> {
+    let mut event = Event::new(Phase::Rotation, "rotation");
+    event.kept_from_seq = kept_from;
+    event.reason = Some(format!(
+        "rotated past {} bytes; at most {} rotated files are kept{}",
+        rotation.max_bytes,
+        rotation.max_files,
+        kept_from.map_or_else(String::new, |seq| format!(
+            ", so the oldest record on disk is seq {seq}"
+        )),
+    ));
+    match serde_json::to_value(&event) {
+        Ok(Value::Object(map)) => map,
+        _ => Map::new(),
+    }
+}
+
+/// The `seq` of the first record of `path`, if it has one.
+fn first_seq(path: &Path) -> Option<u64> {
+    use std::io::BufRead;
+    let file = File::open(path).ok()?;
+    let mut first = Vec::new();
+    BufReader::new(file)
+        .take(1 << 20)
+        .read_until(b'\n', &mut first)
+        .ok()?;
+    let record: Value = serde_json::from_slice(first.trim_ascii_end()).ok()?;
+    record.get("seq").and_then(Value::as_u64)
 }
 
 /// `log.N`.

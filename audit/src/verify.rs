@@ -4,9 +4,12 @@
 //! SHA-256 of its canonical form; `seq` follows the previous record's by one;
 //! `prev_hash` is the previous record's `hash` (across files, oldest first).
 //! Then the checkpoint, when given: authentic under the key, and the chain
-//! reaches its `seq` with its `hash` (tail truncation). Also reported, without
-//! breaking the chain: torn lines (a crash mid-write) and intents that never
-//! got an outcome (a crash or kill mid-call).
+//! reaches its `seq` with its `hash` (tail truncation). Then each anchor — a
+//! `seq` and `hash` kept off the machine (the OTLP copy carries both), which
+//! neither a deleted nor a rolled-back checkpoint can undo. Also reported,
+//! without breaking the chain: torn lines (a crash mid-write), intents that
+//! never got an outcome (a crash or kill mid-call), and where the chain
+//! starts when that is not seq 1 (what the last rotation record kept).
 
 use std::{
     collections::BTreeMap,
@@ -98,6 +101,60 @@ pub struct Verification {
     pub checkpoint: Option<Result<String, String>>,
     /// The chain does not start at the genesis (older files not given).
     pub starts_mid_chain: bool,
+    /// What each anchor check found, in the order given.
+    pub anchors: Vec<Result<String, String>>,
+    /// The last rotation record's `kept_from_seq` and its own `seq`: the
+    /// records before the former were deleted by rotation.
+    pub kept_from: Option<(u64, u64)>,
+}
+
+/// A record known from elsewhere (an OTLP copy, a ticket): the log must
+/// hold `seq` with exactly this `hash`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Anchor {
+    /// The record's `seq`.
+    pub seq: u64,
+    /// Its `hash` (64 hex digits).
+    pub hash: String,
+}
+
+impl std::str::FromStr for Anchor {
+    type Err = String;
+
+    /// `SEQ:HASH`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (seq, hash) = s
+            .split_once(':')
+            .ok_or_else(|| format!("{s:?} is not SEQ:HASH"))?;
+        let seq = seq
+            .parse()
+            .map_err(|e| format!("{seq:?} is not a sequence number: {e}"))?;
+        let hash = hash.to_ascii_lowercase();
+        if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(format!("{hash:?} is not a SHA-256 hash (64 hex digits)"));
+        }
+        Ok(Self { seq, hash })
+    }
+}
+
+/// Why the chain starts where it does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// At seq 1.
+    Genesis,
+    /// Where a rotation record (at `by`) says the retained records begin.
+    Rotated {
+        /// The first record on disk.
+        kept_from: u64,
+        /// The rotation record's own seq.
+        by: u64,
+    },
+    /// Later than any rotation explains: older files were not given, or
+    /// records were deleted.
+    Unexplained {
+        /// The first record given.
+        first: u64,
+    },
 }
 
 impl Verification {
@@ -108,6 +165,18 @@ impl Verification {
         self.first_break.is_none()
             && self.torn.is_empty()
             && !matches!(self.checkpoint, Some(Err(_)))
+            && self.anchors.iter().all(Result::is_ok)
+    }
+
+    /// Where the chain starts, and why.
+    pub fn start(&self) -> Start {
+        match self.seq_range {
+            None | Some((1, _)) => Start::Genesis,
+            Some((first, _)) => match self.kept_from {
+                Some((kept_from, by)) if kept_from == first => Start::Rotated { kept_from, by },
+                _ => Start::Unexplained { first },
+            },
+        }
     }
 }
 
@@ -118,6 +187,18 @@ impl Verification {
 pub fn verify(
     files: &[PathBuf],
     checkpoint: Option<(&Path, &Key)>,
+) -> std::io::Result<Verification> {
+    verify_with(files, checkpoint, &[])
+}
+
+/// [`verify`], and check each of `anchors` against the chain.
+///
+/// # Errors
+/// When a file cannot be read.
+pub fn verify_with(
+    files: &[PathBuf],
+    checkpoint: Option<(&Path, &Key)>,
+    anchors: &[Anchor],
 ) -> std::io::Result<Verification> {
     let mut v = Verification::default();
     let mut prev: Option<(u64, String)> = None;
@@ -191,6 +272,11 @@ pub fn verify(
                 Some("outcome") => {
                     intents.remove(&call_id);
                 }
+                Some("rotation") => {
+                    if let Some(kept) = record.get("kept_from_seq").and_then(Value::as_u64) {
+                        v.kept_from = Some((kept, seq));
+                    }
+                }
                 _ => {}
             }
         }
@@ -199,7 +285,36 @@ pub fn verify(
     if let Some((path, key)) = checkpoint {
         v.checkpoint = Some(check_checkpoint(path, key, &hashes_by_seq, v.seq_range));
     }
+    v.anchors = anchors
+        .iter()
+        .map(|anchor| check_anchor(anchor, &hashes_by_seq, v.seq_range))
+        .collect();
     Ok(v)
+}
+
+fn check_anchor(
+    anchor: &Anchor,
+    hashes: &BTreeMap<u64, String>,
+    range: Option<(u64, u64)>,
+) -> Result<String, String> {
+    let (first, last) = range.unwrap_or((0, 0));
+    match hashes.get(&anchor.seq) {
+        Some(hash) if *hash == anchor.hash => Ok(format!("seq {} matches", anchor.seq)),
+        Some(hash) => Err(format!(
+            "seq {} has hash {hash} in the log, the anchor says {}: the record was rewritten",
+            anchor.seq, anchor.hash
+        )),
+        None if anchor.seq > last => Err(format!(
+            "the log ends at seq {last} but the anchor vouches for seq {}: records were removed \
+             from the end (a deleted or rolled-back checkpoint cannot hide this)",
+            anchor.seq
+        )),
+        None if anchor.seq < first => Ok(format!(
+            "seq {} precedes the files given; not checked (give the rotated files too)",
+            anchor.seq
+        )),
+        None => Err(format!("seq {} is not in the files given", anchor.seq)),
+    }
 }
 
 fn check_record(

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use audit::{Event, Key, Phase, Sink, checkpoint_path, verify};
+use audit::{Anchor, Event, Key, Phase, Sink, checkpoint_path, verify, verify_with};
 
 struct Log {
     _dir: tempfile::TempDir,
@@ -182,4 +182,67 @@ fn an_intent_without_outcome_is_listed_as_dangling() {
         (v.dangling[0].call_id.as_str(), v.dangling[0].seq),
         ("call-killed", 11)
     );
+}
+
+#[test]
+fn an_anchor_catches_a_cut_tail_behind_a_rolled_back_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let key = Key::load_or_create(&dir.path().join("audit.key")).unwrap();
+    let sink = Sink::open(&path, Some(key.clone()), None).unwrap();
+    for i in 0..5 {
+        sink.append(Event::new(Phase::Denied, format!("c{i}")))
+            .unwrap();
+    }
+    sink.flush().unwrap();
+    let old_checkpoint = std::fs::read(checkpoint_path(&path)).unwrap();
+    let mut newest = None;
+    for i in 5..10 {
+        newest = Some(
+            sink.append(Event::new(Phase::Denied, format!("c{i}")))
+                .unwrap(),
+        );
+    }
+    sink.flush().unwrap();
+    drop(sink);
+    let newest = newest.unwrap();
+    // Cut the tail back to where the older, authentic checkpoint vouched, and put that back.
+    write(&path, &lines(&path)[..5]);
+    std::fs::write(checkpoint_path(&path), old_checkpoint).unwrap();
+    let checkpoint = Some((checkpoint_path(&path), key));
+    let pair = checkpoint.as_ref().map(|(p, k)| (p.as_path(), k));
+    let fooled = verify(std::slice::from_ref(&path), pair).unwrap();
+    assert!(
+        fooled.is_intact(),
+        "the rolled-back checkpoint vouches: {fooled:?}"
+    );
+    let anchor: Anchor = format!("{}:{}", newest.seq, newest.hash).parse().unwrap();
+    let v = verify_with(std::slice::from_ref(&path), pair, &[anchor]).unwrap();
+    assert!(!v.is_intact(), "{v:?}");
+    let why = v.anchors[0].as_ref().unwrap_err();
+    assert!(
+        why.contains("ends at seq 5") && why.contains("seq 10"),
+        "{why}"
+    );
+}
+
+#[test]
+fn an_anchor_that_the_log_holds_passes_and_a_rewritten_one_fails() {
+    let log = log();
+    let records: Vec<serde_json::Value> = lines(&log.path)
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let anchor = |seq: usize, hash: &str| -> Anchor { format!("{seq}:{hash}").parse().unwrap() };
+    let good = anchor(7, records[6]["hash"].as_str().unwrap());
+    let wrong = anchor(7, &"0".repeat(64));
+    let v = verify_with(std::slice::from_ref(&log.path), None, &[good, wrong]).unwrap();
+    assert!(
+        v.anchors[0].is_ok() && v.anchors[1].is_err(),
+        "{:?}",
+        v.anchors
+    );
+    assert!(!v.is_intact());
+    assert!("7:zz".parse::<Anchor>().is_err());
+    assert!("x:".parse::<Anchor>().is_err());
 }

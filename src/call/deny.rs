@@ -30,6 +30,7 @@ pub(crate) fn refuse(
 ) -> Replied {
     let session_id = session.map_or("", SessionId::as_str);
     let subcommand = argv.and_then(|a| a.first().cloned());
+    server.refusal_pace.spend();
     let mut event = call.record.event(audit::Phase::Denied, session);
     event.argv = argv.map(|argv| refused_argv(&server.redactor, argv));
     event.argv_mac = argv.map(|argv| server.redactor.argv_mac(argv));

@@ -20,6 +20,12 @@ pub(super) struct VerifyArgs {
     /// Key that authenticates the checkpoint (default: `<log>.key`).
     #[arg(long, value_name = "FILE")]
     pub key: Option<PathBuf>,
+    /// A record known from off the machine, as `SEQ:HASH` (the
+    /// `browser_shell.audit.seq` and `.hash` of an OTLP log record your
+    /// collector holds); the log must hold it. Repeatable. Unlike the
+    /// checkpoint, no one on this machine can delete or roll it back.
+    #[arg(long, value_name = "SEQ:HASH")]
+    pub against: Vec<audit::Anchor>,
 }
 
 /// Output format of `audit report`.
@@ -134,7 +140,10 @@ fn verify_to(args: &VerifyArgs, out: &mut impl Write) -> anyhow::Result<bool> {
         })
         .transpose()?;
     let pair = checkpoint.as_deref().zip(key.as_ref());
-    let v = audit::verify(&files, pair)?;
+    let v = audit::verify_with(&files, pair, &args.against)?;
+    // With the key at hand, a log with records must have its checkpoint:
+    // deleting it must not turn "truncated" into "not checked".
+    let checkpoint_missing = key.is_some() && checkpoint.is_none() && v.records > 0;
     let range = v
         .seq_range
         .map_or_else(|| "-".into(), |(a, b)| format!("{a}..{b}"));
@@ -144,12 +153,35 @@ fn verify_to(args: &VerifyArgs, out: &mut impl Write) -> anyhow::Result<bool> {
         files.len(),
         v.records
     )?;
-    if v.starts_mid_chain {
-        writeln!(
-            out,
-            "note: the first record is not seq 1 (older rotated files were not given or were deleted)"
-        )?;
-    }
+    let start_unexplained = match v.start() {
+        audit::Start::Genesis => false,
+        audit::Start::Rotated { kept_from, by } => {
+            writeln!(
+                out,
+                "start: seq {kept_from}; the records before it were deleted by rotation (the \
+                 rotation record at seq {by} says so)"
+            )?;
+            false
+        }
+        audit::Start::Unexplained { first } => match rotated_not_given(&args.files, &files) {
+            Some(elsewhere) => {
+                writeln!(
+                    out,
+                    "start: seq {first}; the records before it are in {elsewhere} (not given: \
+                     verify with them too)"
+                )?;
+                false
+            }
+            None => {
+                writeln!(
+                    out,
+                    "start: seq {first}, but no rotation deleted the records before it and no \
+                     rotated file holds them: records were DELETED"
+                )?;
+                true
+            }
+        },
+    };
     match &v.first_break {
         None => writeln!(out, "chain: intact")?,
         Some(b) => writeln!(
@@ -175,6 +207,11 @@ fn verify_to(args: &VerifyArgs, out: &mut impl Write) -> anyhow::Result<bool> {
         }
     }
     match (&v.checkpoint, &checkpoint, &key_path) {
+        _ if checkpoint_missing => writeln!(
+            out,
+            "checkpoint: MISSING, the key is here but no checkpoint is beside the log: it was \
+             deleted, and the log's tail cannot be vouched for (verify --against an exported record)"
+        )?,
         (Some(Ok(msg)), _, _) => writeln!(out, "checkpoint: ok, {}", printable(msg))?,
         (Some(Err(msg)), _, _) => writeln!(out, "checkpoint: FAILED, {}", printable(msg))?,
         (None, Some(cp), None) => writeln!(
@@ -202,16 +239,40 @@ fn verify_to(args: &VerifyArgs, out: &mut impl Write) -> anyhow::Result<bool> {
             printable(d.session_id.as_deref().unwrap_or("-"))
         )?;
     }
+    for (anchor, result) in args.against.iter().zip(&v.anchors) {
+        match result {
+            Ok(msg) => writeln!(out, "anchor {}: ok, {}", anchor.seq, printable(msg))?,
+            Err(msg) => writeln!(out, "anchor {}: FAILED, {}", anchor.seq, printable(msg))?,
+        }
+    }
+    let intact = v.is_intact() && !checkpoint_missing && !start_unexplained;
     writeln!(
         out,
         "result: {}",
-        if v.is_intact() {
-            "INTACT"
-        } else {
-            "NOT INTACT"
-        }
+        if intact { "INTACT" } else { "NOT INTACT" }
     )?;
-    Ok(v.is_intact())
+    Ok(intact)
+}
+
+/// Rotated files beside the given ones (`<log>.N`) that were not given,
+/// named for the reviewer; `None` when there are none.
+fn rotated_not_given(given: &[PathBuf], ordered: &[PathBuf]) -> Option<String> {
+    // The live log is the newest file given, or the one it was rotated from.
+    let newest = ordered.last()?.display().to_string();
+    let live = match newest.rsplit_once('.') {
+        Some((base, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+            base.to_owned()
+        }
+        _ => newest,
+    };
+    let live = PathBuf::from(live);
+    let missing: Vec<String> = (1..=10_000)
+        .map(|n| audit::rotated(&live, n))
+        .take_while(|p| p.exists())
+        .filter(|p| !given.contains(p))
+        .map(|p| p.display().to_string())
+        .collect();
+    (!missing.is_empty()).then(|| missing.join(", "))
 }
 
 /// Run `audit report`.
@@ -369,6 +430,7 @@ mod tests {
             files: vec![log],
             checkpoint: None,
             key: None,
+            against: Vec::new(),
         };
         let mut out = Vec::new();
         assert!(!verify_to(&args, &mut out).unwrap());
@@ -379,5 +441,64 @@ mod tests {
             out.contains("found x\\nchain: intact\\nresult: INTACT"),
             "{out}"
         );
+    }
+
+    /// `audit verify` of `files` beside a key: its verdict and output.
+    fn verify_log(files: Vec<PathBuf>) -> (bool, String) {
+        let args = VerifyArgs {
+            files,
+            checkpoint: None,
+            key: None,
+            against: Vec::new(),
+        };
+        let mut out = Vec::new();
+        let intact = verify_to(&args, &mut out).unwrap();
+        (intact, String::from_utf8(out).unwrap())
+    }
+
+    fn log_of(records: usize, rotation: Option<audit::Rotation>) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("audit.jsonl");
+        let key = audit::Key::load_or_create(&dir.path().join("audit.jsonl.key")).unwrap();
+        let sink = audit::Sink::open(&log, Some(key), rotation).unwrap();
+        for i in 0..records {
+            sink.append(audit::Event::new(audit::Phase::Denied, format!("c{i}")))
+                .unwrap();
+        }
+        sink.flush().unwrap();
+        (dir, log)
+    }
+
+    #[test]
+    fn a_deleted_checkpoint_is_not_intact_when_the_key_is_there() {
+        let (_dir, log) = log_of(3, None);
+        assert!(verify_log(vec![log.clone()]).0);
+        std::fs::remove_file(audit::checkpoint_path(&log)).unwrap();
+        let (intact, out) = verify_log(vec![log]);
+        assert!(!intact, "{out}");
+        assert!(out.contains("checkpoint: MISSING"), "{out}");
+    }
+
+    #[test]
+    fn a_start_deleted_by_hand_is_not_intact_and_one_rotated_away_is_explained() {
+        let rotation = audit::Rotation {
+            max_bytes: 1_500,
+            max_files: 2,
+        };
+        let (_dir, log) = log_of(40, Some(rotation));
+        let all = vec![
+            audit::rotated(&log, 2),
+            audit::rotated(&log, 1),
+            log.clone(),
+        ];
+        let (intact, out) = verify_log(all);
+        assert!(intact && out.contains("deleted by rotation"), "{out}");
+        // The live log alone: the older records are named where they are.
+        let (intact, out) = verify_log(vec![log.clone()]);
+        assert!(intact && out.contains("audit.jsonl.1"), "{out}");
+        // The oldest file deleted by hand: nothing explains the missing records.
+        std::fs::remove_file(audit::rotated(&log, 2)).unwrap();
+        let (intact, out) = verify_log(vec![audit::rotated(&log, 1), log]);
+        assert!(!intact && out.contains("DELETED"), "{out}");
     }
 }

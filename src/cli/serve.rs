@@ -75,6 +75,7 @@ async fn run(server: Arc<Server>, gate: Gate, grace: Duration) -> anyhow::Result
         stdio::input(),
         ends.to_server,
         ends.answers_tx,
+        Arc::clone(&server.refusal_pace),
         {
             let server = Arc::clone(&server);
             move |fault: &wire::Fault| {

@@ -4,6 +4,7 @@
 //! ([`lifecycle`]). One call's flow is `crate::call`.
 
 mod lifecycle;
+pub(crate) mod pace;
 pub(crate) mod sessions;
 
 use std::{path::PathBuf, sync::Arc, time::Duration};
@@ -62,6 +63,8 @@ pub(crate) struct Server {
     /// One permit per call allowed to run at once.
     pub(crate) inflight: tokio::sync::Semaphore,
     pub(crate) sessions: Sessions,
+    /// How fast the client may make refusals (the wire waits on it).
+    pub(crate) refusal_pace: Arc<pace::RefusalPace>,
     /// Set on SIGTERM: new calls are refused.
     draining: std::sync::atomic::AtomicBool,
     /// Cancelled when draining runs out of patience: in-flight calls stop.
@@ -92,6 +95,7 @@ impl Server {
             limits: parts.limits,
             inflight: tokio::sync::Semaphore::new(parts.limits.max_inflight as usize),
             sessions: Sessions::new(parts.limits.max_sessions, parts.limits.overflow),
+            refusal_pace: Arc::default(),
             draining: std::sync::atomic::AtomicBool::new(false),
             shutdown: CancellationToken::new(),
         }

@@ -25,7 +25,12 @@ use tokio::{
     sync::mpsc,
 };
 
-use crate::refusal::{Answer, Rule};
+use std::sync::Arc;
+
+use crate::{
+    refusal::{Answer, Rule},
+    server::pace::RefusalPace,
+};
 
 /// Largest JSON-RPC message accepted, in bytes (one line).
 pub(crate) const MAX_MESSAGE_BYTES: usize = 1024 * 1024;
@@ -134,12 +139,18 @@ pub(crate) async fn pump_input<R>(
     input: R,
     to_server: mpsc::Sender<ClientJsonRpcMessage>,
     answers: mpsc::Sender<String>,
+    pace: Arc<RefusalPace>,
     on_fault: impl Fn(&Fault),
 ) where
     R: AsyncRead + Unpin,
 {
     let mut input = BufReader::new(input);
     loop {
+        // A client that spent its refusals waits here, in its own pipe.
+        let wait = pace.delay();
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
         let line = match read_bounded_line(&mut input).await {
             Ok(Some(line)) => line,
             Ok(None) | Err(_) => break,
@@ -162,6 +173,7 @@ pub(crate) async fn pump_input<R>(
                 }
             }
             Err(fault) => {
+                pace.spend();
                 on_fault(&fault);
                 let _ = answers.send(error_line(&fault)).await;
             }
@@ -351,7 +363,7 @@ mod tests {
         let (to_server, mut server_side) = mpsc::channel(16);
         let (tx, mut rx) = mpsc::channel(16);
         let faults = std::sync::Mutex::new(Vec::new());
-        pump_input(input, to_server, tx, |f| {
+        pump_input(input, to_server, tx, Arc::default(), |f| {
             faults.lock().unwrap().push(f.clone())
         })
         .await;
@@ -484,13 +496,14 @@ mod tests {
         let (_wire, ends) = Wire::new();
         let (_client, server_out) = tokio::io::duplex(64);
         let writer = tokio::spawn(pump_output(ends.from_server, ends.answers_rx, server_out));
-        let faults = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let faults = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let reader = tokio::spawn(pump_input(
             std::io::Cursor::new(input),
             ends.to_server,
             ends.answers_tx,
+            Arc::default(),
             {
-                let faults = std::sync::Arc::clone(&faults);
+                let faults = Arc::clone(&faults);
                 move |_: &Fault| {
                     faults.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 }

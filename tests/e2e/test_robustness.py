@@ -239,3 +239,19 @@ def test_sigterm_lets_calls_finish_within_the_grace_then_cancels_and_exits_zero(
     assert outcomes[-1]["outcome"] == "cancelled", outcomes[-1]
     run = subprocess.run([str(binaries.server), "audit", "verify", str(cfg.audit_log)], capture_output=True, text=True)
     assert run.returncode == 0 and "dangling intents (allowed calls with no outcome: crash or kill mid-call): 0" in run.stdout, run.stdout
+
+
+def test_a_flood_of_refusals_is_slowed_and_every_one_is_recorded(start_server) -> None:
+    """Every refusal is an audit record, so a flood of them could rotate older evidence away. Past
+    a burst of 200, the server reads the client's next message only as its refusal budget refills
+    (50/s): 400 refusals take at least (400 - 200) / 50 = 4 s, and none goes unrecorded."""
+    srv = start_server()
+    started = time.monotonic()
+    for i in range(400):
+        is_error, reply = srv.call("flood", ["eval", str(i)])
+        assert is_error and reply["exit_code"] == 126, describe(reply)
+    elapsed = time.monotonic() - started
+    assert elapsed >= 3.5, f"400 refusals took {elapsed:.2f} s: nothing slowed the flood"
+    records = [json.loads(line) for line in srv.cfg.audit_log.read_text().splitlines()]
+    denied = [r for r in records if r.get("session_id") == "flood" and r["phase"] == "denied"]
+    assert len(denied) == 400, len(denied)
