@@ -89,6 +89,8 @@ rules! {
     DnsFailed = "dns.failed" => Answer::Tool(exit_code::REFUSED),
     /// The host resolves to a loopback, private, link-local or otherwise special address.
     AddressPrivate = "address.private" => Answer::Tool(exit_code::REFUSED),
+    /// The address is not public and the port is one of browser-shell's stack (Chromium's DevTools, the gate, a listed service).
+    PortProtected = "port.protected" => Answer::Tool(exit_code::REFUSED),
     /// A screenshot path escapes the session's output directory or is not an image name.
     OutputPath = "output.path" => Answer::Tool(exit_code::REFUSED),
     /// The output quota cannot fit one more screenshot.

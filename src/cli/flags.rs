@@ -35,6 +35,14 @@ pub(crate) struct ServeArgs {
     )]
     pub(crate) gate_port: u16,
 
+    /// A port of the stack's own services (an MCP hub, an auth service, VNC)
+    /// that no URL may reach on a non-public address, whatever the policy
+    /// allows; repeatable. Chromium's DevTools port and the gate's are
+    /// always protected.
+    #[arg(long = "protect-port", env = "BROWSER_SHELL_PROTECT_PORTS", value_name = "PORT",
+          value_delimiter = ',', value_parser = clap::value_parser!(u16).range(1..))]
+    pub(crate) protect_ports: Vec<u16>,
+
     /// Private state of agent-browser: its HOME, its socket dir and its `{}`
     /// config file. Keep it short: socket paths are limited to 103 bytes.
     #[arg(

@@ -49,7 +49,7 @@ impl ServeArgs {
     /// Check the configuration and prepare everything the server is built from.
     pub(crate) fn prepare(&self) -> anyhow::Result<Parts> {
         check_executable(&self.agent_browser)?;
-        let url_policy = UrlPolicy::load(&self.policy)?;
+        let mut url_policy = UrlPolicy::load(&self.policy)?;
         let dirs = self.prepare_dirs()?;
         let (audit, key_path, key) = self.open_audit()?;
         let secret_params: Vec<String> = self
@@ -60,6 +60,10 @@ impl ServeArgs {
             .collect();
         let redactor = audit::Redactor::new(key, &secret_params);
         let gate = self.bind_gate(&dirs.state)?;
+        url_policy.protected_ports = [self.cdp_port, gate.port()]
+            .into_iter()
+            .chain(self.protect_ports.iter().copied())
+            .collect();
         let policy = self.confinement_policy(&dirs.state, &dirs.output, gate.port())?;
         self.check_evidence_outside(&policy, &key_path)?;
         let runner = self.build_runner(&policy, &dirs, gate.port())?;

@@ -342,18 +342,25 @@ pub(super) struct PolicyExplainArgs {
 
 /// Validate a policy file and print the effective policy (JSON).
 pub(super) fn policy_check(args: &PolicyCheckArgs) -> anyhow::Result<()> {
-    let exists = args.file.exists();
     let policy = crate::policy::url_policy::UrlPolicy::load(&args.file)?;
+    name_policy_source(&args.file);
     let mut out = std::io::stdout().lock();
-    if !exists {
-        writeln!(
-            out,
-            "# {} does not exist: the built-in default policy applies",
-            args.file.display()
-        )?;
-    }
     writeln!(out, "{}", serde_json::to_string_pretty(&policy)?)?;
     Ok(())
+}
+
+/// Say on stderr which file a policy came from (stdout is the result),
+/// with a warning when it is missing: a typo in a path must not pass
+/// silently as "the default".
+fn name_policy_source(path: &std::path::Path) {
+    if path.exists() {
+        eprintln!("policy file: {}", path.display());
+    } else {
+        eprintln!(
+            "warning: policy file {} does not exist: the built-in default policy applies",
+            path.display()
+        );
+    }
 }
 
 /// Decide one URL with the real resolver; returns whether it is allowed.
@@ -366,6 +373,7 @@ pub(super) fn policy_explain(args: &PolicyExplainArgs) -> anyhow::Result<bool> {
         .enable_all()
         .build()?;
     let verdict = runtime.block_on(policy.check_open(&args.url, &resolver));
+    name_policy_source(&args.policy);
     let mut out = std::io::stdout().lock();
     match verdict {
         Ok(checked) => {

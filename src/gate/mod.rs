@@ -219,6 +219,11 @@ impl Gate {
 // The callback's error type is tungstenite's HTTP response, not ours to shrink.
 #[allow(clippy::result_large_err)]
 async fn accept(stream: tokio::net::TcpStream, shared: Arc<Shared>) {
+    // Small CDP messages, answered one by one: Nagle would hold each for a
+    // delayed ACK (40 ms), several times per command.
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!(error = %e, "TCP_NODELAY not set on a gate connection");
+    }
     let mut session = None;
     let handshake = tokio_tungstenite::accept_hdr_async_with_config(
         stream,

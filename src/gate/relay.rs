@@ -160,7 +160,9 @@ async fn connect(shared: &Shared) -> Result<(ChromiumSink, ChromiumStream), Stri
     let (socket, _) = tokio_tungstenite::connect_async_with_config(
         url.as_str(),
         Some(super::upstream_config()),
-        false,
+        // Small CDP messages, answered one by one: Nagle would hold each
+        // for a delayed ACK (40 ms).
+        true,
     )
     .await
     .map_err(|e| format!("cannot reach Chromium's DevTools: {e}"))?;
@@ -177,6 +179,7 @@ async fn from_chromium(
     while let Some(Ok(message)) = stream.next().await {
         match message {
             Message::Text(text) => {
+                tracing::trace!(session = %conn.session, message = %text.chars().take(160).collect::<String>(), "the browser gate relays back");
                 let passed = match screen(&text, &conn, &shared) {
                     Screened::Unchanged => Message::Text(text),
                     Screened::Rewritten(value) => Message::text(value.to_string()),

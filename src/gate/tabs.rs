@@ -8,8 +8,9 @@
 //! through that session's connection, when a tab it owns opens it, or when
 //! its daemon's pin file names it (a daemon restarted, or adopted from an
 //! earlier server). Tabs nobody owns (Chromium's first tab, a person's on
-//! the VNC screen) are no session's: with `--pin-tab`, agent-browser opens
-//! a tab of its own rather than use one of them.
+//! the VNC screen) stay visible to all: agent-browser, seeing no page at
+//! all, would create a spare tab of its own besides its pinned one, and
+//! leave it open.
 
 use std::{collections::HashMap, sync::Mutex};
 
@@ -42,8 +43,9 @@ impl Tabs {
     }
 
     /// May `session` see the target described by `info` (a CDP
-    /// `TargetInfo`)? Only pages have owners, and a session sees its own; a
-    /// page opened by an owned page becomes its opener's owner's.
+    /// `TargetInfo`)? Only pages have owners; a session sees its own and
+    /// those nobody owns. A page opened by an owned page becomes its
+    /// opener's owner's.
     pub(super) fn visible_to(&self, session: &str, info: &Value) -> bool {
         let field = |name: &str| info.get(name).and_then(Value::as_str);
         let (Some(target), Some("page")) = (field("targetId"), field("type")) else {
@@ -63,7 +65,7 @@ impl Tabs {
                 owners.insert(target.to_owned(), owner);
                 visible
             }
-            None => false,
+            None => true,
         }
     }
 }
@@ -93,10 +95,10 @@ mod tests {
     }
 
     #[test]
-    fn a_tab_nobody_owns_is_hidden_and_targets_other_than_pages_are_visible() {
+    fn a_tab_nobody_owns_and_targets_other_than_pages_are_visible_to_all() {
         let tabs = Tabs::default();
         tabs.claim("T1", "a");
-        assert!(!tabs.visible_to("b", &page("T0")));
+        assert!(tabs.visible_to("b", &page("T0")));
         assert!(tabs.visible_to("b", &json!({"targetId": "T1", "type": "iframe"})));
         assert!(tabs.visible_to("b", &json!({"targetId": "W1", "type": "service_worker"})));
     }

@@ -106,7 +106,9 @@ impl Link {
         let (socket, _) = tokio_tungstenite::connect_async_with_config(
             url.as_str(),
             Some(super::upstream_config()),
-            false,
+            // Small CDP messages, answered one by one: Nagle would hold each
+            // for a delayed ACK (40 ms).
+            true,
         )
         .await
         .map_err(|e| format!("the warden cannot connect to Chromium's DevTools: {e}"))?;

@@ -91,20 +91,147 @@ fn in_table(ip: IpAddr, table: &'static [(&'static str, &'static str)]) -> Optio
     })
 }
 
-/// Is `ip` (or the IPv4 it embeds) inside one of `allowed`?
-pub(crate) fn allowed_by(ip: IpAddr, allowed: &[IpNet]) -> bool {
-    let embedded = match ip {
-        IpAddr::V6(v6) => embedded_v4(v6).map(IpAddr::V4),
-        IpAddr::V4(_) => None,
-    };
-    allowed
-        .iter()
-        .any(|net| net.contains(&ip) || embedded.is_some_and(|e| net.contains(&e)))
+/// An `allow_private_cidrs` entry: a range, and the ports it allows (all
+/// when none are listed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Allowance {
+    pub(crate) net: IpNet,
+    pub(crate) ports: Option<Vec<std::ops::RangeInclusive<u16>>>,
+}
+
+impl Allowance {
+    /// `10.0.0.0/8`, `127.0.0.1`, `127.0.0.1:8765`, `127.0.0.0/8:8000-8999,9443`,
+    /// `[::1]:8765`, `[fd00::]/8:443` (an IPv6 entry with ports is bracketed).
+    pub(crate) fn parse(entry: &str) -> Result<Self, String> {
+        let (net, ports) = match entry.strip_prefix('[') {
+            Some(rest) => {
+                let (addr, after) = rest.split_once(']').ok_or("an opening [ without its ]")?;
+                let (len, ports) = match after.split_once(':') {
+                    Some((len, ports)) => (len, Some(ports)),
+                    None => (after, None),
+                };
+                (format!("{addr}{len}"), ports)
+            }
+            // One colon: IPv4 with ports; more: a bare IPv6 range.
+            None => match entry.split_once(':') {
+                Some((net, ports)) if !ports.contains(':') => (net.to_owned(), Some(ports)),
+                _ => (entry.to_owned(), None),
+            },
+        };
+        let net = net
+            .parse::<IpNet>()
+            .or_else(|_| net.parse::<IpAddr>().map(IpNet::from))
+            .map_err(|e| format!("{net:?} is not a CIDR or an address: {e}"))?;
+        let ports = ports.map(port_ranges).transpose()?;
+        Ok(Self { net, ports })
+    }
+
+    /// Does this entry let `ip` (or the IPv4 it embeds) be reached on `port`?
+    pub(crate) fn covers(&self, ip: IpAddr, port: u16) -> bool {
+        let embedded = match ip {
+            IpAddr::V6(v6) => embedded_v4(v6).map(IpAddr::V4),
+            IpAddr::V4(_) => None,
+        };
+        let inside = self.net.contains(&ip) || embedded.is_some_and(|e| self.net.contains(&e));
+        inside
+            && self
+                .ports
+                .as_ref()
+                .is_none_or(|ranges| ranges.iter().any(|r| r.contains(&port)))
+    }
+}
+
+impl std::fmt::Display for Allowance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Some(ranges) = &self.ports else {
+            return write!(f, "{}", self.net);
+        };
+        let ports: Vec<String> = ranges
+            .iter()
+            .map(|r| {
+                if r.start() == r.end() {
+                    r.start().to_string()
+                } else {
+                    format!("{}-{}", r.start(), r.end())
+                }
+            })
+            .collect();
+        match self.net {
+            IpNet::V6(v6) => write!(f, "[{}]/{}:{}", v6.addr(), v6.prefix_len(), ports.join(",")),
+            IpNet::V4(_) => write!(f, "{}:{}", self.net, ports.join(",")),
+        }
+    }
+}
+
+/// `80`, `8000-8999`, `80,443`: ports 1–65535.
+fn port_ranges(text: &str) -> Result<Vec<std::ops::RangeInclusive<u16>>, String> {
+    text.split(',')
+        .map(|item| {
+            let (low, high) = item.split_once('-').unwrap_or((item, item));
+            let port = |p: &str| {
+                p.trim()
+                    .parse::<u16>()
+                    .ok()
+                    .filter(|p| *p != 0)
+                    .ok_or_else(|| format!("{p:?} is not a port (1-65535)"))
+            };
+            let (low, high) = (port(low)?, port(high)?);
+            if low > high {
+                return Err(format!("{item:?} is an empty port range"));
+            }
+            Ok(low..=high)
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn covers(entry: &str, ip: &str, port: u16) -> bool {
+        Allowance::parse(entry)
+            .unwrap()
+            .covers(ip.parse().unwrap(), port)
+    }
+
+    #[test]
+    fn an_allowance_without_ports_covers_every_port_and_one_with_ports_only_those() {
+        assert!(covers("127.0.0.1/32", "127.0.0.1", 9222));
+        assert!(covers("127.0.0.1:8765", "127.0.0.1", 8765));
+        assert!(!covers("127.0.0.1:8765", "127.0.0.1", 8766));
+        assert!(covers("127.0.0.0/8:8000-8999,9443", "127.0.0.2", 8500));
+        assert!(covers("127.0.0.0/8:8000-8999,9443", "127.0.0.2", 9443));
+        assert!(!covers("127.0.0.0/8:8000-8999,9443", "127.0.0.2", 9000));
+        assert!(covers("[::1]:8765", "::1", 8765));
+        assert!(!covers("[::1]:8765", "::1", 80));
+        assert!(covers("[fd00::]/8:443", "fd12::1", 443));
+        assert!(covers("::1/128", "::1", 1));
+        assert!(!covers("127.0.0.1:8765", "127.0.0.2", 8765));
+    }
+
+    #[test]
+    fn malformed_allowances_are_refused_with_the_reason() {
+        for bad in [
+            "127.0.0.1:0",
+            "127.0.0.1:99999",
+            "127.0.0.1:9-1",
+            "127.0.0.1:",
+            "[::1:80",
+            "x:80",
+        ] {
+            assert!(Allowance::parse(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            Allowance::parse("127.0.0.0/8:80,8000-8999")
+                .unwrap()
+                .to_string(),
+            "127.0.0.0/8:80,8000-8999"
+        );
+        assert_eq!(
+            Allowance::parse("[::1]:80").unwrap().to_string(),
+            "[::1]/128:80"
+        );
+    }
 
     fn kind(s: &str) -> Option<&'static str> {
         special_kind(s.parse().unwrap())
@@ -143,9 +270,8 @@ mod tests {
 
     #[test]
     fn an_allowed_cidr_covers_the_embedded_ipv4_too() {
-        let allowed: Vec<IpNet> = vec!["127.0.0.1/32".parse().unwrap()];
-        assert!(allowed_by("127.0.0.1".parse().unwrap(), &allowed));
-        assert!(allowed_by("::ffff:127.0.0.1".parse().unwrap(), &allowed));
-        assert!(!allowed_by("127.0.0.2".parse().unwrap(), &allowed));
+        assert!(covers("127.0.0.1/32", "127.0.0.1", 80));
+        assert!(covers("127.0.0.1/32", "::ffff:127.0.0.1", 80));
+        assert!(!covers("127.0.0.1/32", "127.0.0.2", 80));
     }
 }

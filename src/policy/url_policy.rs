@@ -20,12 +20,11 @@
 
 use std::{net::IpAddr, path::Path, time::Duration};
 
-use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 use url::{Host, Url};
 
 use super::{
-    address,
+    address::{self, Allowance},
     resolve::{Resolve, reserved_localhost},
 };
 use crate::refusal::{Refusal, Rule};
@@ -85,7 +84,15 @@ pub(crate) struct UrlPolicy {
     pub allow_hosts: Option<Vec<String>>,
     /// Normalized suffixes, each starting with a dot.
     pub allow_host_suffixes: Option<Vec<String>>,
-    pub allow_private_cidrs: Vec<IpNet>,
+    /// Non-public ranges that may be reached, each on all ports or on those
+    /// it lists.
+    #[serde(serialize_with = "as_strings")]
+    pub allow_private_cidrs: Vec<Allowance>,
+    /// Ports never reached on a non-public address, whatever the policy
+    /// allows: Chromium's DevTools, the browser gate, the stack's services
+    /// (set by the server, not the file).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub protected_ports: Vec<u16>,
     /// Normalized hosts; an entry starting with a dot denies that suffix.
     pub deny_hosts: Vec<String>,
     /// Re-check the page URL after commands that can navigate.
@@ -94,6 +101,10 @@ pub(crate) struct UrlPolicy {
     pub dns_timeout: Duration,
     /// Extra query-parameter names masked in audited URLs (`redact` section).
     pub secret_query_params: Vec<String>,
+}
+
+fn as_strings<S: serde::Serializer>(entries: &[Allowance], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(entries.iter().map(ToString::to_string))
 }
 
 mod millis {
@@ -115,6 +126,7 @@ impl Default for UrlPolicy {
             allow_hosts: None,
             allow_host_suffixes: None,
             allow_private_cidrs: Vec::new(),
+            protected_ports: Vec::new(),
             deny_hosts: Vec::new(),
             navigation_guard: true,
             dns_timeout: Duration::from_secs(2),
@@ -239,6 +251,7 @@ impl UrlPolicy {
             allow_hosts,
             allow_host_suffixes,
             allow_private_cidrs,
+            protected_ports: Vec::new(),
             deny_hosts,
             navigation_guard: open.navigation_guard.unwrap_or(defaults.navigation_guard),
             dns_timeout,
@@ -371,15 +384,32 @@ impl UrlPolicy {
                 format!("{name} resolved to no address"),
             ));
         }
+        let port = url.port_or_known_default().unwrap_or(0);
         for ip in &resolved {
-            if let Some(kind) = address::special_kind(*ip)
-                && !address::allowed_by(*ip, &self.allow_private_cidrs)
+            let Some(kind) = address::special_kind(*ip) else {
+                continue;
+            };
+            if self.protected_ports.contains(&port) {
+                return Err(Refusal::new(
+                    Rule::PortProtected,
+                    format!(
+                        "{name}:{port} is {ip} ({kind}) on a port of browser-shell's stack \
+                         (Chromium's DevTools, the browser gate or a service listed with \
+                         --protect-port); no policy can allow it"
+                    ),
+                ));
+            }
+            if !self
+                .allow_private_cidrs
+                .iter()
+                .any(|allowance| allowance.covers(*ip, port))
             {
                 return Err(Refusal::new(
                     Rule::AddressPrivate,
                     format!(
-                        "{name} is {ip} ({kind}); only public addresses may be opened unless the \
-                         policy's allow_private_cidrs covers it"
+                        "{name} is {ip} ({kind}) and port {port}; only public addresses may be \
+                         opened unless an entry of the policy's allow_private_cidrs covers the \
+                         address and the port"
                     ),
                 ));
             }
@@ -411,14 +441,10 @@ fn schemes(listed: Option<Vec<String>>, default: Vec<String>) -> Result<Vec<Stri
 }
 
 /// `open.allow_private_cidrs`: CIDRs, or single addresses.
-fn cidrs(listed: Vec<String>) -> Result<Vec<IpNet>, String> {
+fn cidrs(listed: Vec<String>) -> Result<Vec<Allowance>, String> {
     listed
         .iter()
-        .map(|c| {
-            c.parse::<IpNet>()
-                .or_else(|_| c.parse::<IpAddr>().map(IpNet::from))
-                .map_err(|e| format!("open.allow_private_cidrs: {c:?} is not a CIDR: {e}"))
-        })
+        .map(|c| Allowance::parse(c).map_err(|e| format!("open.allow_private_cidrs: {c:?}: {e}")))
         .collect()
 }
 

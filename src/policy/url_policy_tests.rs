@@ -1199,3 +1199,23 @@ fn a_subresource_skips_only_the_host_allowlist_and_a_frame_meets_all_of_it() {
         Ok("https://example.com/".into())
     );
 }
+
+/// The stack's own ports (Chromium's DevTools, the gate, listed services)
+/// are out of reach on every non-public address, whatever the allowlist
+/// says; the same port on a public address is just a port.
+#[test]
+fn a_protected_port_is_refused_on_a_private_address_even_when_the_range_is_allowed() {
+    let mut policy = policy(PRIV_LOOP);
+    policy.protected_ports = vec![9222];
+    let r = resolver();
+    let rule = |url: &str| {
+        block_on(policy.check_open(url, &r))
+            .map(|_| ())
+            .map_err(|refusal| refusal.rule.id())
+    };
+    assert_eq!(rule("http://127.0.0.1:9222/json"), Err("port.protected"));
+    assert_eq!(rule("http://localhost:9222/"), Err("port.protected"));
+    assert_eq!(rule("http://[::1]:9222/"), Err("port.protected"));
+    assert_eq!(rule("http://127.0.0.1:9223/"), Ok(()));
+    assert_eq!(rule(&format!("http://{PUBLIC}:9222/")), Ok(()));
+}

@@ -243,7 +243,11 @@ def row(name: str, a: list[float], b: list[float] | None, target: str, ok=None) 
 def bench_warm(ab: Path, chromium, web, evidence: Path, n: int, notes: list[str]) -> list[str]:
     srv = Server(ab, chromium.port, "127.0.0.1/32", evidence)
     assert srv.call("b1", ["open", web.url("/form")])["exit_code"] == 0
-    raw = [str(ab), "--cdp", str(chromium.port), "--json", "--session", "b1", "--pin-tab"]
+    # The same warm daemon as browser-shell's session: it was started with the browser gate's URL, so
+    # agent-browser direct is given that URL too (another --cdp would make the daemon reconnect).
+    gate_file = srv.base / "s" / "gate.port"
+    cdp = f"ws://127.0.0.1:{gate_file.read_text().strip()}/devtools/browser/b1" if gate_file.exists() else str(chromium.port)
+    raw = [str(ab), "--cdp", cdp, "--json", "--session", "b1", "--pin-tab"]
     env = raw_env(srv)
 
     def through(argv):

@@ -43,11 +43,12 @@ def test_the_default_policy_refuses_the_devtools_endpoint(start_server, chromium
     srv = start_server(policy_json=None)  # no file: the built-in default
     is_error, reply = srv.call("pol-2", ["open", f"http://127.0.0.1:{chromium.port}/json/version"])
     assert is_error and reply["exit_code"] == 126, describe(reply)
-    assert reply["stderr"].startswith("refused [address.private]") and "loopback" in reply["stderr"], reply["stderr"]
+    # Its port is protected before its address is even weighed.
+    assert reply["stderr"].startswith("refused [port.protected]") and "loopback" in reply["stderr"], reply["stderr"]
     for url in ["http://localhost:1/", "http://[::1]/", "http://2130706433/", "http://0x7f.1/"]:
         is_error, reply = srv.call("pol-2", ["open", url])
         assert reply["exit_code"] == 126 and "address.private" in reply["stderr"], (url, reply)
-    assert rules_in_audit(srv).count("address.private") == 5
+    assert rules_in_audit(srv).count("address.private") == 4 and "port.protected" in rules_in_audit(srv)
 
 
 def test_an_address_outside_the_allowed_cidr_is_refused_before_the_browser_sees_it(
@@ -225,6 +226,52 @@ def test_a_screenshot_the_guard_refuses_to_take_deletes_no_older_one(
     assert is_error and "navigation.blocked" in reply["stderr"], describe(reply)
     assert "the command was not run" in reply["stderr"], describe(reply)
     assert old.exists(), "room was made (a file deleted) for a screenshot the guard never let run"
+
+
+def test_the_devtools_and_gate_ports_are_refused_even_when_their_address_is_allowed(
+    server, chromium: harness.Chromium, web: harness.WebServer
+) -> None:
+    """The test policy allows 127.0.0.1/32 on every port; Chromium's DevTools port and the gate's
+    are still refused — to `open`, and to a page that frames them."""
+    gate = int((server.cfg.state_dir / "gate.port").read_text())
+    for port in (chromium.port, gate):
+        is_error, reply = server.call("pol-ports", ["open", f"http://127.0.0.1:{port}/json/version"])
+        assert is_error and reply["stderr"].startswith("refused [port.protected]"), describe(reply)
+    devtools = f"http://127.0.0.1:{chromium.port}/json/version"
+    server.ok("pol-ports", ["open", web.url("/framed?src=" + urllib.parse.quote(devtools, safe=""))])
+    snapshot = json.dumps(server.ok("pol-ports", ["snapshot"]))
+    assert "webSocketDebuggerUrl" not in snapshot, snapshot
+    blocked = blocked_requests(server, "pol-ports")
+    assert blocked and "port.protected" in blocked[0]["reason"], blocked
+
+
+def test_a_port_listed_as_the_stacks_own_is_refused(start_server, web: harness.WebServer) -> None:
+    srv = start_server(extra_args=["--protect-port", str(web.port)])
+    is_error, reply = srv.call("pol-stack", ["open", web.url("/form")])
+    assert is_error and reply["stderr"].startswith("refused [port.protected]"), describe(reply)
+
+
+def test_a_port_scoped_allowance_lets_exactly_that_port_through(start_server, web: harness.WebServer) -> None:
+    with harness.run_web_server("127.0.0.1") as other:
+        srv = start_server(policy_json={"open": {"allow_private_cidrs": [f"127.0.0.1:{web.port}"]}})
+        assert srv.ok("pol-scoped", ["open", web.url("/form")])["url"] == web.url("/form")
+        is_error, reply = srv.call("pol-scoped", ["open", other.url("/form")])
+        assert is_error and reply["stderr"].startswith("refused [address.private]"), describe(reply)
+        assert f"port {other.port}" in reply["stderr"], reply["stderr"]
+        assert other.seen_paths() == []
+
+
+def test_localhost_is_loopback_in_both_families_so_an_ipv4_allowance_does_not_cover_it(
+    start_server, web: harness.WebServer
+) -> None:
+    """`localhost` resolves to 127.0.0.1 and ::1 (the browser may use either): 127.0.0.1/32 alone
+    refuses it; adding ::1/128 allows it."""
+    v4_only = start_server(policy_json={"open": {"allow_private_cidrs": ["127.0.0.1/32"]}})
+    is_error, reply = v4_only.call("pol-lh", ["open", f"http://localhost:{web.port}/form"])
+    assert is_error and "address.private" in reply["stderr"] and "::1" in reply["stderr"], describe(reply)
+    both = start_server(policy_json={"open": {"allow_private_cidrs": ["127.0.0.1/32", "::1/128"]}})
+    url = f"http://localhost:{web.port}/form"
+    assert both.ok("pol-lh", ["open", url])["url"] == url
 
 
 def test_a_link_to_an_allowed_page_passes_the_guard(server, web: harness.WebServer) -> None:

@@ -45,3 +45,28 @@ def test_what_the_schema_rejects_the_server_rejects_too(server_bin: Path, tmp_pa
     policy.write_text(json.dumps(bad))
     run = subprocess.run([str(server_bin), "policy", "check", str(policy)], capture_output=True, text=True)
     assert run.returncode == 2 and "policy file" in run.stderr, (run.returncode, run.stderr)
+
+
+def test_policy_check_and_explain_name_their_file_and_warn_when_it_is_missing(
+    server_bin: Path, tmp_path: Path
+) -> None:
+    present = tmp_path / "policy.json"
+    present.write_text(json.dumps({"open": {"allow_private_cidrs": ["127.0.0.1:8765", "[::1]:8765"]}}))
+    run = subprocess.run([str(server_bin), "policy", "check", str(present)], capture_output=True, text=True)
+    assert run.returncode == 0 and f"policy file: {present}" in run.stderr, run.stderr
+    assert json.loads(run.stdout)["allow_private_cidrs"] == ["127.0.0.1/32:8765", "[::1]/128:8765"]
+    missing = tmp_path / "typo.json"
+    run = subprocess.run([str(server_bin), "policy", "check", str(missing)], capture_output=True, text=True)
+    assert run.returncode == 0 and "warning" in run.stderr and str(missing) in run.stderr, run.stderr
+    json.loads(run.stdout)  # stdout stays the policy, as JSON
+    run = subprocess.run(
+        [str(server_bin), "policy", "explain", "http://127.0.0.1:8765/", "--policy", str(present)],
+        capture_output=True, text=True,
+    )
+    assert run.returncode == 0 and run.stdout.startswith("allowed:"), run.stdout + run.stderr
+    assert f"policy file: {present}" in run.stderr, run.stderr
+    run = subprocess.run(
+        [str(server_bin), "policy", "explain", "http://127.0.0.1:8766/", "--policy", str(present)],
+        capture_output=True, text=True,
+    )
+    assert run.returncode == 1 and "refused [address.private]" in run.stdout, run.stdout

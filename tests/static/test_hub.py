@@ -30,6 +30,7 @@ def test_hub_serves_exactly_one_stdio_server(hub):
     for key in (
         "BROWSER_SHELL_AGENT_BROWSER",
         "BROWSER_SHELL_CDP_PORT",
+        "BROWSER_SHELL_PROTECT_PORTS",
         "BROWSER_SHELL_STATE_DIR",
         "BROWSER_SHELL_OUTPUT_DIR",
         "BROWSER_SHELL_POLICY",

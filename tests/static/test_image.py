@@ -191,6 +191,8 @@ def test_the_image_env_gives_browser_shell_one_cdp_port_its_policy_and_an_audit_
     holds nothing else of ours, and the state dir is short enough for agent-browser's sockets."""
     env = final_env
     assert env["BROWSER_SHELL_CDP_PORT"] == "9222"
+    # The image's own services are out of the agent's reach whatever the policy allows.
+    assert {"8079", "8080", "8088", "6080", "5900"} <= set(env["BROWSER_SHELL_PROTECT_PORTS"].split(",")), env
     assert env["BROWSER_REMOTE_DEBUGGING_PORT"] == env["BROWSER_SHELL_CDP_PORT"]
     assert env["BROWSER_SHELL_POLICY"] == "/etc/agent-browser/browser-shell.policy.json"
     assert env["BROWSER_SHELL_AGENT_BROWSER"].startswith("/")
