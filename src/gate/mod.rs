@@ -85,7 +85,26 @@ struct Shared {
     http: reqwest::Client,
 }
 
+/// A WebSocket to Chromium's browser endpoint.
+type ChromiumSocket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
 impl Shared {
+    /// A connection of browser-shell's own to Chromium's browser endpoint.
+    async fn connect_browser(&self) -> Result<ChromiumSocket, String> {
+        let url = self.browser_url().await?;
+        let (socket, _) = tokio_tungstenite::connect_async_with_config(
+            url.as_str(),
+            Some(upstream_config()),
+            // Small CDP messages, answered one by one: Nagle would hold each
+            // for a delayed ACK (40 ms).
+            true,
+        )
+        .await
+        .map_err(|e| format!("cannot reach Chromium's DevTools: {e}"))?;
+        Ok(socket)
+    }
+
     /// Chromium's browser-level DevTools WebSocket URL (it changes when
     /// Chromium restarts, so it is asked for each connection).
     async fn browser_url(&self) -> Result<String, String> {

@@ -25,7 +25,7 @@ use super::{
 };
 use crate::refusal::Rule;
 
-type ChromiumSocket = WebSocketStream<tokio_tungstenite::MaybeTlsStream<TcpStream>>;
+use super::ChromiumSocket;
 type ChromiumSink = futures_util::stream::SplitSink<ChromiumSocket, Message>;
 type ChromiumStream = futures_util::stream::SplitStream<ChromiumSocket>;
 
@@ -156,17 +156,7 @@ pub(super) async fn relay(
 
 /// The relay's own connection to Chromium's browser endpoint.
 async fn connect(shared: &Shared) -> Result<(ChromiumSink, ChromiumStream), String> {
-    let url = shared.browser_url().await?;
-    let (socket, _) = tokio_tungstenite::connect_async_with_config(
-        url.as_str(),
-        Some(super::upstream_config()),
-        // Small CDP messages, answered one by one: Nagle would hold each
-        // for a delayed ACK (40 ms).
-        true,
-    )
-    .await
-    .map_err(|e| format!("cannot reach Chromium's DevTools: {e}"))?;
-    Ok(socket.split())
+    Ok(shared.connect_browser().await?.split())
 }
 
 /// Chromium → daemon: screened (see [`screen`]), otherwise unchanged.

@@ -102,17 +102,11 @@ impl Warden {
 
 impl Link {
     async fn connect(shared: &Arc<Shared>) -> Result<Arc<Self>, String> {
-        let url = shared.browser_url().await?;
-        let (socket, _) = tokio_tungstenite::connect_async_with_config(
-            url.as_str(),
-            Some(super::upstream_config()),
-            // Small CDP messages, answered one by one: Nagle would hold each
-            // for a delayed ACK (40 ms).
-            true,
-        )
-        .await
-        .map_err(|e| format!("the warden cannot connect to Chromium's DevTools: {e}"))?;
-        let (mut sink, mut stream) = socket.split();
+        let (mut sink, mut stream) = shared
+            .connect_browser()
+            .await
+            .map_err(|e| format!("the warden: {e}"))?
+            .split();
         let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
         let link = Arc::new(Self {
             tx,
