@@ -11,7 +11,7 @@
 //! - before agent-browser's first message reaches a tab, has its warden put
 //!   the tab under the URL policy, so every request of every frame is
 //!   decided before it leaves the browser ([`warden`]);
-//! - shows each session its own tabs only ([`tabs`]).
+//! - hides each session's tabs from the other sessions ([`tabs`]).
 //!
 //! Plain HTTP (`/json/*`, which can open and close tabs) is not served: the
 //! handshake fails. The session in the path attributes audit records; it is
