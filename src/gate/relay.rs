@@ -57,7 +57,16 @@ struct Connection {
 /// What the relay does with one message from agent-browser.
 enum Judgement {
     Forward(Value),
-    Refuse { rule: Rule, why: String },
+    Refuse {
+        rule: Rule,
+        why: String,
+    },
+    /// Refused without an audit record: what every daemon does routinely
+    /// (attach to a tab that appeared while it ran, which turned out to be
+    /// another session's) is not evidence of anything.
+    Decline {
+        why: String,
+    },
 }
 
 pub(super) async fn relay(
@@ -101,7 +110,7 @@ pub(super) async fn relay(
             );
             break;
         };
-        match judge(request.clone(), &conn, &shared).await {
+        let (rule, why) = match judge(request.clone(), &conn, &shared).await {
             Judgement::Forward(request) => {
                 tracing::trace!(session = %conn.session, message = %request, "the browser gate forwards");
                 if chromium.is_none() {
@@ -125,23 +134,29 @@ pub(super) async fn relay(
                 if sink.send(Message::text(request.to_string())).await.is_err() {
                     break;
                 }
+                continue;
             }
             Judgement::Refuse { rule, why } => {
                 tracing::info!(session = %conn.session, %rule, %why, "the browser gate refused a CDP message");
                 shared
                     .reporter
                     .report(conn.session.clone(), rule, why.clone());
-                let mut answer = json!({
-                    "id": request.get("id").cloned().unwrap_or(Value::Null),
-                    "error": {"code": -32000, "message": format!("browser-shell refused [{rule}]: {why}")},
-                });
-                if let Some(cdp_session) = request.get("sessionId") {
-                    answer["sessionId"] = cdp_session.clone();
-                }
-                if daemon_tx.send(Message::text(answer.to_string())).is_err() {
-                    break;
-                }
+                (rule, why)
             }
+            Judgement::Decline { why } => {
+                tracing::debug!(session = %conn.session, %why, "the browser gate declined a CDP message");
+                (Rule::CdpRefused, why)
+            }
+        };
+        let mut answer = json!({
+            "id": request.get("id").cloned().unwrap_or(Value::Null),
+            "error": {"code": -32000, "message": format!("browser-shell refused [{rule}]: {why}")},
+        });
+        if let Some(cdp_session) = request.get("sessionId") {
+            answer["sessionId"] = cdp_session.clone();
+        }
+        if daemon_tx.send(Message::text(answer.to_string())).is_err() {
+            break;
         }
     }
     if let Some(mut sink) = chromium {
@@ -261,8 +276,7 @@ fn screen_request(
             // Only pages have owners; a frame's or worker's target is reached
             // through its page.
             let owner = shared.tabs.owner(target)?;
-            (owner != conn.session).then(|| Judgement::Refuse {
-                rule: Rule::CdpRefused,
+            (owner != conn.session).then(|| Judgement::Decline {
                 why: format!("{method}: the tab belongs to another session"),
             })
         }

@@ -4,7 +4,9 @@
 //! Unwatched, every daemon attaches to every tab it can see when it starts:
 //! another session's tab, closed meanwhile by the reaper, failed a new
 //! session's first command, and each extra attach cost the start ~50 ms.
-//! A tab becomes a session's when its `Target.createTarget` answer passes
+//! Attaching to another session's tab is refused without an audit record
+//! (`relay`'s `Decline`): daemons try it routinely for tabs that appear
+//! while they run. A tab becomes a session's when its `Target.createTarget` answer passes
 //! through that session's connection, when a tab it owns opens it, or when
 //! its daemon's pin file names it (a daemon restarted, or adopted from an
 //! earlier server). Tabs nobody owns (Chromium's first tab, a person's on
