@@ -5,11 +5,10 @@
 //! client nothing, and records of megabytes each would rotate older evidence
 //! out of the log within a few hundred calls.
 
-use std::borrow::Cow;
-
 use serde_json::{Value, json};
 
 use super::context::CallContext;
+pub(crate) use crate::obs::journal::{MAX_RECORDED_REASON_BYTES, capped};
 use crate::{TOOL_NAME, obs::journal::new_call_id, session_id::SessionId};
 
 /// Most bytes of a request id or client name a record stores.
@@ -17,32 +16,6 @@ pub(crate) const MAX_RECORDED_ID_BYTES: usize = 256;
 /// Most bytes of one argv item a refusal's record stores (the contract
 /// allows 4096 per item, 32 items).
 pub(crate) const MAX_RECORDED_ARG_BYTES: usize = 512;
-/// Most bytes of a reason a record stores (a refusal may quote an argv item,
-/// a blocked navigation the page's URL).
-pub(crate) const MAX_RECORDED_REASON_BYTES: usize = 1024;
-
-/// `value` if it is at most `max` bytes; else its first `max` bytes (at a
-/// character boundary) then `…[<len> bytes, sha256:<hex>]`, the digest of
-/// the whole value. A capped value is always longer than `max`, so it can
-/// never be mistaken for one stored whole.
-pub(crate) fn capped(value: &str, max: usize) -> Cow<'_, str> {
-    if value.len() <= max {
-        return Cow::Borrowed(value);
-    }
-    let mut end = max;
-    while !value.is_char_boundary(end) {
-        end -= 1;
-    }
-    let mut out = String::with_capacity(end + 100);
-    out.push_str(&value[..end]);
-    out.push_str(&format!(
-        "…[{} bytes, sha256:{}]",
-        value.len(),
-        audit::sha256_hex(value.as_bytes())
-    ));
-    Cow::Owned(out)
-}
-
 fn capped_owned(value: Option<&String>, max: usize) -> Option<String> {
     value.map(|v| capped(v, max).into_owned())
 }
@@ -148,6 +121,8 @@ pub(super) fn confinement_record(report: &hardening::Report) -> Value {
 
 #[cfg(test)]
 mod tests {
+    use std::borrow::Cow;
+
     use super::*;
 
     fn redactor() -> audit::Redactor {

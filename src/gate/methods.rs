@@ -14,9 +14,13 @@
 pub(super) enum Treatment {
     /// Forward unchanged.
     Pass,
-    /// Forward only if the URL in this parameter (when present) meets the
-    /// URL policy; `about:blank` passes when the policy allows it.
+    /// Forward only if the URL in this parameter (when present) has a
+    /// scheme the policy allows, or is `about:blank`: the tab is policed
+    /// before this reaches it, so the warden decides the rest on the request.
     CheckUrl(&'static str),
+    /// Forward only if this parameter is absent, empty or `about:blank`: a
+    /// new tab starts loading before anyone can police it.
+    BlankOnly(&'static str),
 }
 
 /// The allowlist. Sorted by name; a test keeps it so.
@@ -63,7 +67,7 @@ const ALLOWED: &[(&str, Treatment)] = &[
     ("Target.activateTarget", Treatment::Pass),
     ("Target.attachToTarget", Treatment::Pass),
     ("Target.closeTarget", Treatment::Pass),
-    ("Target.createTarget", Treatment::CheckUrl("url")),
+    ("Target.createTarget", Treatment::BlankOnly("url")),
     ("Target.detachFromTarget", Treatment::Pass),
     ("Target.getTargetInfo", Treatment::Pass),
     ("Target.getTargets", Treatment::Pass),
@@ -122,7 +126,7 @@ mod tests {
         assert_eq!(treatment("Page.navigate"), Some(Treatment::CheckUrl("url")));
         assert_eq!(
             treatment("Target.createTarget"),
-            Some(Treatment::CheckUrl("url"))
+            Some(Treatment::BlankOnly("url"))
         );
     }
 }

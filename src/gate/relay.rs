@@ -216,15 +216,25 @@ async fn judge(request: Value, conn: &Connection, shared: &Arc<Shared>) -> Judge
             why: format!("{shown_method} is not on the gate's allowlist"),
         };
     };
-    if let Treatment::CheckUrl(param) = how
-        && let Some(raw) = request
+    let url_of = |param: &str| {
+        request
             .pointer(&format!("/params/{param}"))
             .and_then(Value::as_str)
-        && let Err(why) = check_navigation(raw, shared).await
-    {
+            .map(str::to_owned)
+    };
+    let refused_url = match how {
+        Treatment::Pass => None,
+        Treatment::CheckUrl(param) => {
+            url_of(param).and_then(|raw| check_navigation(&raw, shared).err().map(|why| (raw, why)))
+        }
+        Treatment::BlankOnly(param) => url_of(param)
+            .filter(|raw| !raw.is_empty() && raw != "about:blank")
+            .map(|raw| (raw, "a new tab may only start at about:blank".to_owned())),
+    };
+    if let Some((raw, why)) = refused_url {
         return Judgement::Refuse {
             rule: Rule::CdpRefused,
-            why: format!("{shown_method} to {}: {why}", shown(raw)),
+            why: format!("{shown_method} to {}: {why}", shown(&raw)),
         };
     }
     if let Some(refused) = screen_request(&method, &request, conn, shared) {
@@ -392,13 +402,26 @@ fn note_attached(params: &Value, info: &Value, conn: &Connection) {
     );
 }
 
-/// A URL agent-browser asks Chromium to load, against the URL policy.
-async fn check_navigation(raw: &str, shared: &Shared) -> Result<(), String> {
+/// A URL agent-browser asks Chromium to load: only what the warden will
+/// see and decide as a request (an allowed scheme), or `about:blank`.
+/// Host and addresses are left to the warden, which checks the request the
+/// browser actually makes (no second DNS lookup on every `open`).
+fn check_navigation(raw: &str, shared: &Shared) -> Result<(), String> {
     let url = Url::parse(raw).map_err(|e| format!("not a valid URL: {e}"))?;
-    shared
-        .policy
-        .check_url(&url, shared.resolver.as_ref())
-        .await
-        .map(|_| ())
-        .map_err(|refusal| format!("[{}] {}", refusal.rule, refusal.message))
+    let blank = url.as_str() == "about:blank" && shared.policy.allow_about_blank;
+    if blank
+        || shared
+            .policy
+            .allow_schemes
+            .iter()
+            .any(|s| s == url.scheme())
+    {
+        Ok(())
+    } else {
+        Err(format!(
+            "[{}] the {}: scheme is not allowed",
+            Rule::UrlScheme,
+            url.scheme()
+        ))
+    }
 }

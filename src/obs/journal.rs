@@ -6,9 +6,11 @@
 //! deferred: written at once, synced within [`audit::DEFERRED_SYNC_WITHIN`].
 //! The one record that gates something, an allowed call's intent, yields an
 //! [`audit::IntentSynced`] only once it is durable (docs/design.md,
-//! "Write-ahead intent").
+//! "Write-ahead intent"). What a record stores from outside (a client, a
+//! page, a child) is [`capped`]: records of megabytes each would rotate older
+//! evidence out of the log within a few hundred of them.
 
-use std::sync::Arc;
+use std::{borrow::Cow, sync::Arc};
 
 use audit::{AuditError, IntentSynced, IntentWritten};
 
@@ -115,4 +117,30 @@ fn off_the_workers<T>(io: impl FnOnce() -> T) -> T {
     } else {
         io()
     }
+}
+
+/// Most bytes of a reason a record stores (a refusal may quote an argv item,
+/// a blocked navigation the page's URL).
+pub(crate) const MAX_RECORDED_REASON_BYTES: usize = 1024;
+
+/// `value` if it is at most `max` bytes; else its first `max` bytes (at a
+/// character boundary) then `…[<len> bytes, sha256:<hex>]`, the digest of
+/// the whole value. A capped value is always longer than `max`, so it can
+/// never be mistaken for one stored whole.
+pub(crate) fn capped(value: &str, max: usize) -> Cow<'_, str> {
+    if value.len() <= max {
+        return Cow::Borrowed(value);
+    }
+    let mut end = max;
+    while !value.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut out = String::with_capacity(end + 100);
+    out.push_str(&value[..end]);
+    out.push_str(&format!(
+        "…[{} bytes, sha256:{}]",
+        value.len(),
+        audit::sha256_hex(value.as_bytes())
+    ));
+    Cow::Owned(out)
 }

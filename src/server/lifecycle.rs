@@ -7,7 +7,7 @@ use std::{sync::Arc, time::Duration};
 use audit::Outcome;
 
 use super::{Server, sessions::Retiring};
-use crate::obs::journal::new_call_id;
+use crate::obs::journal::{MAX_RECORDED_REASON_BYTES, capped, new_call_id};
 
 impl Server {
     /// Record why (`reaped`, `evicted`), then end `retiring`'s session for
@@ -47,18 +47,32 @@ impl Server {
     /// Something the browser gate refused (a CDP method, a request a page
     /// made): a `denied` record of its own, attributed to the session the
     /// connection named.
+    ///
+    /// A page or a child can make refusals far faster than a client can, so
+    /// they have a budget of their own (the client's is the wire's, see
+    /// [`super::pace`]): past it, refusals are counted, and the count goes
+    /// into the next record. They are not calls; none is lost unsaid.
     pub(crate) fn record_gate_refusal(&self, refused: crate::gate::GateEvent) {
+        use std::sync::atomic::Ordering;
+        let earlier = refused.unrecorded_before;
+        if !self.gate_pace.delay().is_zero() {
+            self.gate_unrecorded
+                .fetch_add(earlier + 1, Ordering::Relaxed);
+            return;
+        }
+        self.gate_pace.spend();
+        let unrecorded = earlier + self.gate_unrecorded.swap(0, Ordering::Relaxed);
         let mut event = audit::Event::new(audit::Phase::Denied, new_call_id());
         event.session_id = Some(refused.session);
         event.verdict = Some(audit::Verdict::Denied);
         event.rule = Some(refused.rule.id().to_owned());
-        event.reason = Some(if refused.unrecorded_before > 0 {
+        let reason = capped(&refused.reason, MAX_RECORDED_REASON_BYTES);
+        event.reason = Some(if unrecorded > 0 {
             format!(
-                "{} ({} earlier gate refusals came too fast to be recorded one by one)",
-                refused.reason, refused.unrecorded_before
+                "{reason} ({unrecorded} earlier gate refusals came too fast to be recorded one by one)"
             )
         } else {
-            refused.reason
+            reason.into_owned()
         });
         if let Err(e) = self.journal.append_unattached(event) {
             tracing::error!(error = %e, "audit record of a browser gate refusal not written");

@@ -65,6 +65,10 @@ pub(crate) struct Server {
     pub(crate) sessions: Sessions,
     /// How fast the client may make refusals (the wire waits on it).
     pub(crate) refusal_pace: Arc<pace::RefusalPace>,
+    /// The browser gate's refusals: a budget of records of their own, and
+    /// how many came past it unrecorded since the last record.
+    gate_pace: pace::RefusalPace,
+    gate_unrecorded: std::sync::atomic::AtomicU64,
     /// Set on SIGTERM: new calls are refused.
     draining: std::sync::atomic::AtomicBool,
     /// Cancelled when draining runs out of patience: in-flight calls stop.
@@ -96,6 +100,8 @@ impl Server {
             inflight: tokio::sync::Semaphore::new(parts.limits.max_inflight as usize),
             sessions: Sessions::new(parts.limits.max_sessions, parts.limits.overflow),
             refusal_pace: Arc::default(),
+            gate_pace: pace::RefusalPace::default(),
+            gate_unrecorded: std::sync::atomic::AtomicU64::new(0),
             draining: std::sync::atomic::AtomicBool::new(false),
             shutdown: CancellationToken::new(),
         }

@@ -57,13 +57,15 @@ def test_what_reaches_outside_a_page_is_refused_and_audited(server) -> None:
         url,
         {"method": "Browser.setDownloadBehavior", "params": {"behavior": "allow", "downloadPath": "/"}},
         {"method": "Target.createTarget", "params": {"url": "file:///etc/passwd"}},
+        # A new tab loads before anyone can police it: only about:blank (loopback stand-in for "elsewhere").
+        {"method": "Target.createTarget", "params": {"url": "http://127.0.0.2:9/"}},
         {"method": "Page.printToPDF", "params": {}},
         {"method": "Browser.close", "params": {}},
         {"method": "Browser.getVersion", "params": {}},
     )
-    assert all(refused(a) for a in answers[:4]), answers
-    assert "product" in answers[4]["result"], answers[4]  # an allowed method is answered by Chromium
-    assert denied_rules(server, "hostile").count("cdp.refused") == 4
+    assert all(refused(a) for a in answers[:5]), answers
+    assert "product" in answers[5]["result"], answers[5]  # an allowed method is answered by Chromium
+    assert denied_rules(server, "hostile").count("cdp.refused") == 5
 
 
 def test_the_gate_serves_no_plain_http_so_no_tab_opens_by_url(server) -> None:
