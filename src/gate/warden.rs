@@ -234,7 +234,9 @@ impl Link {
                     .get("waitingForDebugger")
                     .and_then(Value::as_bool)
                     .unwrap_or(false);
-                tokio::spawn(async move { link.police_child(&child, waiting).await });
+                let frame =
+                    params.pointer("/targetInfo/type").and_then(Value::as_str) == Some("iframe");
+                tokio::spawn(async move { link.police_child(&child, waiting, frame).await });
             }
             (Some("Target.detachedFromTarget"), _) => {
                 if let Some(gone) = params.get("sessionId").and_then(Value::as_str) {
@@ -249,11 +251,16 @@ impl Link {
     }
 
     /// A frame or worker attached under a policed tab: police it, then let
-    /// it run. A worker without a network of its own has no Fetch domain;
-    /// its requests go through its page, which is policed.
-    async fn police_child(&self, child: &str, waiting: bool) {
+    /// it run. A frame that cannot be policed stays paused (it never loads);
+    /// a worker whose target has no Fetch domain runs on, unpoliced (the
+    /// README lists what the gate does not see).
+    async fn police_child(&self, child: &str, waiting: bool, frame: bool) {
         if let Err(e) = self.police(child).await {
-            tracing::debug!(error = %e, "a frame or worker is policed through its page only");
+            if frame {
+                tracing::warn!(error = %e, "a frame could not be policed; it stays paused");
+                return;
+            }
+            tracing::debug!(error = %e, "a worker's own requests are not policed");
         }
         if waiting
             && let Err(e) = self
