@@ -91,6 +91,11 @@ rules! {
     AddressPrivate = "address.private" => Answer::Tool(exit_code::REFUSED),
     /// The address is not public and the port is one of browser-shell's stack (Chromium's DevTools, the gate, a listed service).
     PortProtected = "port.protected" => Answer::Tool(exit_code::REFUSED),
+    /// A `{{secret:NAME}}` placeholder names no configured secret, is
+    /// malformed, or is outside the text of `fill`/`type`.
+    SecretUnknown = "secret.unknown" => Answer::Tool(exit_code::REFUSED),
+    /// The session's page is not on a host the secret is bound to; nothing was typed.
+    SecretHost = "secret.host" => Answer::Tool(exit_code::REFUSED),
     /// A screenshot path escapes the session's output directory or is not an image name.
     OutputPath = "output.path" => Answer::Tool(exit_code::REFUSED),
     /// The output quota cannot fit one more screenshot.

@@ -57,6 +57,9 @@ pub enum Outcome {
     AuditUnavailable,
     /// The page ended up somewhere the policy refuses.
     NavigationBlocked,
+    /// A check that needs the page refused the command after its intent
+    /// (a secret's hosts; `rule` and `reason` say which); nothing ran.
+    Refused,
     /// Lifecycle: an idle session was ended.
     Reaped,
     /// Lifecycle: a session was ended to make room for a new one.
@@ -67,6 +70,17 @@ pub enum Outcome {
     Closed,
     /// Lifecycle: ending a session left something behind (see `reason`).
     RetireIncomplete,
+    /// Lifecycle: the server started (`detail`: versions, digests, policy,
+    /// limits, confinement, OTLP).
+    Started,
+    /// Lifecycle: the server stopped (`reason`; `detail`: calls served).
+    Stopped,
+    /// Lifecycle: the policy was reloaded (`detail`: old and new digests,
+    /// the new policy).
+    Reloaded,
+    /// Lifecycle: a reload was asked for but the file did not load; the
+    /// policy in force stays (`reason` says why).
+    ReloadRefused,
 }
 
 /// One audit record. Fields left `None` are omitted from the JSON line.
@@ -142,6 +156,13 @@ pub struct Event {
     /// ones before it were deleted by the retention of rotated files).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kept_from_seq: Option<u64>,
+    /// SHA-256 of the effective URL policy the call was decided under (its
+    /// full text is in the server's `started`/`reloaded` lifecycle records).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy_sha256: Option<String>,
+    /// Structured facts of a server lifecycle record (see [`Outcome`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<Value>,
     /// Addresses the URL's host resolved to, when a URL was checked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resolved: Option<Vec<String>>,
@@ -180,6 +201,8 @@ impl Event {
             span_id: None,
             resolved: None,
             kept_from_seq: None,
+            policy_sha256: None,
+            detail: None,
             host: host_name(),
             producer: format!("browser-shell/{}", env!("CARGO_PKG_VERSION")),
             pid: std::process::id(),

@@ -37,7 +37,7 @@ pub mod report;
 mod sink;
 mod verify;
 
-pub use canonical::{GENESIS, canonical_json, record_hash, sha256_hex};
+pub use canonical::{GENESIS, canonical_json, record_hash, sha256_hex, sha256_reader};
 pub use checkpoint::{CHECKPOINT_SCHEMA, Checkpoint, checkpoint_path};
 pub use event::{Event, Outcome, Phase, SCHEMA, Verdict};
 pub use intent::{IntentSynced, IntentWritten};

@@ -113,3 +113,63 @@ running_auth_run_dirs() {
 known_stacks() {
   { registered_stacks "$1"; running_auth_run_dirs "$1"; } | awk 'NF && !seen[$0]++'
 }
+
+# allow_entries URL...: the URL policy's allow_private_cidrs entries that let the agent open
+# these origins, one per line ("none" adds nothing). Only http(s) URLs on an IP literal or
+# localhost (which resolves to both 127.0.0.1 and ::1): a name would need a policy file.
+allow_entries() {
+  python3 - "$@" <<'PY'
+import ipaddress, sys, urllib.parse
+
+entries = []
+for raw in sys.argv[1:]:
+    if raw == "none":
+        continue
+    url = urllib.parse.urlsplit(raw)
+    def fail(why: str) -> None:
+        sys.exit(f"--allow {raw}: {why}")
+    if url.scheme not in ("http", "https") or not url.hostname:
+        fail("give an http:// or https:// URL, e.g. --allow http://127.0.0.1:8765")
+    try:
+        port = url.port or (443 if url.scheme == "https" else 80)
+    except ValueError:
+        fail("the port is not a number from 1 to 65535")
+    if url.hostname == "localhost":
+        entries += [f"127.0.0.1:{port}", f"[::1]:{port}"]
+        continue
+    try:
+        ip = ipaddress.ip_address(url.hostname)
+    except ValueError:
+        fail("only IP literals and localhost; for a host name write a policy file "
+             "(deploy/policy/) and pass it as BROWSER_SHELL_POLICY_FILE")
+    if ip.is_global:
+        fail("a public address needs no --allow: the policy allows public addresses")
+    entries.append(f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}")
+print("\n".join(entries))
+PY
+}
+
+# compose_policy RUN URL...: RUN/policy.json = RUN/policy.base plus the --allow origins,
+# written whole (rename), so a server reading it never sees half a file.
+compose_policy() {
+  local run=$1 entries
+  shift
+  entries=$(allow_entries "$@") || return 1
+  python3 - "$run/policy.base" "$run/policy.json" "$entries" <<'PY' || return 1
+import json, os, sys
+
+base_path, out_path, entries = sys.argv[1], sys.argv[2], sys.argv[3].split()
+policy = json.load(open(base_path, encoding="utf-8"))
+if entries:
+    section = policy.setdefault("open", {})
+    cidrs = section.setdefault("allow_private_cidrs", [])
+    cidrs += [e for e in entries if e not in cidrs]
+tmp = out_path + ".tmp"
+with open(tmp, "w", encoding="utf-8") as fh:
+    json.dump(policy, fh, indent=2)
+    fh.write("\n")
+os.chmod(tmp, 0o644)
+os.replace(tmp, out_path)
+PY
+  printf '%s\n' "$entries" >"$run/allowed-origins"
+}

@@ -38,6 +38,7 @@ pub(crate) fn update_session(server: &Server, request: &Validated, executed: &Ex
 /// page somewhere refused (returning the refusal for the outcome record).
 pub(crate) async fn enforce(
     server: &Server,
+    call: &Call<'_>,
     request: &Validated,
     planned: &Planned,
     executed: &Executed,
@@ -46,7 +47,8 @@ pub(crate) async fn enforce(
 ) -> (Reply, Option<Refusal>) {
     match verdict {
         GuardVerdict::Blocked { page, why } => {
-            let refusal = block(server, request, planned, executed, page, why).await;
+            let redactor = &call.rules.redactor;
+            let refusal = block(server, redactor, request, planned, executed, page, why).await;
             let session = request.session.as_str();
             // 126 says nothing ran; after a command that did, that would be false.
             let reply = if matches!(executed.raw.termination, Termination::Withheld(_)) {
@@ -64,6 +66,7 @@ pub(crate) async fn enforce(
 /// wrote of it, and say so in the refusal that replaces the reply.
 async fn block(
     server: &Server,
+    redactor: &audit::Redactor,
     request: &Validated,
     planned: &Planned,
     executed: &Executed,
@@ -83,7 +86,7 @@ async fn block(
         Rule::NavigationBlocked,
         format!(
             "the page navigated to {}: {why}; {reset}{removed}",
-            server.redactor.url(page)
+            redactor.url(page)
         ),
     )
 }
@@ -101,6 +104,7 @@ pub(crate) fn outcome_of(executed: &Executed, reply: &Reply, verdict: &GuardVerd
         Termination::SpawnFailed(_) => Outcome::SpawnFailed,
         Termination::Withheld(Withhold::Audit(_)) => Outcome::AuditUnavailable,
         Termination::Withheld(Withhold::Blocked { .. }) => Outcome::NavigationBlocked,
+        Termination::Withheld(Withhold::Refused(_)) => Outcome::Refused,
     }
 }
 
@@ -114,6 +118,7 @@ pub(crate) fn error_type(outcome: Outcome) -> Option<&'static str> {
         Outcome::SpawnFailed => Some("spawn_failed"),
         Outcome::AuditUnavailable => Some("audit_unavailable"),
         Outcome::NavigationBlocked => Some("navigation_blocked"),
+        Outcome::Refused => Some("policy_denied"),
         // Lifecycle outcomes never end a call.
         _ => Some("internal"),
     }
@@ -137,6 +142,11 @@ pub(crate) fn record_outcome(
     done.outcome = Some(outcome);
     if let Termination::SpawnFailed(why) = &executed.raw.termination {
         done.reason = Some(record::capped(why, record::MAX_RECORDED_REASON_BYTES).into_owned());
+    }
+    if let Termination::Withheld(Withhold::Refused(refusal)) = &executed.raw.termination {
+        done.rule = Some(refusal.rule.id().to_owned());
+        done.reason =
+            Some(record::capped(&refusal.message, record::MAX_RECORDED_REASON_BYTES).into_owned());
     }
     if let Some(refusal) = blocked {
         done.rule = Some(refusal.rule.id().to_owned());

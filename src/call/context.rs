@@ -1,11 +1,11 @@
 //! Who is calling, and one call's identity while it is in flight.
 
-use std::time::Instant;
+use std::{sync::Arc, time::Instant};
 
 use tokio_util::sync::CancellationToken;
 
 use super::record::CallRecord;
-use crate::obs::telemetry::ActiveCall;
+use crate::{obs::telemetry::ActiveCall, policy::rules::Rules};
 
 /// Who is calling, as far as the protocol tells us.
 #[derive(Debug, Clone, Default)]
@@ -19,18 +19,22 @@ pub(crate) struct CallContext {
     pub(crate) cancel: CancellationToken,
 }
 
-/// One call in flight: its identity in the audit log, its span, its start.
+/// One call in flight: its identity in the audit log, its span, its start,
+/// and the rules it is decided under from start to end (a reload meanwhile
+/// applies to the next call).
 pub(crate) struct Call<'a> {
     pub(crate) record: CallRecord,
+    pub(crate) rules: Arc<Rules>,
     pub(crate) span: &'a ActiveCall,
     pub(crate) started: Instant,
     pub(crate) cancel: CancellationToken,
 }
 
 impl<'a> Call<'a> {
-    pub(crate) fn new(ctx: &CallContext, span: &'a ActiveCall) -> Self {
+    pub(crate) fn new(ctx: &CallContext, span: &'a ActiveCall, rules: Arc<Rules>) -> Self {
         Self {
-            record: CallRecord::new(ctx, span.trace_id(), span.span_id()),
+            record: CallRecord::new(ctx, span.trace_id(), span.span_id(), rules.sha256.clone()),
+            rules,
             span,
             started: Instant::now(),
             cancel: ctx.cancel.clone(),

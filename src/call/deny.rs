@@ -32,8 +32,8 @@ pub(crate) fn refuse(
     let subcommand = argv.and_then(|a| a.first().cloned());
     server.refusal_pace.spend();
     let mut event = call.record.event(audit::Phase::Denied, session);
-    event.argv = argv.map(|argv| refused_argv(&server.redactor, argv));
-    event.argv_mac = argv.map(|argv| server.redactor.argv_mac(argv));
+    event.argv = argv.map(|argv| refused_argv(&call.rules.redactor, argv));
+    event.argv_mac = argv.map(|argv| call.rules.redactor.argv_mac(argv));
     event.verdict = Some(Decided::Denied);
     event.rule = Some(refusal.rule.id().to_owned());
     event.reason = Some(capped(&refusal.message, MAX_RECORDED_REASON_BYTES).into_owned());
@@ -62,7 +62,7 @@ pub(crate) fn refuse(
 /// JSON-RPC error). Returns the audit failure, if any.
 pub(crate) fn refuse_unknown_tool(server: &Server, ctx: &CallContext) -> Result<(), String> {
     let active = span::start(server, ctx, None);
-    let call = Call::new(ctx, &active);
+    let call = Call::new(ctx, &active, server.rules.get());
     let refusal = Refusal::new(
         Rule::ToolUnknown,
         "unknown tool; this server has exactly one tool, browser-shell",
@@ -96,7 +96,7 @@ pub(crate) fn record_protocol_fault(
         ..CallContext::default()
     };
     let active = span::start(server, &ctx, None);
-    let call = Call::new(&ctx, &active);
+    let call = Call::new(&ctx, &active, server.rules.get());
     let mut event = call.record.event(audit::Phase::Denied, None);
     event.tool = None;
     event.verdict = Some(Decided::Denied);

@@ -37,7 +37,14 @@ pub(crate) async fn execute(
         .tokens
         .first()
         .is_some_and(|t| !BACKGROUND_OK.contains(&t.as_str()));
-    let batch = guard::batch_for(planned.tokens.clone(), guard);
+    let mut tokens = planned.tokens.clone();
+    if !planned.secrets.is_empty()
+        && let Some(text) = tokens.last_mut()
+    {
+        // Filled in now, sent only once the release gate checked the page.
+        *text = call.rules.secrets.fill_in(text);
+    }
+    let batch = guard::batch_for(tokens, guard);
     // The client's cancellation, or the server's shutdown, stops the call.
     let cancel = server.shutdown_token();
     let forward = {
@@ -58,9 +65,15 @@ pub(crate) async fn execute(
             intent: None,
         })?;
         let intent = if look_first {
-            guard::look_before(server, &request.session, intent).await?
+            guard::look_before(server, &call.rules, &request.session, intent).await?
         } else {
             intent
+        };
+        let intent = if planned.secrets.is_empty() {
+            intent
+        } else {
+            let names = &planned.secrets;
+            guard::check_secret_hosts(server, &call.rules, &request.session, intent, names).await?
         };
         // A screenshot's room is made (the oldest files deleted) last: it is
         // the call's first side effect, due only once the intent is durable

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::request::Validated;
 use crate::{
+    policy::rules::Rules,
     refusal::{Refusal, Rule},
     runner::{Bounds, Executed, RawOutcome, Termination, Withheld, Withhold},
     server::Server,
@@ -149,6 +150,7 @@ pub(crate) enum GuardVerdict {
 /// gate, so it runs once the call's intent is durable.
 pub(crate) async fn look_before(
     server: &Server,
+    rules: &Rules,
     session: &SessionId,
     intent: IntentSynced,
 ) -> Result<IntentSynced, Withheld> {
@@ -157,7 +159,7 @@ pub(crate) async fn look_before(
             "an unknown URL".to_owned(),
             "the page URL could not be read before the command".to_owned(),
         ),
-        Some(page) => match check_page(server, &page).await {
+        Some(page) => match check_page(server, rules, &page).await {
             Ok(()) => return Ok(intent),
             Err(refusal) => (page, refusal.message),
         },
@@ -168,10 +170,34 @@ pub(crate) async fn look_before(
     })
 }
 
+/// Before a command that types secrets: the page must be on the hosts of
+/// each, or nothing is typed. Part of the release gate, like
+/// [`look_before`]: the batch (which holds the values) reaches agent-browser
+/// only if this passes.
+pub(crate) async fn check_secret_hosts(
+    server: &Server,
+    rules: &Rules,
+    session: &SessionId,
+    intent: IntentSynced,
+    names: &[String],
+) -> Result<IntentSynced, Withheld> {
+    let page = read_page_url(server, &intent, session, false)
+        .await
+        .unwrap_or_default();
+    match rules.secrets.check_hosts(names, &page) {
+        Ok(()) => Ok(intent),
+        Err(refusal) => Err(Withheld {
+            why: Withhold::Refused(refusal),
+            intent: Some(intent),
+        }),
+    }
+}
+
 /// After the command: where did it leave the page? The session remembers
 /// whether it was seen, so its next command looks first if not.
 pub(crate) async fn judge(
     server: &Server,
+    rules: &Rules,
     session: &SessionId,
     guard: Guard,
     executed: &Executed,
@@ -207,7 +233,7 @@ pub(crate) async fn judge(
                 why: "the page URL could not be read after the command".to_owned(),
             };
         };
-        match check_page(server, &page).await {
+        match check_page(server, rules, &page).await {
             Ok(()) => GuardVerdict::Passed,
             Err(refusal) => GuardVerdict::Blocked {
                 page,
@@ -296,14 +322,14 @@ async fn read_page_url(
 
 /// Is a page URL allowed? Chromium's own error page (a failed load) is not
 /// a destination.
-async fn check_page(server: &Server, page: &str) -> Result<(), Refusal> {
+async fn check_page(server: &Server, rules: &Rules, page: &str) -> Result<(), Refusal> {
     let url = url::Url::parse(page)
         .map_err(|e| Refusal::new(Rule::UrlInvalid, format!("unparsable page URL: {e}")))?;
     if url.scheme() == "chrome-error" {
         return Ok(());
     }
-    server
-        .url_policy
+    rules
+        .url
         .check_url(&url, server.resolver.as_ref())
         .await
         .map(drop)

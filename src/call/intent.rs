@@ -37,8 +37,8 @@ pub(crate) fn write(
     let mut event = call
         .record
         .event(audit::Phase::Intent, Some(&request.session));
-    event.argv = Some(redact_argv(&server.redactor, &request.argv));
-    event.argv_mac = Some(server.redactor.argv_mac(&request.argv));
+    event.argv = Some(redact_argv(&call.rules.redactor, &request.argv));
+    event.argv_mac = Some(call.rules.redactor.argv_mac(&request.argv));
     event.verdict = Some(Decided::Allowed);
     event.confinement = Some(confinement);
     if !planned.resolved.is_empty() {

@@ -29,6 +29,8 @@ pub(crate) mod reply;
 pub(crate) mod request;
 mod span;
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
 
 use crate::{
@@ -42,6 +44,7 @@ use deny::{Replied, refuse};
 pub(crate) use deny::{record_protocol_fault, refuse_unknown_tool};
 use guard::Guard;
 use laps::Laps;
+pub(crate) use record::confinement_record;
 use reply::Reply;
 use span::Verdict;
 
@@ -53,9 +56,13 @@ pub(crate) async fn handle(
 ) -> Reply {
     let hint = request::session_hint(arguments);
     let active = span::start(server, ctx, hint.as_ref().map(SessionId::as_str));
-    let call = Call::new(ctx, &active);
+    server
+        .calls_served
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let rules = server.rules.get();
+    let call = Call::new(ctx, &active, Arc::clone(&rules));
     let (reply, verdict) = run(server, arguments, &call, hint.as_ref()).await;
-    span::finish(server, active, &reply, &verdict);
+    span::finish(&rules.redactor, active, &reply, &verdict);
     reply
 }
 
@@ -85,7 +92,7 @@ async fn run(
             &refusal,
         )
     };
-    let planned = match plan::plan(server, &request).await {
+    let planned = match plan::plan(server, &call.rules, &request).await {
         Ok(planned) => planned,
         Err(refusal) => return refused(refusal),
     };
@@ -95,7 +102,7 @@ async fn run(
     };
 
     let mut laps = Laps::start(call.started);
-    let confinement = record::confinement_record(server.runner.confinement().report());
+    let confinement = confinement_record(server.runner.confinement().report());
     let intent = intent::write(server, call, &request, &planned, &turn, confinement.clone());
     laps.lap("intent");
     let subcommand = request.argv.first().cloned().unwrap_or_default();
@@ -103,7 +110,7 @@ async fn run(
         Ok(intent) => intent,
         Err(e) => return audit_unavailable(&request, subcommand, &e.to_string()),
     };
-    let guard = Guard::for_command(&planned.tokens, server.url_policy.navigation_guard);
+    let guard = Guard::for_command(&planned.tokens, call.rules.url.navigation_guard);
     let executed = execute::execute(server, call, &request, &planned, intent, guard).await;
     laps.lap("agent_browser");
     if let Termination::Withheld(Withhold::Audit(why)) = &executed.raw.termination {
@@ -119,6 +126,7 @@ async fn run(
     );
     let verdict = guard::judge(
         server,
+        &call.rules,
         &request.session,
         guard,
         &executed,
@@ -126,7 +134,11 @@ async fn run(
     )
     .await;
     let (reply, blocked) =
-        conclude::enforce(server, &request, &planned, &executed, &verdict, reply).await;
+        conclude::enforce(server, call, &request, &planned, &executed, &verdict, reply).await;
+    // No reply or record carries a secret's value back (snapshot, `get
+    // value`, an error message, a URL the form put it in).
+    let reply = reply.scrubbed(&call.rules.secrets);
+    let blocked = blocked.map(|r| Refusal::new(r.rule, call.rules.secrets.scrub(&r.message)));
     laps.lap("guard");
     let outcome = conclude::outcome_of(&executed, &reply, &verdict);
     let outcome_record = (outcome, blocked.as_ref(), confinement);

@@ -8,7 +8,11 @@ use super::{
     grammar::{self, Slot},
     request::Validated,
 };
-use crate::{policy::outputs, refusal::Refusal, server::Server};
+use crate::{
+    policy::{outputs, rules::Rules, secrets},
+    refusal::{Refusal, Rule},
+    server::Server,
+};
 
 /// What a valid request will do, once allowed.
 #[derive(Debug)]
@@ -19,11 +23,19 @@ pub(crate) struct Planned {
     pub(crate) resolved: Vec<IpAddr>,
     /// The file a `screenshot` will write.
     pub(crate) output: Option<outputs::Target>,
+    /// The secrets whose `{{secret:NAME}}` placeholders the text of `fill` or
+    /// `type` holds (the last token): typed only if the page is on their hosts.
+    pub(crate) secrets: Vec<String>,
 }
 
-pub(crate) async fn plan(server: &Server, request: &Validated) -> Result<Planned, Refusal> {
+pub(crate) async fn plan(
+    server: &Server,
+    rules: &Rules,
+    request: &Validated,
+) -> Result<Planned, Refusal> {
     let command = grammar::parse(&request.argv)?;
     let mut planned = Planned {
+        secrets: secrets_named(rules, &request.argv)?,
         tokens: command.tokens,
         resolved: Vec::new(),
         output: None,
@@ -31,10 +43,7 @@ pub(crate) async fn plan(server: &Server, request: &Validated) -> Result<Planned
     match command.slot {
         Slot::None => {}
         Slot::Url(raw) => {
-            let checked = server
-                .url_policy
-                .check_open(&raw, server.resolver.as_ref())
-                .await?;
+            let checked = rules.url.check_open(&raw, server.resolver.as_ref()).await?;
             planned.tokens.push(checked.url);
             planned.resolved = checked.resolved;
         }
@@ -47,4 +56,26 @@ pub(crate) async fn plan(server: &Server, request: &Validated) -> Result<Planned
         }
     }
     Ok(planned)
+}
+
+/// The secrets a command's placeholders name. Only the text of `fill` and
+/// `type` is substituted; a placeholder anywhere else would be sent as it is,
+/// so it is refused, as is one naming no configured secret.
+fn secrets_named(rules: &Rules, argv: &[String]) -> Result<Vec<String>, Refusal> {
+    let text_at = match argv.first().map(String::as_str) {
+        Some("fill" | "type") => Some(2),
+        _ => None,
+    };
+    for (i, arg) in argv.iter().enumerate() {
+        if Some(i) != text_at && secrets::mentions_placeholder(arg) {
+            return Err(Refusal::new(
+                Rule::SecretUnknown,
+                "a {{secret:NAME}} placeholder works only in the text of fill and type",
+            ));
+        }
+    }
+    match text_at.and_then(|i| argv.get(i)) {
+        Some(text) => rules.secrets.names_in(text),
+        None => Ok(Vec::new()),
+    }
 }

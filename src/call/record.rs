@@ -28,6 +28,8 @@ pub(crate) struct CallRecord {
     client: Option<String>,
     trace_id: Option<String>,
     span_id: Option<String>,
+    /// The policy the call is decided under: every record of it names it.
+    policy_sha256: String,
 }
 
 impl CallRecord {
@@ -35,6 +37,7 @@ impl CallRecord {
         ctx: &CallContext,
         trace_id: Option<String>,
         span_id: Option<String>,
+        policy_sha256: String,
     ) -> Self {
         Self {
             call_id: new_call_id(),
@@ -42,6 +45,7 @@ impl CallRecord {
             client: capped_owned(ctx.client.as_ref(), MAX_RECORDED_ID_BYTES),
             trace_id,
             span_id,
+            policy_sha256,
         }
     }
 
@@ -53,6 +57,7 @@ impl CallRecord {
         event.client.clone_from(&self.client);
         event.trace_id.clone_from(&self.trace_id);
         event.span_id.clone_from(&self.span_id);
+        event.policy_sha256 = Some(self.policy_sha256.clone());
         event
     }
 }
@@ -72,7 +77,7 @@ pub(super) fn redact_argv(redactor: &audit::Redactor, argv: &[String]) -> Vec<Va
         .map(|(i, arg)| {
             let after_url_flag = i > 0 && argv[i - 1] == "--url";
             if i >= secret_from {
-                redactor.secret(arg)
+                with_secret_names(redactor.secret(arg), arg)
             } else if (i == 1 && matches!(subcommand, Some("open" | "goto" | "navigate")))
                 || after_url_flag
             {
@@ -82,6 +87,17 @@ pub(super) fn redact_argv(redactor: &audit::Redactor, argv: &[String]) -> Vec<Va
             }
         })
         .collect()
+}
+
+/// Redacted free text that holds `{{secret:NAME}}` placeholders also names
+/// them: which secret was typed is evidence; its value never is (the MAC is
+/// of the text as the agent wrote it).
+fn with_secret_names(mut redacted: Value, text: &str) -> Value {
+    let names = crate::policy::secrets::placeholder_names(text);
+    if let (Value::Object(map), false) = (&mut redacted, names.is_empty()) {
+        map.insert("secrets".to_owned(), json!(names));
+    }
+    redacted
 }
 
 /// A refused argv as its record stores it: redacted, then each item capped
@@ -100,7 +116,7 @@ pub(super) fn refused_argv(redactor: &audit::Redactor, argv: &[String]) -> Vec<V
 }
 
 /// The confinement applied to a spawn, as the audit log records it.
-pub(super) fn confinement_record(report: &hardening::Report) -> Value {
+pub(crate) fn confinement_record(report: &hardening::Report) -> Value {
     json!({
         "landlock_abi": report.landlock_abi,
         "landlock": report.landlock.to_string(),
@@ -178,7 +194,8 @@ mod tests {
             client: Some(client.clone()),
             ..CallContext::default()
         };
-        let event = CallRecord::new(&ctx, None, None).event(audit::Phase::Denied, None);
+        let event =
+            CallRecord::new(&ctx, None, None, "0".repeat(64)).event(audit::Phase::Denied, None);
         let line = sealed(event);
         assert!(line.len() < 4096, "a record of {} bytes", line.len());
         let record: Value = serde_json::from_str(&line).unwrap();

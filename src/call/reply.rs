@@ -38,6 +38,15 @@ impl Reply {
         }
     }
 
+    /// This reply with every secret's value replaced by its placeholder.
+    pub(crate) fn scrubbed(mut self, secrets: &crate::policy::secrets::Secrets) -> Self {
+        if !secrets.is_empty() {
+            self.stdout = secrets.scrub(&self.stdout).into_owned();
+            self.stderr = secrets.scrub(&self.stderr).into_owned();
+        }
+        self
+    }
+
     /// The command ran, but the guard refused where it left the page: its
     /// output is withheld, and the exit code says it failed (not 126,
     /// "refused, nothing ran").
@@ -103,6 +112,9 @@ pub(crate) fn normalize(
             String::new(),
             "the page is somewhere the policy refuses; nothing was run".to_owned(),
         ),
+        Termination::Withheld(Withhold::Refused(refusal)) => {
+            (exit_code::REFUSED, String::new(), refusal.to_string())
+        }
         Termination::Signaled(sig) => (
             128 + sig,
             String::new(),

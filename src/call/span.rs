@@ -39,8 +39,13 @@ pub(crate) fn start(server: &Server, ctx: &CallContext, session_id: Option<&str>
     })
 }
 
-pub(crate) fn finish(server: &Server, span: ActiveCall, reply: &Reply, verdict: &Verdict) {
-    let message = reply.stderr.lines().next().map(|l| server.redactor.text(l));
+pub(crate) fn finish(
+    redactor: &audit::Redactor,
+    span: ActiveCall,
+    reply: &Reply,
+    verdict: &Verdict,
+) {
+    let message = reply.stderr.lines().next().map(|l| redactor.text(l));
     let message: Option<String> = message.map(|m| m.chars().take(200).collect());
     let outcome = match verdict {
         Verdict::Allowed {

@@ -73,6 +73,13 @@ pub(crate) struct ServeArgs {
     )]
     pub(crate) policy: PathBuf,
 
+    /// Operator secrets (JSON, mode 0600, outside the child's reach): names
+    /// mapped to values, each bound to the hosts it may be typed into. The
+    /// agent writes `{{secret:NAME}}` in `fill`/`type` text and never sees
+    /// the value. Reloaded with the policy.
+    #[arg(long, env = "BROWSER_SHELL_SECRETS", value_name = "FILE")]
+    pub(crate) secrets: Option<PathBuf>,
+
     /// Append-only JSONL audit log. Every call is recorded here before it
     /// runs; if it cannot be written, calls are refused.
     #[arg(

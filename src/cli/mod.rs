@@ -8,6 +8,7 @@ mod flags;
 mod gate_probe;
 mod operator;
 mod prepare;
+mod reload;
 mod review;
 mod serve;
 
@@ -36,7 +37,8 @@ struct Cli {
 enum Cmd {
     /// Run the MCP server on stdin/stdout (the default).
     Serve(flags::ServeArgs),
-    /// Validate a URL policy file, or explain the verdict on one URL.
+    /// Validate a URL policy file, explain the verdict on one URL, or make
+    /// a running server read its policy file again.
     #[command(subcommand)]
     Policy(PolicyCmd),
     /// Check and summarise audit logs (for reviewers; reads only).
@@ -60,6 +62,11 @@ enum PolicyCmd {
     /// Print the verdict on URL and the rule that decided it (resolves DNS).
     /// Exits 0 when allowed, 1 when refused.
     Explain(review::PolicyExplainArgs),
+    /// Make the running server read its policy file again (SIGHUP, found
+    /// through the pid file beside its audit log) and print what it did: a
+    /// valid file applies from the next call; an invalid one is refused and
+    /// the policy in force stays (exit 1). Both are audited.
+    Reload(reload::ReloadArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -116,6 +123,13 @@ pub fn main() -> ExitCode {
             review::policy_check(&args).map(|()| ExitCode::SUCCESS)
         }
         Some(Cmd::Policy(PolicyCmd::Explain(args))) => review::policy_explain(&args).map(|ok| {
+            if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }),
+        Some(Cmd::Policy(PolicyCmd::Reload(args))) => reload::reload(&args).map(|ok| {
             if ok {
                 ExitCode::SUCCESS
             } else {

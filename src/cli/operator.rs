@@ -278,12 +278,12 @@ fn serve_gate(
         .enable_all()
         .build()?;
     let resolver = std::sync::Arc::new(crate::policy::resolve::SystemResolver {
-        timeout: prepared.url_policy.dns_timeout,
+        timeout: prepared.rules.get().url.dns_timeout,
     });
     let refusals = {
         let _entered = runtime.enter();
         gate.serve(
-            prepared.url_policy.clone(),
+            std::sync::Arc::clone(&prepared.rules),
             resolver,
             prepared.runner.socket_dir().to_owned(),
         )?

@@ -17,7 +17,7 @@ use anyhow::{Context, bail};
 use super::flags::ServeArgs;
 use crate::{
     gate::Gate,
-    policy::{outputs::Quota, url_policy::UrlPolicy},
+    policy::{outputs::Quota, rules, url_policy::UrlPolicy},
     runner::{Runner, RunnerConfig},
     server::{Limits, Parts},
     session_id::MAX_DAEMON_NAME_LEN,
@@ -49,30 +49,30 @@ impl ServeArgs {
     /// Check the configuration and prepare everything the server is built from.
     pub(crate) fn prepare(&self) -> anyhow::Result<Parts> {
         check_executable(&self.agent_browser)?;
-        let mut url_policy = UrlPolicy::load(&self.policy)?;
+        // Checked before anything is created; loaded for good below.
+        UrlPolicy::load(&self.policy)?;
         let dirs = self.prepare_dirs()?;
         let (audit, key_path, key) = self.open_audit()?;
-        let secret_params: Vec<String> = self
-            .audit_secret_param
-            .iter()
-            .chain(&url_policy.secret_query_params)
-            .cloned()
-            .collect();
-        let redactor = audit::Redactor::new(key, &secret_params);
         let gate = self.bind_gate(&dirs.state)?;
-        url_policy.protected_ports = [self.cdp_port, gate.port()]
-            .into_iter()
-            .chain(self.protect_ports.iter().copied())
-            .collect();
+        let rules = rules::Current::load(rules::Source {
+            policy_file: self.policy.clone(),
+            secrets_file: self.secrets.clone(),
+            protected_ports: [self.cdp_port, gate.port()]
+                .into_iter()
+                .chain(self.protect_ports.iter().copied())
+                .collect(),
+            extra_secret_params: self.audit_secret_param.clone(),
+            key,
+        })?;
         let policy = self.confinement_policy(&dirs.state, &dirs.output, gate.port())?;
         self.check_evidence_outside(&policy, &key_path)?;
-        let runner = self.build_runner(&policy, &dirs, gate.port())?;
+        let (runner, agent_browser_version) = self.build_runner(&policy, &dirs, gate.port())?;
         Ok(Parts {
             gate: Some(gate),
             runner,
+            agent_browser_version,
             audit,
-            redactor,
-            url_policy,
+            rules: Arc::new(rules),
             limits: self.limits(),
             output_dir: dirs.output,
             max_output_bytes: usize::try_from(self.max_output_bytes).unwrap_or(usize::MAX),
@@ -181,7 +181,7 @@ impl ServeArgs {
         policy: &hardening::Policy,
         dirs: &StateDirs,
         gate_port: u16,
-    ) -> anyhow::Result<Runner> {
+    ) -> anyhow::Result<(Runner, String)> {
         let confinement = Arc::new(
             hardening::prepare(policy).context("cannot confine agent-browser on this machine")?,
         );
@@ -211,7 +211,7 @@ impl ServeArgs {
             )
         })?;
         tracing::info!(version, confinement = %confinement.report().summary(), "agent-browser starts confined");
-        Ok(runner)
+        Ok((runner, version))
     }
 
     fn limits(&self) -> Limits {

@@ -4,23 +4,39 @@ use std::{sync::Arc, time::Duration};
 
 use anyhow::Context;
 use rmcp::ServiceExt;
+use tokio::signal::unix::{SignalKind, signal};
 
 use super::flags::ServeArgs;
 use crate::{
     call,
     gate::Gate,
     obs::telemetry::Telemetry,
-    server::Server,
+    server::{
+        Server,
+        chronicle::{BinaryFacts, StartFacts, file_sha256},
+    },
     transport::{mcp, stdio, wire},
 };
 
 pub(super) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
+    // Hashing the binaries (tens of MiB) overlaps the preparation and the
+    // self-test instead of adding to the start.
+    let digests = {
+        let agent_browser = args.agent_browser.clone();
+        std::thread::spawn(move || {
+            (
+                file_sha256(std::path::Path::new("/proc/self/exe")),
+                file_sha256(&agent_browser),
+            )
+        })
+    };
     let mut parts = args.prepare()?;
     let gate = parts
         .gate
         .take()
         .context("the browser gate was not bound")?;
     super::prepare::remember_gate_port(&parts.runner.state_dir(), gate.port())?;
+    let pid_file = super::reload::PidFile::write(&args.audit_log, &args.policy)?;
     tracing::info!(
         agent_browser = %parts.runner.agent_browser().display(),
         cdp_port = parts.runner.cdp_port(),
@@ -39,9 +55,24 @@ pub(super) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     if telemetry.is_enabled() {
         tracing::info!("OTLP export on (best effort; the audit log is the record)");
     }
+    let (own_sha256, agent_browser_sha256) = digests
+        .join()
+        .unwrap_or_else(|_| (Err("hashing failed".into()), Err("hashing failed".into())));
+    let facts = StartFacts {
+        browser_shell_sha256: own_sha256,
+        agent_browser: BinaryFacts {
+            path: parts.runner.agent_browser().display().to_string(),
+            version: std::mem::take(&mut parts.agent_browser_version),
+            sha256: agent_browser_sha256,
+        },
+        otlp: telemetry.is_enabled(),
+        gate_port: gate.port(),
+    };
     let server = Arc::new(Server::new(parts, telemetry.clone()));
     let grace = Duration::from_secs(args.shutdown_grace_sec);
-    runtime.block_on(run(server, gate, grace))?;
+    let served = runtime.block_on(run(server, gate, &facts, grace));
+    pid_file.remove();
+    served?;
     // Flush OTLP with a bound; a dead collector cannot hold the exit longer.
     telemetry.shutdown(Duration::from_secs(2));
     // When stdin is not a pipe, tokio reads it on a blocking thread that
@@ -53,11 +84,17 @@ pub(super) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
 
 /// stdin → wire → rmcp → wire → stdout, plus the reaper, until the client
 /// hangs up or SIGTERM drains the calls in flight.
-async fn run(server: Arc<Server>, gate: Gate, grace: Duration) -> anyhow::Result<()> {
+async fn run(
+    server: Arc<Server>,
+    gate: Gate,
+    facts: &StartFacts,
+    grace: Duration,
+) -> anyhow::Result<()> {
+    server.record_started(facts);
     let gate_kept = gate.same_port_as_before();
     let mut refusals = gate
         .serve(
-            server.url_policy.clone(),
+            Arc::clone(&server.rules),
             Arc::clone(&server.resolver),
             server.runner.socket_dir().to_owned(),
         )
@@ -95,20 +132,35 @@ async fn run(server: Arc<Server>, gate: Gate, grace: Duration) -> anyhow::Result
         .serve(transport)
         .await?;
     let stop = service.cancellation_token();
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        quit = service.waiting() => { quit?; }
-        _ = sigterm.recv() => {
-            tracing::info!("SIGTERM: refusing new calls, letting in-flight calls finish");
-            server.drain(grace).await;
-            stop.cancel();
-            input.abort();
+    let mut sigterm = signal(SignalKind::terminate())?;
+    let mut sighup = signal(SignalKind::hangup())?;
+    let waiting = service.waiting();
+    tokio::pin!(waiting);
+    let stopped = loop {
+        tokio::select! {
+            quit = &mut waiting => {
+                quit?;
+                break "the client closed the connection (stdin)";
+            }
+            _ = sighup.recv() => {
+                // Off the workers: reading and hashing a file blocks.
+                let server = Arc::clone(&server);
+                let _ = tokio::task::spawn_blocking(move || server.reload_rules()).await;
+            }
+            _ = sigterm.recv() => {
+                tracing::info!("SIGTERM: refusing new calls, letting in-flight calls finish");
+                server.drain(grace).await;
+                stop.cancel();
+                input.abort();
+                break "SIGTERM: drained the calls in flight";
+            }
         }
-    }
+    };
     // Everything rmcp and the wire still have to say reaches stdout; a
     // client that stops reading cannot hold the exit.
     let _ = tokio::time::timeout(Duration::from_secs(2), output).await;
     reaper.abort();
+    server.record_stopped(stopped);
     server.close();
     tracing::info!("browser-shell exiting");
     Ok(())

@@ -36,7 +36,7 @@ use tokio_tungstenite::tungstenite::{
 };
 
 use crate::{
-    policy::{resolve::Resolve, url_policy::UrlPolicy},
+    policy::{resolve::Resolve, rules},
     refusal::Rule,
 };
 
@@ -75,7 +75,8 @@ struct Reporter {
 /// What every connection of the gate shares.
 struct Shared {
     upstream_port: u16,
-    policy: UrlPolicy,
+    /// The rules in force, read per decision (a reload applies at once).
+    rules: Arc<rules::Current>,
     resolver: Arc<dyn Resolve>,
     reporter: Reporter,
     warden: warden::Warden,
@@ -195,7 +196,7 @@ impl Gate {
     /// receiver, for the audit writer.
     pub(crate) fn serve(
         self,
-        policy: UrlPolicy,
+        rules: Arc<rules::Current>,
         resolver: Arc<dyn Resolve>,
         socket_dir: PathBuf,
     ) -> std::io::Result<mpsc::Receiver<GateEvent>> {
@@ -203,7 +204,7 @@ impl Gate {
         let (tx, rx) = mpsc::channel(REPORT_QUEUE);
         let shared = Arc::new(Shared {
             upstream_port: self.upstream_port,
-            policy,
+            rules,
             resolver,
             reporter: Reporter {
                 tx,

@@ -8,7 +8,7 @@
 //! are left out of target lists and target events ([`super::tabs`]).
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     sync::{Arc, Mutex},
 };
 
@@ -50,6 +50,9 @@ struct Connection {
     session: String,
     /// agent-browser's CDP sessions, by id.
     attached: Mutex<HashMap<String, Attached>>,
+    /// CDP sessions on tabs the relay hid (another session claimed the tab
+    /// between agent-browser's attach and Chromium's announcement of it).
+    hidden: Mutex<HashSet<String>>,
     /// agent-browser's commands whose answers are read, by id.
     awaited: Mutex<HashMap<u64, Awaited>>,
 }
@@ -80,6 +83,7 @@ pub(super) async fn relay(
     let conn = Arc::new(Connection {
         session,
         attached: Mutex::default(),
+        hidden: Mutex::default(),
         awaited: Mutex::default(),
     });
     let (mut to_daemon, mut from_daemon) = client.split();
@@ -246,9 +250,13 @@ async fn judge(request: Value, conn: &Connection, shared: &Arc<Shared>) -> Judge
     let Some(cdp_session) = request.get("sessionId") else {
         return Judgement::Forward(request);
     };
-    let known = cdp_session
-        .as_str()
-        .and_then(|s| lock(&conn.attached).get(s).cloned());
+    let cdp_session = cdp_session.as_str().unwrap_or_default();
+    let known = lock(&conn.attached).get(cdp_session).cloned();
+    if known.is_none() && lock(&conn.hidden).contains(cdp_session) {
+        return Judgement::Decline {
+            why: format!("{shown_method}: that tab is another session's"),
+        };
+    }
     let Some(target) = known else {
         return Judgement::Refuse {
             rule: Rule::CdpUnwarded,
@@ -359,6 +367,12 @@ fn screen(text: &str, conn: &Connection, shared: &Shared) -> Screened {
         Some("Target.attachedToTarget") => {
             let info = params.get("targetInfo").unwrap_or(&Value::Null);
             if !shared.tabs.visible_to(&conn.session, info) {
+                // The attach raced another session's claim of the tab: its
+                // answer still names the CDP session, so messages on it are
+                // declined as the attach would have been.
+                if let Some(cdp_session) = params.get("sessionId").and_then(Value::as_str) {
+                    lock(&conn.hidden).insert(cdp_session.to_owned());
+                }
                 return Screened::Dropped;
             }
             note_attached(&params, info, conn);
@@ -367,6 +381,7 @@ fn screen(text: &str, conn: &Connection, shared: &Shared) -> Screened {
         Some("Target.detachedFromTarget") => {
             if let Some(cdp_session) = params.get("sessionId").and_then(Value::as_str) {
                 lock(&conn.attached).remove(cdp_session);
+                lock(&conn.hidden).remove(cdp_session);
             }
             Screened::Unchanged
         }
@@ -408,14 +423,9 @@ fn note_attached(params: &Value, info: &Value, conn: &Connection) {
 /// browser actually makes (no second DNS lookup on every `open`).
 fn check_navigation(raw: &str, shared: &Shared) -> Result<(), String> {
     let url = Url::parse(raw).map_err(|e| format!("not a valid URL: {e}"))?;
-    let blank = url.as_str() == "about:blank" && shared.policy.allow_about_blank;
-    if blank
-        || shared
-            .policy
-            .allow_schemes
-            .iter()
-            .any(|s| s == url.scheme())
-    {
+    let rules = shared.rules.get();
+    let blank = url.as_str() == "about:blank" && rules.url.allow_about_blank;
+    if blank || rules.url.allow_schemes.iter().any(|s| s == url.scheme()) {
         Ok(())
     } else {
         Err(format!(

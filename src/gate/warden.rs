@@ -314,7 +314,9 @@ async fn judge_request(raw: &str, document: bool, shared: &Shared) -> Result<(),
         return Ok(());
     }
     shared
-        .policy
+        .rules
+        .get()
+        .url
         .check_request(&url, document, shared.resolver.as_ref())
         .await
         .map(|_| ())

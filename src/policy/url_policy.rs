@@ -177,7 +177,8 @@ impl UrlPolicy {
         Self::parse(text, "<inline>")
     }
 
-    fn parse(text: &str, path: &str) -> Result<Self, PolicyError> {
+    /// Parse the text of the policy file `path` (named in errors).
+    pub(crate) fn parse(text: &str, path: &str) -> Result<Self, PolicyError> {
         let invalid = |message: String| PolicyError::Invalid {
             path: path.to_owned(),
             message,

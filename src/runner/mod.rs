@@ -99,6 +99,8 @@ pub(crate) enum Withhold {
     /// The navigation guard, looking before the command, found the page
     /// somewhere the policy refuses (`page`, `why`).
     Blocked { page: String, why: String },
+    /// A check that needs the page (a secret's hosts) refused the command.
+    Refused(crate::refusal::Refusal),
 }
 
 /// A release gate that did not open: why, and the proof it had obtained

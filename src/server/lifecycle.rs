@@ -66,7 +66,11 @@ impl Server {
         event.session_id = Some(refused.session);
         event.verdict = Some(audit::Verdict::Denied);
         event.rule = Some(refused.rule.id().to_owned());
-        let reason = capped(&refused.reason, MAX_RECORDED_REASON_BYTES);
+        let rules = self.rules.get();
+        event.policy_sha256 = Some(rules.sha256.clone());
+        // A page may put a typed secret into a URL it then requests.
+        let reason = rules.secrets.scrub(&refused.reason);
+        let reason = capped(&reason, MAX_RECORDED_REASON_BYTES);
         event.reason = Some(if unrecorded > 0 {
             format!(
                 "{reason} ({unrecorded} earlier gate refusals came too fast to be recorded one by one)"

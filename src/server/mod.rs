@@ -3,6 +3,7 @@
 //! adopting a previous server's daemons, draining at shutdown
 //! ([`lifecycle`]). One call's flow is `crate::call`.
 
+pub(crate) mod chronicle;
 mod lifecycle;
 pub(crate) mod pace;
 pub(crate) mod sessions;
@@ -16,7 +17,7 @@ use crate::{
     policy::{
         outputs::Quota,
         resolve::{Resolve, SystemResolver},
-        url_policy::UrlPolicy,
+        rules,
     },
     runner::Runner,
 };
@@ -39,12 +40,13 @@ pub(crate) struct Limits {
 pub(crate) struct Parts {
     /// The browser gate, bound; served once the runtime runs.
     pub(crate) gate: Option<crate::gate::Gate>,
-    /// Masks secrets in audit records (keyed by the audit key).
-    pub(crate) redactor: audit::Redactor,
-    /// What `open` (and the navigation guard) may reach.
-    pub(crate) url_policy: UrlPolicy,
+    /// What `open`, the navigation guard and the gate may reach, and how
+    /// records are redacted: reloadable.
+    pub(crate) rules: Arc<rules::Current>,
     pub(crate) limits: Limits,
     pub(crate) runner: Runner,
+    /// What the self-test's `agent-browser --version` said.
+    pub(crate) agent_browser_version: String,
     pub(crate) audit: audit::Sink,
     pub(crate) output_dir: PathBuf,
     pub(crate) max_output_bytes: usize,
@@ -54,8 +56,8 @@ pub(crate) struct Parts {
 pub(crate) struct Server {
     pub(crate) runner: Runner,
     pub(crate) journal: Journal,
-    pub(crate) redactor: audit::Redactor,
-    pub(crate) url_policy: UrlPolicy,
+    /// The rules in force; each call decides under its own snapshot.
+    pub(crate) rules: Arc<rules::Current>,
     pub(crate) resolver: Arc<dyn Resolve>,
     pub(crate) output_dir: PathBuf,
     pub(crate) max_output_bytes: usize,
@@ -69,6 +71,8 @@ pub(crate) struct Server {
     /// how many came past it unrecorded since the last record.
     gate_pace: pace::RefusalPace,
     gate_unrecorded: std::sync::atomic::AtomicU64,
+    /// Tool calls handled, for the `stopped` record.
+    pub(crate) calls_served: std::sync::atomic::AtomicU64,
     /// Set on SIGTERM: new calls are refused.
     draining: std::sync::atomic::AtomicBool,
     /// Cancelled when draining runs out of patience: in-flight calls stop.
@@ -79,7 +83,7 @@ impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Server")
             .field("runner", &self.runner)
-            .field("url_policy", &self.url_policy)
+            .field("rules", &self.rules)
             .finish_non_exhaustive()
     }
 }
@@ -89,11 +93,10 @@ impl Server {
         Self {
             runner: parts.runner,
             journal: Journal::new(parts.audit, telemetry),
-            redactor: parts.redactor,
             resolver: Arc::new(SystemResolver {
-                timeout: parts.url_policy.dns_timeout,
+                timeout: parts.rules.get().url.dns_timeout,
             }),
-            url_policy: parts.url_policy,
+            rules: parts.rules,
             output_dir: parts.output_dir,
             max_output_bytes: parts.max_output_bytes,
             limits: parts.limits,
@@ -102,6 +105,7 @@ impl Server {
             refusal_pace: Arc::default(),
             gate_pace: pace::RefusalPace::default(),
             gate_unrecorded: std::sync::atomic::AtomicU64::new(0),
+            calls_served: std::sync::atomic::AtomicU64::new(0),
             draining: std::sync::atomic::AtomicBool::new(false),
             shutdown: CancellationToken::new(),
         }

@@ -246,7 +246,10 @@ def test_eight_processes_appending_to_one_log_keep_one_exact_chain(binaries: Bin
     allowed = 8 * calls_per_server // 5
     denied = 8 * calls_per_server - allowed
     recs = records(log)
-    assert len(recs) == 2 * allowed + denied, len(recs)
+    # Each server also records its own start and stop.
+    own = [r["outcome"] for r in recs if r["phase"] == "lifecycle"]
+    assert sorted(own) == ["started"] * 8 + ["stopped"] * 8, own
+    assert len(recs) == 2 * allowed + denied + 16, len(recs)
     assert [r["seq"] for r in recs] == list(range(1, len(recs) + 1))
     assert len({r["pid"] for r in recs}) == 8
     run = verify(binaries, log)

@@ -21,7 +21,11 @@ pytestmark = pytest.mark.chromium
 
 
 def lifecycle(cfg) -> list[dict]:
-    return [r for r in map(json.loads, cfg.audit_log.read_text().splitlines()) if r["phase"] == "lifecycle"]
+    """The lifecycle records of sessions (not the server's own: started, stopped, reloads)."""
+    return [
+        r for r in map(json.loads, cfg.audit_log.read_text().splitlines())
+        if r["phase"] == "lifecycle" and "session_id" in r
+    ]
 
 
 def tab_ids(port: int) -> set[str]:

@@ -236,7 +236,8 @@ def test_sigterm_lets_calls_finish_within_the_grace_then_cancels_and_exits_zero(
     assert reply["id"] == 2 and reply["result"]["structuredContent"]["exit_code"] == 130, reply
     assert proc.wait(timeout=15) == 0
     outcomes = [json.loads(l) for l in cfg.audit_log.read_text().splitlines() if '"outcome"' in l]
-    assert outcomes[-1]["outcome"] == "cancelled", outcomes[-1]
+    assert outcomes[-1]["outcome"] == "stopped" and "SIGTERM" in outcomes[-1]["reason"], outcomes[-1]
+    assert outcomes[-2]["outcome"] == "cancelled", outcomes[-2]
     run = subprocess.run([str(binaries.server), "audit", "verify", str(cfg.audit_log)], capture_output=True, text=True)
     assert run.returncode == 0 and "dangling intents (allowed calls with no outcome: crash or kill mid-call): 0" in run.stdout, run.stdout
 

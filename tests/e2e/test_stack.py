@@ -362,3 +362,47 @@ def test_skill_md_examples_run_as_documented(stack, web: harness.WebServer):
     # The form flow really reached the demo site.
     assert any(p.startswith("/thanks?email=me%40example.com&country=NL&terms=yes") for p in web.seen_paths())
 
+
+
+# =========================================================================== the policy of a running stack
+
+
+def test_up_allow_changes_what_the_running_stack_may_reach_without_a_restart(stack, binaries: Binaries):
+    """`deploy/local/up --allow URL` on a running stack: its server reloads the policy (audited),
+    the same server process answers (no session lost), and `--allow none` takes it back."""
+    policy = stack.run_dir.parent / f"{stack.run_dir.name}.policy.json"
+    env = st.stack_env(stack.run_dir, stack.ports, policy, binaries.server)
+    audit_log = stack.run_dir / "audit.jsonl"
+
+    def up_allow(value: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(st.UP), "--allow", value], env=env, capture_output=True, text=True, timeout=60)
+
+    def open_other(session: ClientSession, url: str):
+        async def go():
+            with anyio.fail_after(120):
+                return await call(session, "allow-1", ["open", url])
+
+        return go()
+
+    with harness.run_web_server("127.0.0.2") as other:
+        url = other.url("/form")
+        is_error, reply = with_session(stack, lambda s: open_other(s, url))
+        assert is_error and reply["stderr"].startswith("refused [address.private]"), describe(reply)
+
+        run = up_allow(f"http://127.0.0.2:{other.port}")
+        assert run.returncode == 0 and "reloaded" in run.stdout, run.stdout + run.stderr
+        is_error, reply = with_session(stack, lambda s: open_other(s, url))
+        assert not is_error and json.loads(reply["stdout"])["url"] == url, describe(reply)
+        assert "/form" in other.seen_paths()
+
+        run = up_allow("none")
+        assert run.returncode == 0 and "reloaded" in run.stdout, run.stdout + run.stderr
+        is_error, reply = with_session(stack, lambda s: open_other(s, url))
+        assert is_error and reply["stderr"].startswith("refused [address.private]"), describe(reply)
+
+    records = [json.loads(line) for line in audit_log.read_text().splitlines()]
+    life = [r["outcome"] for r in records if r["phase"] == "lifecycle" and r.get("outcome") in ("started", "reloaded")]
+    assert life.count("started") == 1 and life.count("reloaded") == 2, life
+
+    bad = up_allow("http://intranet.example:8765/")
+    assert bad.returncode != 0 and "only IP literals and localhost" in bad.stderr, bad.stderr

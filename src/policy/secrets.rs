@@ -1,0 +1,449 @@
+//! Logins without secrets in the model's context: the operator's secrets
+//! file maps names to values, each bound to the hosts it may be typed
+//! into. The agent writes `{{secret:NAME}}` in the text of `fill` or
+//! `type`; browser-shell types the value only when the session's page is
+//! on one of the secret's hosts, and no reply carries a value back
+//! ([`Secrets::scrub`]). Decisions and text only: the call pipeline reads
+//! the page and records (`crate::call`).
+
+use std::{borrow::Cow, collections::BTreeMap, fmt, path::Path};
+
+use serde::Deserialize;
+
+use crate::refusal::{Refusal, Rule};
+
+/// How a placeholder starts and ends: `{{secret:NAME}}`. Doubled braces and
+/// the `secret:` word do not occur in what an agent types into forms.
+const OPEN: &str = "{{secret:";
+const CLOSE: &str = "}}";
+/// Longest secret name.
+const MAX_NAME: usize = 64;
+/// Shortest value: scrubbing replies replaces every occurrence, and a
+/// value of one or two characters would mangle every reply.
+const MIN_VALUE_CHARS: usize = 4;
+
+/// Why a secrets file does not load.
+#[derive(Debug, thiserror::Error)]
+#[error("secrets file {path}: {message}")]
+pub(crate) struct SecretsError {
+    path: String,
+    message: String,
+}
+
+/// One secret. Its value never reaches a `Debug` output, a record or a reply.
+struct Secret {
+    value: String,
+    hosts: Vec<HostPort>,
+}
+
+/// A host a secret may be typed into: its name (normalised as a URL's
+/// host) and, if given, its port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct HostPort {
+    host: String,
+    port: Option<u16>,
+}
+
+/// The operator's secrets (none when no file is configured).
+#[derive(Default)]
+pub(crate) struct Secrets {
+    by_name: BTreeMap<String, Secret>,
+}
+
+impl fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Secrets")
+            .field("names", &self.by_name.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// The file's shape: `{"NAME": {"value": "...", "hosts": ["host[:port]"]}}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Entry {
+    value: String,
+    hosts: Vec<String>,
+}
+
+impl Secrets {
+    /// Load the secrets file: owned by this process's user, readable by it
+    /// alone (0600 or stricter), every name, value and host checked.
+    pub(crate) fn load(path: &Path) -> Result<Self, SecretsError> {
+        let error = |message: String| SecretsError {
+            path: path.display().to_string(),
+            message,
+        };
+        let text = read_private(path).map_err(error)?;
+        let entries: BTreeMap<String, Entry> =
+            serde_json::from_str(&text).map_err(|e| error(e.to_string()))?;
+        let mut by_name = BTreeMap::new();
+        for (name, entry) in entries {
+            if !is_name(&name) {
+                return Err(error(format!(
+                    "{name:?} is not a secret name: 1 to {MAX_NAME} letters, digits or _, \
+                     starting with a letter"
+                )));
+            }
+            if entry.value.chars().count() < MIN_VALUE_CHARS {
+                return Err(error(format!(
+                    "the value of {name} is shorter than {MIN_VALUE_CHARS} characters: replies \
+                     are scrubbed of every occurrence, and so short a value would mangle them"
+                )));
+            }
+            if entry.value.contains(OPEN) {
+                return Err(error(format!("the value of {name} contains a placeholder")));
+            }
+            if entry.hosts.is_empty() {
+                return Err(error(format!(
+                    "{name} has no hosts: a secret must name where it may be typed"
+                )));
+            }
+            let hosts = entry
+                .hosts
+                .iter()
+                .map(|h| parse_host(h).map_err(|why| error(format!("{name}: {why}"))))
+                .collect::<Result<_, _>>()?;
+            by_name.insert(
+                name,
+                Secret {
+                    value: entry.value,
+                    hosts,
+                },
+            );
+        }
+        Ok(Self { by_name })
+    }
+
+    /// The names of the placeholders in `text`, each checked to be one of
+    /// these secrets; a malformed placeholder or an unknown name is refused.
+    pub(crate) fn names_in(&self, text: &str) -> Result<Vec<String>, Refusal> {
+        let mut names = Vec::new();
+        for name in placeholders(text)? {
+            if !self.by_name.contains_key(name) {
+                return Err(Refusal::new(
+                    Rule::SecretUnknown,
+                    format!(
+                        "no secret named {name:?} is configured ({})",
+                        self.known_names()
+                    ),
+                ));
+            }
+            if !names.iter().any(|n| n == name) {
+                names.push(name.to_owned());
+            }
+        }
+        Ok(names)
+    }
+
+    /// Is the page at `page` on the hosts of every secret in `names`?
+    pub(crate) fn check_hosts(&self, names: &[String], page: &str) -> Result<(), Refusal> {
+        let on = url::Url::parse(page).ok();
+        let host = on
+            .as_ref()
+            .and_then(|u| u.host_str())
+            .map(str::to_ascii_lowercase);
+        let port = on.as_ref().and_then(url::Url::port_or_known_default);
+        for name in names {
+            let secret = self.by_name.get(name).ok_or_else(|| {
+                Refusal::new(Rule::SecretUnknown, format!("no secret named {name:?}"))
+            })?;
+            let allowed = host.as_deref().is_some_and(|h| {
+                secret
+                    .hosts
+                    .iter()
+                    .any(|hp| hp.host == h && hp.port.is_none_or(|p| Some(p) == port))
+            });
+            if !allowed {
+                return Err(Refusal::new(
+                    Rule::SecretHost,
+                    format!(
+                        "the secret {name} may be typed only on {}; the page is on {}; nothing was typed",
+                        secret.hosts_shown(),
+                        shown_origin(on.as_ref())
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `text` with each placeholder of a known secret replaced by its value
+    /// (after [`Self::names_in`] and [`Self::check_hosts`] said yes).
+    pub(crate) fn fill_in(&self, text: &str) -> String {
+        let mut text = text.to_owned();
+        for (name, secret) in &self.by_name {
+            let placeholder = placeholder(name);
+            if text.contains(&placeholder) {
+                text = text.replace(&placeholder, &secret.value);
+            }
+        }
+        text
+    }
+
+    /// `text` with every secret's value replaced by its placeholder: what a
+    /// reply or a record may carry.
+    pub(crate) fn scrub<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        let mut text = Cow::Borrowed(text);
+        for (name, secret) in &self.by_name {
+            if text.contains(secret.value.as_str()) {
+                text = Cow::Owned(text.replace(secret.value.as_str(), &placeholder(name)));
+            }
+        }
+        text
+    }
+
+    /// Is any secret configured?
+    pub(crate) fn is_empty(&self) -> bool {
+        self.by_name.is_empty()
+    }
+
+    /// Names and hosts, never values: what a lifecycle record may show.
+    pub(crate) fn describe(&self) -> serde_json::Value {
+        self.by_name
+            .iter()
+            .map(|(name, s)| (name.clone(), serde_json::json!(s.hosts_shown())))
+            .collect::<serde_json::Map<_, _>>()
+            .into()
+    }
+
+    fn known_names(&self) -> String {
+        if self.by_name.is_empty() {
+            "no secrets are configured on this server".to_owned()
+        } else {
+            let names: Vec<&str> = self.by_name.keys().map(String::as_str).collect();
+            format!("known: {}", names.join(", "))
+        }
+    }
+}
+
+impl Secret {
+    fn hosts_shown(&self) -> String {
+        let shown: Vec<String> = self
+            .hosts
+            .iter()
+            .map(|hp| match hp.port {
+                Some(port) => format!("{}:{port}", hp.host),
+                None => hp.host.clone(),
+            })
+            .collect();
+        shown.join(", ")
+    }
+}
+
+/// The placeholder of secret `name`.
+pub(crate) fn placeholder(name: &str) -> String {
+    format!("{OPEN}{name}{CLOSE}")
+}
+
+/// Does `text` hold a placeholder (well-formed or not)?
+pub(crate) fn mentions_placeholder(text: &str) -> bool {
+    text.contains(OPEN)
+}
+
+/// The names of the well-formed placeholders in `text` (for the record).
+pub(crate) fn placeholder_names(text: &str) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for piece in text.split(OPEN).skip(1) {
+        if let Some((name, _)) = piece.split_once(CLOSE)
+            && is_name(name)
+            && !names.iter().any(|n| n == name)
+        {
+            names.push(name.to_owned());
+        }
+    }
+    names
+}
+
+/// The names in `text`'s placeholders, in order; a placeholder that is not
+/// closed or whose name is not a name is refused (it would otherwise be
+/// typed as it is, and the agent would not know).
+fn placeholders(text: &str) -> Result<Vec<&str>, Refusal> {
+    let mut names = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find(OPEN) {
+        let after = &rest[start + OPEN.len()..];
+        let name = after
+            .find(CLOSE)
+            .map(|end| &after[..end])
+            .filter(|name| is_name(name))
+            .ok_or_else(|| {
+                Refusal::new(
+                    Rule::SecretUnknown,
+                    "a malformed secret placeholder: write {{secret:NAME}} (NAME: letters, \
+                     digits, _)",
+                )
+            })?;
+        names.push(name);
+        rest = &after[name.len() + CLOSE.len()..];
+    }
+    Ok(names)
+}
+
+fn is_name(name: &str) -> bool {
+    name.len() <= MAX_NAME
+        && name.starts_with(|c: char| c.is_ascii_alphabetic())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// `host`, `host:port` or `[v6]:port`, normalised as a URL's host.
+fn parse_host(entry: &str) -> Result<HostPort, String> {
+    let bad = || format!("{entry:?} is not a host or host:port");
+    if entry.is_empty() || entry.contains(['/', '@', '?', '#']) {
+        return Err(bad());
+    }
+    let url = url::Url::parse(&format!("http://{entry}/")).map_err(|_| bad())?;
+    let host = url.host_str().ok_or_else(bad)?.to_ascii_lowercase();
+    // `url` drops an explicit :80 for http; keep what the operator wrote.
+    let port = match entry.rsplit_once(':') {
+        Some((_, p))
+            if !entry.ends_with(']') && !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            Some(p.parse::<u16>().map_err(|_| bad())?)
+        }
+        _ => None,
+    };
+    Ok(HostPort { host, port })
+}
+
+fn shown_origin(url: Option<&url::Url>) -> String {
+    url.map_or_else(
+        || "an unreadable URL".to_owned(),
+        |u| match (u.host_str(), u.port_or_known_default()) {
+            (Some(h), Some(p)) => format!("{h}:{p}"),
+            (Some(h), None) => h.to_owned(),
+            _ => format!("a {}: page", u.scheme()),
+        },
+    )
+}
+
+/// Read `path`, refusing a file another user owns or others can read.
+fn read_private(path: &Path) -> Result<String, String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read it: {e}"))?;
+    let me = rustix::process::geteuid().as_raw();
+    if meta.uid() != me {
+        return Err(format!(
+            "it belongs to uid {}, not to this server (uid {me})",
+            meta.uid()
+        ));
+    }
+    if meta.mode() & 0o077 != 0 {
+        return Err(format!(
+            "its mode is {:o}: others may read it; chmod 600 it",
+            meta.mode() & 0o777
+        ));
+    }
+    std::fs::read_to_string(path).map_err(|e| format!("cannot read it: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    fn secrets(json: &str) -> Secrets {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("secrets.json");
+        std::fs::write(&path, json).expect("write");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        Secrets::load(&path).expect("loads")
+    }
+
+    fn demo() -> Secrets {
+        secrets(r#"{"pw": {"value": "hunter22", "hosts": ["127.0.0.1:8765", "Login.Example"]}}"#)
+    }
+
+    #[test]
+    fn a_placeholder_becomes_the_value_only_on_a_host_of_the_secret() {
+        let s = demo();
+        let names = vec!["pw".to_owned()];
+        s.check_hosts(&names, "http://127.0.0.1:8765/login")
+            .expect("host and port");
+        s.check_hosts(&names, "https://login.example/")
+            .expect("any port of a host listed without one");
+        assert_eq!(
+            s.fill_in("x{{secret:pw}}y{{secret:pw}}"),
+            "xhunter22yhunter22"
+        );
+        for page in [
+            "http://127.0.0.1:8766/",
+            "http://127.0.0.2:8765/",
+            "about:blank",
+            "not a url",
+        ] {
+            let refusal = s.check_hosts(&names, page).expect_err(page);
+            assert_eq!(refusal.rule, Rule::SecretHost, "{page}");
+            assert!(!refusal.message.contains("hunter22"));
+        }
+    }
+
+    #[test]
+    fn an_unknown_or_malformed_placeholder_is_refused_before_anything_runs() {
+        let s = demo();
+        assert_eq!(
+            s.names_in("a {{secret:pw}} b {{secret:pw}}")
+                .expect("known"),
+            vec!["pw"]
+        );
+        assert!(
+            s.names_in("plain {{text}} and {secret:x}")
+                .expect("none")
+                .is_empty()
+        );
+        for text in [
+            "{{secret:nope}}",
+            "{{secret:pw",
+            "{{secret:p w}}",
+            "{{secret:}}",
+        ] {
+            let refusal = s.names_in(text).expect_err(text);
+            assert_eq!(refusal.rule, Rule::SecretUnknown, "{text}");
+        }
+    }
+
+    #[test]
+    fn scrubbing_replaces_every_value_with_its_placeholder() {
+        let s = demo();
+        assert_eq!(
+            s.scrub(r#"{"value":"hunter22","again":"xhunter22x"}"#),
+            r#"{"value":"{{secret:pw}}","again":"x{{secret:pw}}x"}"#
+        );
+        assert!(matches!(s.scrub("nothing here"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn a_file_others_can_read_or_with_a_bad_entry_does_not_load() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("secrets.json");
+        std::fs::write(
+            &path,
+            r#"{"pw": {"value": "hunter22", "hosts": ["a.test"]}}"#,
+        )
+        .expect("write");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let e = Secrets::load(&path).expect_err("0644");
+        assert!(e.to_string().contains("chmod 600"), "{e}");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        for bad in [
+            r#"{"pw": {"value": "abc", "hosts": ["a.test"]}}"#,
+            r#"{"pw": {"value": "hunter22", "hosts": []}}"#,
+            r#"{"1pw": {"value": "hunter22", "hosts": ["a.test"]}}"#,
+            r#"{"pw": {"value": "hunter22", "hosts": ["http://a.test/"]}}"#,
+            r#"{"pw": {"value": "hunter22", "hosts": ["a.test"], "extra": 1}}"#,
+        ] {
+            std::fs::write(&path, bad).expect("write");
+            assert!(Secrets::load(&path).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn debug_output_names_secrets_but_never_shows_a_value() {
+        let shown = format!("{:?}", demo());
+        assert!(
+            shown.contains("pw") && !shown.contains("hunter22"),
+            "{shown}"
+        );
+    }
+}

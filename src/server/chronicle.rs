@@ -1,0 +1,160 @@
+//! The server's own life on the record, beside its calls: `started` (what
+//! runs, under which rules, limits and confinement), `reloaded` or
+//! `reload_refused` (the policy file read again), `stopped` (why, and how
+//! many calls it served). A reviewer can tell from the log alone which
+//! rules decided a call: every call record names its policy's SHA-256, and
+//! these records carry the policy behind each digest.
+
+use std::{path::Path, sync::atomic::Ordering};
+
+use audit::Outcome;
+use clap::ValueEnum;
+use serde_json::{Value, json};
+
+use super::Server;
+use crate::{
+    obs::journal::{MAX_RECORDED_REASON_BYTES, capped, new_call_id},
+    policy::rules::Reload,
+};
+
+/// What the server knows about itself once it is ready.
+#[derive(Debug)]
+pub(crate) struct StartFacts {
+    /// SHA-256 of browser-shell's own binary (or why it could not be read).
+    pub(crate) browser_shell_sha256: Result<String, String>,
+    pub(crate) agent_browser: BinaryFacts,
+    pub(crate) otlp: bool,
+    pub(crate) gate_port: u16,
+}
+
+/// The agent-browser binary the server runs.
+#[derive(Debug)]
+pub(crate) struct BinaryFacts {
+    pub(crate) path: String,
+    pub(crate) version: String,
+    pub(crate) sha256: Result<String, String>,
+}
+
+/// SHA-256 of the file at `path`, or why not.
+pub(crate) fn file_sha256(path: &Path) -> Result<String, String> {
+    std::fs::File::open(path)
+        .and_then(audit::sha256_reader)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
+fn digest(result: &Result<String, String>) -> Value {
+    match result {
+        Ok(sha) => json!(sha),
+        Err(why) => json!({ "unavailable": why }),
+    }
+}
+
+impl Server {
+    /// The first record of this server's life.
+    pub(crate) fn record_started(&self, facts: &StartFacts) {
+        let rules = self.rules.get();
+        let limits = &self.limits;
+        let detail = json!({
+            "browser_shell": {
+                "version": env!("CARGO_PKG_VERSION"),
+                "sha256": digest(&facts.browser_shell_sha256),
+            },
+            "agent_browser": {
+                "path": facts.agent_browser.path,
+                "version": facts.agent_browser.version,
+                "sha256": digest(&facts.agent_browser.sha256),
+            },
+            "policy": rules.describe(self.rules.policy_file()),
+            "limits": {
+                "max_inflight": limits.max_inflight,
+                "busy_wait_sec": limits.busy_wait.as_secs(),
+                "max_sessions": limits.max_sessions,
+                "session_overflow": limits.overflow.to_possible_value().map(|v| v.get_name().to_owned()),
+                "session_idle_sec": limits.session_idle.as_secs(),
+                "output_quota_session_bytes": limits.output_quota.per_session,
+                "output_quota_total_bytes": limits.output_quota.total,
+                "max_output_bytes": self.max_output_bytes,
+            },
+            "confinement": crate::call::confinement_record(self.runner.confinement().report()),
+            "cdp_port": self.runner.cdp_port(),
+            "gate_port": facts.gate_port,
+            "otlp": facts.otlp,
+        });
+        let mut event = self.server_event(Outcome::Started, "the server is ready".to_owned());
+        event.policy_sha256 = Some(rules.sha256.clone());
+        event.detail = Some(detail);
+        self.append_server_event(event);
+    }
+
+    /// Read the policy file again (SIGHUP, `browser-shell policy reload`):
+    /// a valid file replaces the rules for the next call; an invalid one
+    /// keeps them and says why, on stderr and in the record.
+    pub(crate) fn reload_rules(&self) {
+        let file = self.rules.policy_file().display().to_string();
+        let event = match self.rules.reload() {
+            Reload::Replaced { old, new } => {
+                tracing::info!(
+                    policy = %file,
+                    old = %old.sha256,
+                    new = %new.sha256,
+                    "policy reloaded: the next call is decided under the new one"
+                );
+                if old.url.dns_timeout != new.url.dns_timeout {
+                    tracing::warn!(
+                        "dns_timeout_ms changed: it takes effect at the next start, not on reload"
+                    );
+                }
+                let reason = if old.sha256 == new.sha256 {
+                    "the policy file was read again; the policy did not change"
+                } else {
+                    "the policy file was read again and replaces the policy for the next call"
+                };
+                let mut event = self.server_event(Outcome::Reloaded, reason.to_owned());
+                event.policy_sha256 = Some(new.sha256.clone());
+                event.detail = Some(json!({
+                    "previous_policy_sha256": old.sha256,
+                    "policy": new.describe(self.rules.policy_file()),
+                }));
+                event
+            }
+            Reload::Kept { rules, error } => {
+                tracing::error!(
+                    policy = %file,
+                    error = %error,
+                    kept = %rules.sha256,
+                    "policy NOT reloaded: the file does not load; the policy in force stays"
+                );
+                let reason = format!("the policy in force stays: {error}");
+                let mut event = self.server_event(
+                    Outcome::ReloadRefused,
+                    capped(&reason, MAX_RECORDED_REASON_BYTES).into_owned(),
+                );
+                event.policy_sha256 = Some(rules.sha256.clone());
+                event.detail = Some(json!({ "file": file }));
+                event
+            }
+        };
+        self.append_server_event(event);
+    }
+
+    /// The last record of this server's life.
+    pub(crate) fn record_stopped(&self, reason: &str) {
+        let mut event = self.server_event(Outcome::Stopped, reason.to_owned());
+        event.policy_sha256 = Some(self.rules.get().sha256.clone());
+        event.detail = Some(json!({ "calls_served": self.calls_served.load(Ordering::Relaxed) }));
+        self.append_server_event(event);
+    }
+
+    fn server_event(&self, outcome: Outcome, reason: String) -> audit::Event {
+        let mut event = audit::Event::new(audit::Phase::Lifecycle, new_call_id());
+        event.outcome = Some(outcome);
+        event.reason = Some(reason);
+        event
+    }
+
+    fn append_server_event(&self, event: audit::Event) {
+        if let Err(e) = self.journal.append_unattached(event) {
+            tracing::error!(error = %e, "audit record of the server's lifecycle not written");
+        }
+    }
+}
