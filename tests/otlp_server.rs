@@ -14,7 +14,7 @@ use std::{
 };
 
 use common::{
-    Dirs, agent_browser, closed_port, dirs,
+    Dirs, agent_browser, binaries_under_tmp_flag, closed_port, dirs,
     otlp_receiver::{attrs, grpc_receiver, hex},
 };
 use prost::Message as _;
@@ -52,7 +52,8 @@ fn spawn_server(
         .arg("--audit-log")
         .arg(audit_log)
         .arg("--policy")
-        .arg(scratch.join("none"))
+        .arg(audit_log.with_file_name("no-policy.json"))
+        .args(binaries_under_tmp_flag(BIN.as_ref()))
         .env_clear()
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
         .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")

@@ -12,7 +12,7 @@ use std::{
 #[allow(dead_code)] // each test binary uses a different part
 mod common;
 
-use common::{Dirs, agent_browser, dirs};
+use common::{Dirs, agent_browser, binaries_under_tmp_flag, dirs};
 
 const BIN: &str = env!("CARGO_BIN_EXE_browser-shell");
 
@@ -21,6 +21,15 @@ const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","param
 /// Run the server with `overrides` on top of a valid base config and an
 /// `initialize` waiting on stdin.
 fn run(dirs: &Dirs, overrides: &[(&str, String)]) -> Output {
+    let mut overrides = overrides.to_vec();
+    if let Some(flag) = binaries_under_tmp_flag(BIN.as_ref()) {
+        overrides.push((flag, String::new()));
+    }
+    run_strict(dirs, &overrides)
+}
+
+/// [`run`], without accepting binaries under /tmp.
+fn run_strict(dirs: &Dirs, overrides: &[(&str, String)]) -> Output {
     let dir = dirs.scratch.path();
     let mut settings = vec![
         ("--agent-browser", agent_browser().display().to_string()),
@@ -34,7 +43,15 @@ fn run(dirs: &Dirs, overrides: &[(&str, String)]) -> Output {
                 .display()
                 .to_string(),
         ),
-        ("--policy", dir.join("no-policy.json").display().to_string()),
+        // Not under /tmp, even missing: the child could create it there.
+        (
+            "--policy",
+            dirs.evidence
+                .path()
+                .join("no-policy.json")
+                .display()
+                .to_string(),
+        ),
     ];
     let mut flags = Vec::new();
     for (flag, value) in overrides {
@@ -141,7 +158,7 @@ fn an_invalid_policy_file_is_refused_at_start_naming_the_key() {
             "open.allow_schemes: \"file\" cannot be allowed",
         ),
     ] {
-        let policy = d.scratch.path().join("policy.json");
+        let policy = d.evidence.path().join("policy.json");
         std::fs::write(&policy, text).unwrap();
         let output = run(&d, &[("--policy", policy.display().to_string())]);
         assert_refused_at_start(&output, needle);
@@ -193,12 +210,22 @@ fn help_documents_every_setting_and_its_environment_variable() {
 fn an_audit_log_the_confined_child_could_write_is_refused_at_start() {
     let d = dirs();
     let in_tmp = d.scratch.path().join("audit.jsonl").display().to_string();
-    let output = run(&d, &[("--audit-log", in_tmp.clone())]);
+    // The key (beside the log by default) is a file the server trusts: kept
+    // out of /tmp, or the other check refuses the start.
+    let key = d.evidence.path().join("audit.key").display().to_string();
+    let output = run(
+        &d,
+        &[
+            ("--audit-log", in_tmp.clone()),
+            ("--audit-key", key.clone()),
+        ],
+    );
     assert_refused_at_start(&output, "which the confined agent-browser may write");
     let output = run(
         &d,
         &[
             ("--audit-log", in_tmp),
+            ("--audit-key", key),
             ("--allow-writable-audit-log", String::new()),
         ],
     );
@@ -214,7 +241,12 @@ fn an_agent_browser_that_cannot_run_confined_is_refused_at_start() {
     // A shell script: its interpreter is outside the confinement's
     // executable set, so the confined self-test fails before serving.
     let d = dirs();
-    let script = d.scratch.path().join("agent-browser");
+    // Outside /tmp, or the check of trusted files refuses it first.
+    let bin_dir = tempfile::Builder::new()
+        .prefix("bs-ab")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let script = bin_dir.path().join("agent-browser");
     std::fs::write(&script, "#!/bin/sh\nexit 0\n").unwrap();
     let mut perms = std::fs::metadata(&script).unwrap().permissions();
     std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
@@ -242,4 +274,31 @@ fn a_preexisting_state_dir_is_made_private() {
         let mode = std::fs::metadata(dir).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o700, "{}", dir.display());
     }
+}
+
+#[test]
+fn a_policy_or_binary_the_child_could_write_stops_the_start_naming_it_and_the_flag() {
+    let d = dirs();
+    let policy = d.scratch.path().join("policy.json");
+    std::fs::write(&policy, "{}").unwrap();
+    let policy = policy.display().to_string();
+    let output = run_strict(&d, &[("--policy", policy.clone())]);
+    assert_refused_at_start(
+        &output,
+        &format!("the policy file {policy} lies under /tmp"),
+    );
+    assert_refused_at_start(&output, "--allow-child-writable-inputs");
+    let output = run_strict(
+        &d,
+        &[
+            ("--policy", policy.clone()),
+            ("--allow-child-writable-inputs", String::new()),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("WARN") && stderr.contains(&policy),
+        "no warning naming {policy}: {stderr}"
+    );
 }

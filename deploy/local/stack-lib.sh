@@ -27,6 +27,21 @@ under_tmp() {
 # physical PATH: absolute, symlinks resolved; PATH need not exist. Nothing for an empty PATH.
 physical() { [ -z "$1" ] || realpath -m -- "$1"; }
 
+# outside_tmp DIR PROGRAM: PROGRAM, or when it lies under /tmp or /dev/shm (as spelled, or
+# where its symlinks lead) a copy of it in DIR, which must be outside them; prints the path
+# to run. DIR holds the copy alone: agent-browser's directory is all its child may execute.
+outside_tmp() {
+  local dir=$1 program=$2 copy
+  if ! under_tmp "$program" && ! under_tmp "$(physical "$program")"; then
+    printf '%s\n' "$program"
+    return 0
+  fi
+  copy=$dir/${program##*/}
+  mkdir -p "$dir"
+  cmp -s -- "$program" "$copy" || install -m 0755 -- "$program" "$copy"
+  printf '%s\n' "$copy"
+}
+
 short_hash() { printf '%s' "$1" | sha256sum | cut -c1-"${2:-12}"; }
 
 # state_home: $XDG_STATE_HOME if absolute (as the XDG spec says), else $HOME/.local/state;

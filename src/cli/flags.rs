@@ -192,6 +192,15 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "BROWSER_SHELL_ALLOW_WRITABLE_AUDIT_LOG")]
     pub(crate) allow_writable_audit_log: bool,
 
+    /// Start even when a file the unconfined server trusts (the agent-browser
+    /// binary, browser-shell's own binary, the policy file, the audit key)
+    /// lies where the confined agent-browser may write: /tmp, the state dir
+    /// or the output dir. Without this flag that refuses to start: the child
+    /// could replace such a file and steer the server, at once or at its
+    /// next start. With it, each such file is named in a warning on stderr.
+    #[arg(long, env = "BROWSER_SHELL_ALLOW_CHILD_WRITABLE_INPUTS")]
+    pub(crate) allow_child_writable_inputs: bool,
+
     /// Extra directories the confined agent-browser may read and execute
     /// (repeatable; ':'-separated in the environment). Needed only for a
     /// dynamically linked build or a test stand-in.

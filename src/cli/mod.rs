@@ -6,6 +6,7 @@
 mod diagnostics;
 mod flags;
 mod gate_probe;
+mod inputs;
 mod operator;
 mod prepare;
 mod reload;

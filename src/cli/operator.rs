@@ -25,6 +25,7 @@ pub(super) fn hardening_check(args: &ServeArgs) -> anyhow::Result<bool> {
     )?;
     let mut out = std::io::stdout().lock();
     print_enforced(&mut out, prepared.runner.confinement().report(), &policy)?;
+    print_inputs(&mut out, args, &policy)?;
     // The gate serves while the probe runs, as it does for every call.
     let mut prepared = prepared;
     let _gate = serve_gate(&mut prepared)?;
@@ -88,6 +89,24 @@ fn print_enforced(
         "  seccomp denies      : {}",
         hardening::denied_syscalls().join(", ")
     )?;
+    writeln!(out)?;
+    Ok(())
+}
+
+/// The files the server trusts, each `ok` or under the child-writable root
+/// it lies in (the start refuses that unless the operator accepted it).
+fn print_inputs(
+    out: &mut impl Write,
+    args: &ServeArgs,
+    policy: &hardening::Policy,
+) -> anyhow::Result<()> {
+    writeln!(
+        out,
+        "files the child must not write (the server trusts them):"
+    )?;
+    for line in args.inputs_report(&policy.read_write_paths)? {
+        writeln!(out, "  {line}")?;
+    }
     writeln!(out)?;
     Ok(())
 }

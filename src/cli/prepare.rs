@@ -49,9 +49,12 @@ impl ServeArgs {
     /// Check the configuration and prepare everything the server is built from.
     pub(crate) fn prepare(&self) -> anyhow::Result<Parts> {
         check_executable(&self.agent_browser)?;
-        // Checked before anything is created; loaded for good below.
-        UrlPolicy::load(&self.policy)?;
         let dirs = self.prepare_dirs()?;
+        // Before the policy and the key are read: a file the child could
+        // have written is not to be trusted even once.
+        self.check_inputs_outside(&child_writable_roots(&dirs.state, &dirs.output))?;
+        // Checked before the audit log is opened; loaded for good below.
+        UrlPolicy::load(&self.policy)?;
         let (audit, key_path, key) = self.open_audit()?;
         let gate = self.bind_gate(&dirs.state)?;
         let rules = rules::Current::load(rules::Source {
@@ -254,12 +257,7 @@ impl ServeArgs {
             .chain(self.extra_read_exec.iter().cloned())
             .collect();
         policy.read_paths = vec![PathBuf::from("/proc")];
-        policy.read_write_paths = vec![
-            PathBuf::from("/tmp"),
-            state_dir.to_owned(),
-            output_dir.to_owned(),
-            PathBuf::from("/dev/null"),
-        ];
+        policy.read_write_paths = child_writable_roots(state_dir, output_dir);
         policy.connect_tcp_ports = vec![gate_port];
         policy.socket_families = vec![
             hardening::SocketFamily::Unix,
@@ -340,6 +338,16 @@ impl ServeArgs {
         }
         Ok(())
     }
+}
+
+/// Where the confined agent-browser (and its daemon) may write.
+fn child_writable_roots(state_dir: &Path, output_dir: &Path) -> Vec<PathBuf> {
+    vec![
+        PathBuf::from("/tmp"),
+        state_dir.to_owned(),
+        output_dir.to_owned(),
+        PathBuf::from("/dev/null"),
+    ]
 }
 
 /// `path` with its parent directory resolved (the file may not exist yet).

@@ -152,12 +152,17 @@ class Server(Mcp):
         the logging itself costs each call a little, so timed servers run without it)."""
         self.base = Path(tempfile.mkdtemp(prefix="bsb", dir="/tmp"))
         self.log = self.base / "server.log"
-        (self.base / "policy.json").write_text(json.dumps({"open": {"allow_private_cidrs": [web_cidr]}}))
+        # Beside the audit log, not under /tmp: the server refuses a policy the confined child could write.
+        policy = evidence / f"policy-{self.base.name}.json"
+        policy.write_text(json.dumps({"open": {"allow_private_cidrs": [web_cidr]}}))
         self.audit = evidence / f"audit-{self.base.name}.jsonl"
+        # A checkout under /tmp: the server refuses binaries the child could replace unless told.
+        accept = ["--allow-child-writable-inputs"] if any(
+            str(p.resolve()).startswith("/tmp/") for p in (BIN, ab)) else []
         super().__init__(
             [str(BIN), "serve", "--agent-browser", str(ab), "--cdp-port", str(cdp), "--state-dir", str(self.base / "s"),
-             "--output-dir", str(self.base / "o"), "--audit-log", str(self.audit), "--policy", str(self.base / "policy.json"),
-             *(extra or [])],
+             "--output-dir", str(self.base / "o"), "--audit-log", str(self.audit), "--policy", str(policy),
+             *accept, *(extra or [])],
             env={"PATH": "/usr/bin:/bin", **({"RUST_LOG": "browser_shell::call::laps=debug"} if phases else {})},
             stderr=self.log if phases else None,
         )
@@ -341,7 +346,10 @@ def bench_refused(chromium, web, evidence: Path, n: int) -> str:
     process was spawned for any of them (with a positive control: an allowed call is recorded)."""
     stand_in = Path(tempfile.mkdtemp(prefix="bsb-rec", dir="/tmp"))
     marker = stand_in / "execs"
-    script = stand_in / "agent-browser"
+    # Where the confined stand-in cannot write (it writes its marker under /tmp): the server
+    # refuses an agent-browser its child could replace.
+    bin_dir = Path(tempfile.mkdtemp(prefix="bsb-rec-bin", dir="/var/tmp"))
+    script = bin_dir / "agent-browser"
     script.write_text(f'#!/bin/sh\necho "$$ $*" >> {marker}\n')
     script.chmod(0o755)
     # The stand-in is a /bin/sh script: under confinement its interpreter must be executable too.
@@ -361,6 +369,7 @@ def bench_refused(chromium, web, evidence: Path, n: int) -> str:
     finally:
         srv.close()
         shutil.rmtree(stand_in, ignore_errors=True)
+        shutil.rmtree(bin_dir, ignore_errors=True)
     return row(f"refused call ({n}× `eval`; 0 processes spawned, recorded by an exec-logging stand-in)",
                denied, None, "≤ 1 ms", lambda a50, _: a50 <= 1.0)
 

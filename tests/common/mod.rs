@@ -27,6 +27,17 @@ pub(crate) fn agent_browser() -> PathBuf {
     path
 }
 
+/// `--allow-child-writable-inputs` when `server` or the agent-browser the
+/// tests run lies under /tmp (a checkout or target dir there, as CI may
+/// use): the server refuses such binaries otherwise, and these tests check
+/// other things. Nothing when they lie elsewhere, so the refusal stays on.
+pub(crate) fn binaries_under_tmp_flag(server: &Path) -> Option<&'static str> {
+    let under_tmp = |path: &Path| {
+        path.starts_with("/tmp") || path.canonicalize().is_ok_and(|p| p.starts_with("/tmp"))
+    };
+    (under_tmp(server) || under_tmp(&agent_browser())).then_some("--allow-child-writable-inputs")
+}
+
 /// Scratch dirs for one server: state under /tmp (short socket paths),
 /// evidence under /var/tmp (outside the confinement's writable roots).
 pub(crate) struct Dirs {

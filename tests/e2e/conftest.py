@@ -105,8 +105,8 @@ def e2e_workdir() -> Iterator[Path]:
 @pytest.fixture
 def scratch() -> Iterator[Any]:
     """Factory: scratch(prefix, under="/tmp") -> a new directory, removed at teardown (kept with
-    BROWSER_SHELL_E2E_KEEP). Audit logs and keys need one under /var/tmp: the confined agent-browser
-    may write all of /tmp, and the server refuses evidence there."""
+    BROWSER_SHELL_E2E_KEEP). Audit logs and keys, policy files and stand-in binaries need one under
+    /var/tmp: the confined agent-browser may write all of /tmp, and the server refuses them there."""
     made: list[Path] = []
 
     def _make(prefix: str, under: str = "/tmp") -> Path:
@@ -207,7 +207,8 @@ def canary_server(binaries: Binaries, chromium: harness.Chromium) -> Iterator[tu
     every test using this fixture knows the detector works.
     """
     canary_dir = Path(tempfile.mkdtemp(prefix="bscan", dir="/tmp"))
-    canary = make_canary(canary_dir)
+    canary_bin = Path(tempfile.mkdtemp(prefix="bscan-bin-", dir="/var/tmp"))
+    canary = make_canary(canary_dir, canary_bin)
     # The canary is a /bin/sh script: under confinement its interpreter must be executable too.
     cfg = new_server_config(
         binaries, chromium.port, agent_browser=canary.script, tag="bsc", extra_read_exec=["/usr"]
@@ -233,4 +234,5 @@ def canary_server(binaries: Binaries, chromium: harness.Chromium) -> Iterator[tu
             STDERR_LOGS.forget_long_lived(cfg.stderr_log)
             cleanup_server(cfg)
             shutil.rmtree(canary_dir, ignore_errors=True)
+            shutil.rmtree(canary_bin, ignore_errors=True)
     assert not srv.faults, f"browser-shell wrote stdout that is not valid JSON-RPC: {srv.faults}"

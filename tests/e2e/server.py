@@ -112,6 +112,11 @@ class ServerConfig:
     # The URL policy written for this server; None: no file (the built-in default policy).
     # Tests serve pages on 127.0.0.1, which the default refuses as loopback.
     policy_json: dict | None = field(default_factory=lambda: {"open": {"allow_private_cidrs": ["127.0.0.1/32"]}})
+    # Where it is written; None: in `evidence`. Not under /tmp, even when no file is written: the
+    # server refuses a policy path the confined agent-browser could write (or create).
+    policy_path: Path | None = None
+    # Pass --allow-child-writable-inputs: see binaries_under_tmp.
+    allow_child_writable_inputs: bool = False
 
     @property
     def state_dir(self) -> Path:
@@ -127,7 +132,7 @@ class ServerConfig:
 
     @property
     def policy(self) -> Path:
-        return self.base / "policy.json"
+        return self.policy_path or self.evidence / "policy.json"
 
     def agent_browser_env(self) -> dict[str, str]:
         """The environment browser-shell gives agent-browser, for tests that run agent-browser by
@@ -165,6 +170,7 @@ class ServerConfig:
             "--policy",
             str(self.policy),
             *[arg for path in self.extra_read_exec for arg in ("--extra-read-exec", path)],
+            *(["--allow-child-writable-inputs"] if self.allow_child_writable_inputs else []),
             *self.extra_args,
         ]
 
@@ -185,6 +191,19 @@ class ServerConfig:
 SERVER_BASES: list[Path] = []
 
 
+def under_tmp(path: Path) -> bool:
+    """`path`, as spelled or resolved, lies under /tmp (which the confined agent-browser may write)."""
+    return any(p == Path("/tmp") or Path("/tmp") in p.parents for p in (path.absolute(), path.resolve()))
+
+
+def binaries_under_tmp(binaries: Binaries) -> bool:
+    """The server, agent-browser or this checkout (whose target/ holds the probe) lies under /tmp,
+    as in a CI clone there. browser-shell refuses to start on a binary the confined child could
+    replace; the suite then passes --allow-child-writable-inputs, since what its tests check is
+    something else. Elsewhere the flag stays off, so every server runs with the refusal on."""
+    return any(under_tmp(p) for p in (binaries.server, binaries.agent_browser, harness.REPO_ROOT))
+
+
 def new_server_config(
     binaries: Binaries,
     cdp_port: int,
@@ -202,6 +221,7 @@ def new_server_config(
         base=base,
         evidence=evidence,
         extra_read_exec=list(extra_read_exec or []),
+        allow_child_writable_inputs=binaries_under_tmp(binaries),
     )
 
 
@@ -449,10 +469,13 @@ class Canary:
         return after
 
 
-def make_canary(directory: Path) -> Canary:
+def make_canary(directory: Path, bin_dir: Path) -> Canary:
+    """The marker goes in `directory`, which the confined script must be able to write (under
+    /tmp); the script in `bin_dir`, which it must not (e.g. under /var/tmp): browser-shell refuses
+    an --agent-browser the confined child could replace."""
     directory.mkdir(parents=True, exist_ok=True)
     marker = directory / "marker"
-    script = directory / "agent-browser"
+    script = bin_dir / "agent-browser"
     script.write_text(f'#!/bin/sh\necho "$$ $*" >> {marker}\n')
     script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return Canary(script=script, marker=marker)

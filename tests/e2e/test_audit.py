@@ -33,8 +33,8 @@ def records(log: Path) -> list[dict]:
     return [json.loads(line) for line in log.read_text().splitlines()]
 
 
-def canary_on(start_server, tmp: Path, **kwargs):
-    canary = make_canary(tmp / "canary")
+def canary_on(start_server, scratch, prefix: str, **kwargs):
+    canary = make_canary(scratch(prefix) / "canary", scratch(f"{prefix}-bin-", under="/var/tmp"))
     srv = start_server(agent_browser=canary.script, extra_read_exec=["/usr"], **kwargs)
     return srv, canary
 
@@ -45,7 +45,7 @@ def canary_on(start_server, tmp: Path, **kwargs):
 def test_a_full_disk_refuses_the_call_and_nothing_runs(start_server, scratch) -> None:
     tmp = scratch("bs-full-", under="/var/tmp")
     srv, canary = canary_on(
-        start_server, scratch("bsf"),
+        start_server, scratch, "bsf",
         audit_log=Path("/dev/full"), extra_args=["--audit-key", str(tmp / "audit.key")],
     )
     before = canary.lines()  # the confined start-up self-test ran the canary once
@@ -65,14 +65,14 @@ def test_an_intent_that_cannot_be_synced_never_reaches_agent_browser(start_serve
     EINVAL comes back at once, usually before the stand-in even starts; the ordering itself, with a
     gate held closed while the child runs, is proven in src/runner/tests.rs.)"""
     tmp = scratch("bsn")
-    canary = make_canary(tmp / "canary")
+    canary = make_canary(tmp / "canary", scratch("bsn-bin-", under="/var/tmp"))
     # This stand-in also keeps whatever reaches its stdin, one file per process.
     canary.script.write_text(f'#!/bin/sh\necho "$$ $*" >> {canary.marker}\nexec cat > {tmp}/stdin-$$\n')
     srv = start_server(
         agent_browser=canary.script, extra_read_exec=["/usr"],
         # The child may write /dev/null (agent-browser needs it); there is no evidence to protect on it.
         audit_log=Path("/dev/null"),
-        extra_args=["--audit-key", str(tmp / "audit.key"), "--allow-writable-audit-log"],
+        extra_args=["--audit-key", str(scratch("bsn-key-", under="/var/tmp") / "audit.key"), "--allow-writable-audit-log"],
     )
     is_error, reply = srv.call("nosync", ["get", "url"])
     assert is_error and reply["exit_code"] == 125, describe(reply)
@@ -100,7 +100,7 @@ def test_an_intent_that_cannot_be_synced_never_reaches_the_sessions_waiting_stan
     new file for a rotation and reopens it): the call is refused and the waiting standby, whose
     stdin this stand-in keeps, never receives a byte."""
     tmp = scratch("bsw")
-    canary = make_canary(tmp / "canary")
+    canary = make_canary(tmp / "canary", scratch("bsw-bin-", under="/var/tmp"))
     canary.script.write_text(f'#!/bin/sh\necho "$$ $*" >> {canary.marker}\nexec cat > {tmp}/stdin-$$\n')
     srv = start_server(agent_browser=canary.script, extra_read_exec=["/usr"])
     before = canary.lines()
@@ -127,10 +127,10 @@ def test_room_for_a_screenshot_is_made_only_once_its_intent_is_durable(start_ser
     """Making room for a screenshot deletes the session's oldest ones: a side effect of the call, so
     it waits for the intent's sync. With a log whose sync fails (/dev/null), nothing is deleted.
     (That room is made at all is test_lifecycle's quota test.)"""
-    tmp = scratch("bsq")
+    key = scratch("bsq-key-", under="/var/tmp") / "audit.key"
     srv = start_server(
         audit_log=Path("/dev/null"),
-        extra_args=["--audit-key", str(tmp / "audit.key"), "--allow-writable-audit-log",
+        extra_args=["--audit-key", str(key), "--allow-writable-audit-log",
                     "--child-max-file-bytes", "200000", "--output-quota-session-bytes", "200001"],
     )
     old = srv.cfg.output_dir / "quota3" / "old.png"
@@ -142,7 +142,7 @@ def test_room_for_a_screenshot_is_made_only_once_its_intent_is_durable(start_ser
 
 
 def test_a_log_gone_read_only_refuses_the_call_and_nothing_runs(start_server, scratch, binaries: Binaries) -> None:
-    srv, canary = canary_on(start_server, scratch("bsr"))
+    srv, canary = canary_on(start_server, scratch, "bsr")
     before = canary.lines()
     assert srv.call("ro", ["get", "url"])[1]["exit_code"] != 125  # audited and spawned
     log = srv.cfg.audit_log
@@ -168,7 +168,7 @@ def test_an_audit_dir_without_permission_refuses_to_start(server_config, scratch
     os.chmod(locked, 0o700)  # root-owned
     cfg = server_config(tag="bsu")
     cfg.audit_log_path = locked / "audit.jsonl"
-    for d in (cfg.base,):
+    for d in (cfg.base, cfg.evidence):  # the evidence dir holds the policy path
         os.chown(d, 65534, 65534)
     cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cfg.argv()]
     run = subprocess.run(cmd, input="", capture_output=True, text=True, timeout=30, env=cfg.env())

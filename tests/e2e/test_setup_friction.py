@@ -1,8 +1,9 @@
 """Newcomer friction with the local stack (issue 18), run for real through deploy/local/*.
 
 1. A checkout under /tmp starts the stack: its run dir (audit log, launcher, configs) defaults to a
-   per-checkout dir outside /tmp; an explicit STACK_RUN_DIR under /tmp is refused with the exact
-   command to run instead.
+   per-checkout dir outside /tmp, and browser-shell and agent-browser run from copies there (the
+   server refuses binaries the confined child could replace); an explicit STACK_RUN_DIR under /tmp
+   is refused with the exact command to run instead.
 2. `down` finds a stack started with a custom STACK_RUN_DIR without being told, and with several
    it fails loudly (non-zero, naming STACK_RUN_DIR) instead of saying "nothing recorded".
 3. A broken policy file is refused before anything starts, naming the user's file and the error.
@@ -43,6 +44,7 @@ from stack import PORT_VARS, free_ports
 pytestmark = pytest.mark.stack
 
 REPO = Path(__file__).resolve().parents[2]
+ARCH = {"x86_64": "x64", "aarch64": "arm64"}.get(os.uname().machine, os.uname().machine)
 UP_TIMEOUT = 420
 TOOLS_LIST = b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}'
 MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
@@ -245,7 +247,12 @@ def tmp_stack(xdg: Path, server_bin: Path) -> Iterator[TmpStack]:
 
 
 def _tmp_stack(tmp_checkout: Path, xdg: Path, server_bin: Path) -> Iterator[TmpStack]:
-    env = script_env(xdg, server_bin)
+    # The binary a clone under /tmp would build lies under /tmp too (up builds it when
+    # BROWSER_SHELL_BIN is unset, which takes minutes: the one under test stands in for it).
+    built = tmp_checkout / "target" / "release" / "browser-shell"
+    built.parent.mkdir(parents=True)
+    shutil.copy2(server_bin, built)
+    env = script_env(xdg, built)
     expected = xdg / "browser-shell" / f"stack-{hashlib.sha256(str(tmp_checkout).encode()).hexdigest()[:12]}"
     up = run(tmp_checkout / "deploy" / "local" / "up", env, timeout=UP_TIMEOUT)
     stack = TmpStack(tmp_checkout, expected, env, up)
@@ -279,6 +286,11 @@ def test_a_checkout_under_tmp_starts_with_a_run_dir_outside_tmp(tmp_stack: TmpSt
     assert f"Audit log:              {run_dir}/audit.jsonl" in tmp_stack.up.stderr, out(tmp_stack.up)
     launcher = (run_dir / "browser-shell").read_text()
     assert f'--audit-log "{run_dir}/audit.jsonl"' in launcher, launcher
+    # browser-shell refuses binaries the confined child could replace (it may write /tmp): both
+    # programs run from copies in the run dir, agent-browser's alone in its directory.
+    assert f'exec "{run_dir}/bin/browser-shell" serve' in launcher, launcher
+    assert f'--agent-browser "{run_dir}/agent-browser/agent-browser-linux-musl-' in launcher, launcher
+    assert [p.name for p in (run_dir / "agent-browser").iterdir()] == [f"agent-browser-linux-musl-{ARCH}"]
     assert "NOTE: this checkout" in tmp_stack.up.stderr and "under /tmp" in tmp_stack.up.stderr, out(tmp_stack.up)
     # It works: the one tool through the authenticated gateway.
     status, _, body = request(tmp_stack.port, "POST", "/mcp", {**MCP_HEADERS, "X-AIO-API-Key": tmp_stack.api_key}, TOOLS_LIST)

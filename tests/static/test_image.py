@@ -187,8 +187,9 @@ def test_entrypoint_is_the_fail_closed_wrapper(dockerfile):
 def test_the_image_env_gives_browser_shell_one_cdp_port_its_policy_and_an_audit_log_out_of_reach(final_env):
     """The image's ENV: browser-shell, the browser and the hub's wait agree on one CDP port, the
     policy file is the mounted one, degraded confinement is off, Jupyter and code-server are off,
-    the audit log lies outside every root the confined child may write, agent-browser's directory
-    holds nothing else of ours, and the state dir is short enough for agent-browser's sockets."""
+    the audit log and every file the server trusts lie outside every root the confined child may
+    write, agent-browser's directory holds nothing else of ours, and the state dir is short enough
+    for agent-browser's sockets."""
     env = final_env
     assert env["BROWSER_SHELL_CDP_PORT"] == "9222"
     # The image's own services are out of the agent's reach whatever the policy allows.
@@ -201,9 +202,14 @@ def test_the_image_env_gives_browser_shell_one_cdp_port_its_policy_and_an_audit_
     assert env["DISABLE_JUPYTER"] == "true" and env["DISABLE_CODE_SERVER"] == "true"
     audit = Path(env["BROWSER_SHELL_AUDIT_LOG"])
     assert audit.is_absolute()
-    # The server refuses an audit log the confined child may write.
+    # The server refuses an audit log the confined child may write, and files it trusts there: its
+    # own binary, agent-browser's, the policy, the audit key (beside the log).
+    trusted = [audit, Path(f"{audit}.key")] + [
+        Path(env[k]) for k in ("BROWSER_SHELL_BIN", "BROWSER_SHELL_AGENT_BROWSER", "BROWSER_SHELL_POLICY")
+    ]
     for writable in ("/tmp", "/dev/shm", env["BROWSER_SHELL_STATE_DIR"], env["BROWSER_SHELL_OUTPUT_DIR"]):
-        assert not str(audit).startswith(writable.rstrip("/") + "/"), f"audit log {audit} lies under {writable}"
+        for path in trusted:
+            assert not str(path).startswith(writable.rstrip("/") + "/"), f"{path} lies under {writable}"
     # agent-browser's read/exec root is its binary's directory: nothing else of ours there.
     assert Path(env["BROWSER_SHELL_AGENT_BROWSER"]).parent != Path("/opt/browser-shell/bin")
     state = env["BROWSER_SHELL_STATE_DIR"]
