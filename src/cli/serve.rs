@@ -91,19 +91,31 @@ async fn run(server: Arc<Server>, gate: Gate, grace: Duration) -> anyhow::Result
     ));
     server.adopt_orphans(gate_kept).await;
     let reaper = tokio::spawn(reap_forever(Arc::clone(&server)));
-    let service = mcp::BrowserShellServer::new(Arc::clone(&server))
+    match mcp::BrowserShellServer::new(Arc::clone(&server))
         .serve(transport)
-        .await?;
-    let stop = service.cancellation_token();
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        quit = service.waiting() => { quit?; }
-        _ = sigterm.recv() => {
-            tracing::info!("SIGTERM: refusing new calls, letting in-flight calls finish");
-            server.drain(grace).await;
-            stop.cancel();
-            input.abort();
+        .await
+    {
+        Ok(service) => {
+            let stop = service.cancellation_token();
+            let mut sigterm =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+            tokio::select! {
+                quit = service.waiting() => { quit?; }
+                _ = sigterm.recv() => {
+                    tracing::info!("SIGTERM: refusing new calls, letting in-flight calls finish");
+                    server.drain(grace).await;
+                    stop.cancel();
+                    input.abort();
+                }
+            }
         }
+        // The client hung up before a session began: after nothing at all,
+        // or after a `server/discover` probe alone (2026-07-28 clients probe
+        // to learn the revisions, then may go). An end like stdin's EOF.
+        Err(rmcp::service::ServerInitializeError::ConnectionClosed(during)) => {
+            tracing::info!(%during, "the client closed the connection before a session began");
+        }
+        Err(e) => return Err(e.into()),
     }
     // Everything rmcp and the wire still have to say reaches stdout; a
     // client that stops reading cannot hold the exit.
