@@ -56,7 +56,7 @@ pub(crate) async fn enforce(
             };
             (reply, Some(refusal))
         }
-        GuardVerdict::Unchecked | GuardVerdict::Passed => (reply, None),
+        GuardVerdict::Unchecked | GuardVerdict::Passed { .. } => (reply, None),
     }
 }
 
@@ -119,6 +119,12 @@ pub(crate) fn error_type(outcome: Outcome) -> Option<&'static str> {
     }
 }
 
+/// What the agent was shown, for the outcome record: the page the command
+/// ended on (as the guard read it).
+pub(crate) struct Evidence<'a> {
+    pub(crate) page: Option<&'a str>,
+}
+
 /// Write the call's outcome record; a reply whose record could not be
 /// written says so.
 pub(crate) fn record_outcome(
@@ -128,6 +134,7 @@ pub(crate) fn record_outcome(
     executed: &Executed,
     mut reply: Reply,
     (outcome, blocked, confinement): (Outcome, Option<&Refusal>, Value),
+    evidence: Evidence<'_>,
 ) -> Reply {
     let mut done = call
         .record
@@ -147,6 +154,11 @@ pub(crate) fn record_outcome(
     done.duration_ms = Some(call.millis());
     done.stdout_bytes = Some(executed.raw.stdout_total);
     done.stderr_bytes = Some(executed.raw.stderr_total);
+    // Digests, never contents: a reviewer holding a reply can prove it is
+    // the one this call gave.
+    done.reply_stdout_bytes = Some(reply.stdout.len() as u64);
+    done.reply_stdout_sha256 = Some(audit::sha256_hex(reply.stdout.as_bytes()));
+    done.page_url = evidence.page.map(|page| server.redactor.url(page));
     if let Err(e) = server.journal.append(done, call.span) {
         // The command already ran and its intent proves it was allowed; say
         // so loudly. The next call's intent write is the gate: while the log

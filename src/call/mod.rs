@@ -7,7 +7,8 @@
 //! which only becomes an [`audit::IntentSynced`] once durable) →
 //! [`execute::execute`] (`Executed`: the runner takes the proof, not a
 //! promise) → [`guard::judge`] (`GuardVerdict`) → [`reply::normalize`] and
-//! [`conclude`] (outcome record) → reply.
+//! [`conclude`] (outcome record, with digests of what the agent was shown)
+//! → reply.
 //!
 //! Every branch ends in a [`Reply`] and at least one audit record: a refusal
 //! is a single `denied` record ([`deny`]); an allowed call gets an `intent`
@@ -130,7 +131,18 @@ async fn run(
     laps.lap("guard");
     let outcome = conclude::outcome_of(&executed, &reply, &verdict);
     let outcome_record = (outcome, blocked.as_ref(), confinement);
-    let reply = conclude::record_outcome(server, call, &request, &executed, reply, outcome_record);
+    let evidence = conclude::Evidence {
+        page: verdict.page(),
+    };
+    let reply = conclude::record_outcome(
+        server,
+        call,
+        &request,
+        &executed,
+        reply,
+        outcome_record,
+        evidence,
+    );
     laps.lap("outcome");
     laps.report();
     conclude::prepare_next(server, &request, &executed);

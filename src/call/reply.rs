@@ -370,6 +370,27 @@ mod tests {
     }
 
     #[test]
+    fn the_page_on_record_is_the_url_the_guard_read_and_nothing_else() {
+        use super::super::guard::GuardVerdict;
+        let passed = GuardVerdict::Passed {
+            page: "http://127.0.0.1/next".into(),
+        };
+        assert_eq!(passed.page(), Some("http://127.0.0.1/next"));
+        let blocked = GuardVerdict::Blocked {
+            page: "blob:http://127.0.0.1/x".into(),
+            why: "scheme".into(),
+        };
+        assert_eq!(blocked.page(), Some("blob:http://127.0.0.1/x"));
+        // Not a read: no URL on record.
+        let unread = GuardVerdict::Blocked {
+            page: "an unknown URL".into(),
+            why: "the page URL could not be read after the command".into(),
+        };
+        assert_eq!(unread.page(), None);
+        assert_eq!(GuardVerdict::Unchecked.page(), None);
+    }
+
+    #[test]
     fn failure_puts_the_error_in_stderr() {
         let out = r##"[{"command":["click","#x"],"error":"Element not found: #x","result":null,"success":false}]"##;
         let reply = normalize(
