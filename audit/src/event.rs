@@ -135,6 +135,16 @@ pub struct Event {
     /// shown, never its contents.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reply_stdout_sha256: Option<String>,
+    /// Outcome records of screenshots: `attached`, `downscaled` (over the
+    /// image bound) or `omitted` (with the reason in the reply's stderr).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image_action: Option<String>,
+    /// Bytes of the PNG image the reply carried (decoded from base64).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image_bytes: Option<u64>,
+    /// SHA-256 (hex) of that PNG.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image_sha256: Option<String>,
     /// Outcome records: the page URL the navigation guard read when the
     /// command ended, redacted like every URL in the log.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -189,6 +199,9 @@ impl Event {
             stderr_bytes: None,
             reply_stdout_bytes: None,
             reply_stdout_sha256: None,
+            image_action: None,
+            image_bytes: None,
+            image_sha256: None,
             page_url: None,
             confinement: None,
             trace_id: None,

@@ -8,6 +8,7 @@ use serde_json::Value;
 use super::{
     context::Call,
     guard::{self, GuardVerdict},
+    image::Shown,
     plan::Planned,
     record,
     reply::Reply,
@@ -120,9 +121,10 @@ pub(crate) fn error_type(outcome: Outcome) -> Option<&'static str> {
 }
 
 /// What the agent was shown, for the outcome record: the page the command
-/// ended on (as the guard read it).
+/// ended on (as the guard read it) and what became of a screenshot.
 pub(crate) struct Evidence<'a> {
     pub(crate) page: Option<&'a str>,
+    pub(crate) image: Option<Shown>,
 }
 
 /// Write the call's outcome record; a reply whose record could not be
@@ -159,6 +161,11 @@ pub(crate) fn record_outcome(
     done.reply_stdout_bytes = Some(reply.stdout.len() as u64);
     done.reply_stdout_sha256 = Some(audit::sha256_hex(reply.stdout.as_bytes()));
     done.page_url = evidence.page.map(|page| server.redactor.url(page));
+    if let Some(image) = evidence.image {
+        done.image_action = Some(image.action.to_owned());
+        done.image_bytes = image.bytes;
+        done.image_sha256 = image.sha256;
+    }
     if let Err(e) = server.journal.append(done, call.span) {
         // The command already ran and its intent proves it was allowed; say
         // so loudly. The next call's intent write is the gate: while the log

@@ -6,9 +6,9 @@
 //! (`Admitted`: the session's turn and a slot) → [`intent::write`] (`Intent`,
 //! which only becomes an [`audit::IntentSynced`] once durable) →
 //! [`execute::execute`] (`Executed`: the runner takes the proof, not a
-//! promise) → [`guard::judge`] (`GuardVerdict`) → [`reply::normalize`] and
-//! [`conclude`] (outcome record, with digests of what the agent was shown)
-//! → reply.
+//! promise) → [`guard::judge`] (`GuardVerdict`) → [`reply::normalize`],
+//! [`image::attach`] (a screenshot's PNG) and [`conclude`] (outcome record,
+//! with digests of what the agent was shown) → reply.
 //!
 //! Every branch ends in a [`Reply`] and at least one audit record: a refusal
 //! is a single `denied` record ([`deny`]); an allowed call gets an `intent`
@@ -22,9 +22,11 @@ mod deny;
 mod execute;
 pub(crate) mod grammar;
 mod guard;
+pub(crate) mod image;
 mod intent;
 mod laps;
 mod plan;
+mod png_scale;
 mod record;
 pub(crate) mod reply;
 pub(crate) mod request;
@@ -126,13 +128,16 @@ async fn run(
         reply.exit_code == 0,
     )
     .await;
-    let (reply, blocked) =
+    let (mut reply, blocked) =
         conclude::enforce(server, &request, &planned, &executed, &verdict, reply).await;
     laps.lap("guard");
+    let image = image::attach(server, &planned, &mut reply).await;
+    laps.lap("image");
     let outcome = conclude::outcome_of(&executed, &reply, &verdict);
     let outcome_record = (outcome, blocked.as_ref(), confinement);
     let evidence = conclude::Evidence {
         page: verdict.page(),
+        image,
     };
     let reply = conclude::record_outcome(
         server,

@@ -22,6 +22,10 @@ pub(crate) struct Reply {
     pub exit_code: i32,
     pub stdout: String,
     pub stderr: String,
+    /// A screenshot's PNG, base64: an MCP `image` item after the JSON text,
+    /// never part of the dict ([`super::image`]).
+    #[serde(skip)]
+    pub image: Option<String>,
 }
 
 impl Reply {
@@ -35,6 +39,7 @@ impl Reply {
             exit_code: exit_code::REFUSED,
             stdout: String::new(),
             stderr: refusal.to_string(),
+            image: None,
         }
     }
 
@@ -47,6 +52,7 @@ impl Reply {
             exit_code: exit_code::FAILED,
             stdout: String::new(),
             stderr: format!("{refusal}; the command ran, and its output was withheld"),
+            image: None,
         }
     }
 
@@ -56,6 +62,7 @@ impl Reply {
             exit_code: exit_code::INTERNAL,
             stdout: String::new(),
             stderr: format!("browser-shell error: {message}"),
+            image: None,
         }
     }
 }
@@ -129,6 +136,7 @@ pub(crate) fn normalize(
         exit_code,
         stdout,
         stderr: truncate(&stderr, max_bytes, 0),
+        image: None,
     }
 }
 

@@ -5,8 +5,9 @@ use std::{borrow::Cow, sync::Arc};
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
-        PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
+        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+        ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+        Tool,
     },
     service::RequestContext,
 };
@@ -101,16 +102,23 @@ impl ServerHandler for BrowserShellServer {
                 Err(audit_failure) => ErrorData::internal_error(audit_failure, None),
             });
         }
-        let reply = call::handle(&self.server, request.arguments.as_ref(), &ctx).await;
+        let mut reply = call::handle(&self.server, request.arguments.as_ref(), &ctx).await;
+        let image = reply.image.take();
         let is_error = reply.is_error();
         let value = serde_json::to_value(&reply).map_err(|e| {
             ErrorData::internal_error(format!("cannot encode the reply: {e}"), None)
         })?;
-        let result = if is_error {
+        let mut result = if is_error {
             CallToolResult::structured_error(value)
         } else {
             CallToolResult::structured(value)
         };
+        // content[0] stays the dict as text; a screenshot follows it.
+        if let Some(png) = image {
+            result
+                .content
+                .push(ContentBlock::image(png, call::image::MIME));
+        }
         Ok(result.into())
     }
 }

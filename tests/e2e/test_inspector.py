@@ -1,10 +1,11 @@
 """The official MCP Inspector CLI (pinned in tests/inspector, with the Node it needs) against
 browser-shell over stdio: its strict tool-schema check finds nothing to warn about, it negotiates
-2026-07-28 in the modern era and 2025-11-25 in the legacy one. `tests/inspector/install` (run by
-tests/run) installs it."""
+2026-07-28 in the modern era and 2025-11-25 in the legacy one, and a screenshot reaches it as an
+image. `tests/inspector/install` (run by tests/run) installs it."""
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 from pathlib import Path
@@ -53,3 +54,25 @@ def test_each_era_negotiates_its_newest_revision(inspector, server_config, era: 
     )
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["result"]["protocolVersion"] == revision, run.stdout
+
+
+def test_a_screenshot_reaches_the_inspector_as_an_image(inspector, server_config, web) -> None:
+    # Each CLI run is a server process of its own; the session's daemon and tab outlive it (the next
+    # server adopts them), so the second run's screenshot shows the page the first run opened.
+    cfg = server_config(tag="bsi")
+    arguments = {"session_id": "insp", "argv": ["open", web.url("/measure")]}
+    run = run_inspector(
+        inspector, cfg, "--protocol-era", "modern", "--method", "tools/call", "--tool-name", "browser-shell",
+        "--tool-args-json", json.dumps(arguments), "--format", "json",
+    )
+    assert run.returncode == 0, run.stderr
+    arguments = {"session_id": "insp", "argv": ["screenshot", "insp.png"]}
+    run = run_inspector(
+        inspector, cfg, "--protocol-era", "modern", "--method", "tools/call", "--tool-name", "browser-shell",
+        "--tool-args-json", json.dumps(arguments), "--format", "json",
+    )
+    assert run.returncode == 0, run.stderr
+    content = json.loads(run.stdout)["result"]["content"]
+    assert [item["type"] for item in content] == ["text", "image"], content
+    assert content[1]["mimeType"] == "image/png"
+    assert base64.b64decode(content[1]["data"])[:8] == b"\x89PNG\r\n\x1a\n"

@@ -10,6 +10,7 @@ framebuffer over the WebSocket nginx serves at /websockify, as noVNC does.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -353,6 +354,11 @@ def test_skill_md_examples_run_as_documented(stack, web: harness.WebServer):
             want = expected or {"session_id": call_args["session_id"], "exit_code": 0}
             if not reply_matches(want, actual):
                 failures.append(f"{json.dumps(call_args)}\n  documented: {json.dumps(want)}\n  actual:     {json.dumps(actual)}")
+            if call_args["argv"][0] == "screenshot" and actual["exit_code"] == 0:
+                # As SKILL.md says: the picture follows the JSON, through the hub and the gateway.
+                images = [c for c in result.content[1:] if c.type == "image" and c.mime_type == "image/png"]
+                if len(images) != 1 or base64.b64decode(images[0].data)[:8] != b"\x89PNG\r\n\x1a\n":
+                    failures.append(f"{json.dumps(call_args)}: no PNG image after the JSON: {[c.type for c in result.content]}")
             if want["exit_code"] == 126 and len(web.seen_paths()) != seen_before:
                 failures.append(f"{json.dumps(call_args)} was refused but the demo site saw {web.seen_paths()[seen_before:]}")
         return failures
