@@ -64,16 +64,46 @@ enum Prepared {
 /// say in `stderr` why it is shrunk or absent. None for any other call.
 pub(crate) async fn attach(server: &Server, planned: &Planned, reply: &mut Reply) -> Option<Shown> {
     let target = planned.output.clone().filter(|_| reply.exit_code == 0)?;
-    let bound = png_bound(server.max_image_bytes);
-    let prepared = if bound == 0 {
-        Prepared::Omitted("images are turned off on this server (--max-image-bytes 0)".to_owned())
+    let max_base64 = server.max_image_bytes;
+    let bound = png_bound(max_base64);
+    let presented = if bound == 0 {
+        present(
+            Prepared::Omitted(
+                "images are turned off on this server (--max-image-bytes 0)".to_owned(),
+            ),
+            max_base64,
+        )
     } else {
         let root = server.output_dir.clone();
         let source_cap = server.limits.output_quota.max_file;
-        tokio::task::spawn_blocking(move || prepare(&root, &target, bound, source_cap))
-            .await
-            .unwrap_or_else(|e| Prepared::Omitted(format!("reading it failed: {e}")))
+        // Reading, shrinking, hashing and encoding: all off the runtime.
+        tokio::task::spawn_blocking(move || {
+            present(prepare(&root, &target, bound, source_cap), max_base64)
+        })
+        .await
+        .unwrap_or_else(|e| {
+            present(
+                Prepared::Omitted(format!("reading it failed: {e}")),
+                max_base64,
+            )
+        })
     };
+    if let Some(note) = presented.note {
+        add_note(reply, &note);
+    }
+    reply.image = presented.base64;
+    Some(presented.shown)
+}
+
+/// What the reply gets: the image as base64, the note for `stderr`, and
+/// what the outcome record says.
+struct Presented {
+    base64: Option<String>,
+    note: Option<String>,
+    shown: Shown,
+}
+
+fn present(prepared: Prepared, max_base64: u64) -> Presented {
     let (png, note) = match prepared {
         Prepared::Whole(png) => (png, None),
         Prepared::Shrunk {
@@ -82,10 +112,9 @@ pub(crate) async fn attach(server: &Server, planned: &Planned, reply: &mut Reply
             source,
         } => {
             let note = format!(
-                "the screenshot ({source} bytes) is over this server's image bound ({} bytes \
-                 as base64), so the image attached is shrunk 1/{factor} to {}×{} px ({} bytes); \
-                 the full-size file is at its path",
-                server.max_image_bytes,
+                "the screenshot ({source} bytes) is over this server's image bound ({max_base64} \
+                 bytes as base64), so the image attached is shrunk 1/{factor} to {}×{} px ({} \
+                 bytes); the full-size file is at its path",
                 shrunk.width,
                 shrunk.height,
                 shrunk.png.len()
@@ -93,28 +122,30 @@ pub(crate) async fn attach(server: &Server, planned: &Planned, reply: &mut Reply
             (shrunk.png, Some(note))
         }
         Prepared::Omitted(why) => {
-            add_note(reply, &format!("the screenshot is not attached: {why}"));
-            return Some(Shown {
-                action: "omitted",
-                bytes: None,
-                sha256: None,
-            });
+            return Presented {
+                base64: None,
+                note: Some(format!("the screenshot is not attached: {why}")),
+                shown: Shown {
+                    action: "omitted",
+                    bytes: None,
+                    sha256: None,
+                },
+            };
         }
     };
-    let shown = Shown {
-        action: if note.is_some() {
-            "downscaled"
-        } else {
-            "attached"
+    Presented {
+        shown: Shown {
+            action: if note.is_some() {
+                "downscaled"
+            } else {
+                "attached"
+            },
+            bytes: Some(png.len() as u64),
+            sha256: Some(audit::sha256_hex(&png)),
         },
-        bytes: Some(png.len() as u64),
-        sha256: Some(audit::sha256_hex(&png)),
-    };
-    if let Some(note) = note {
-        add_note(reply, &note);
+        base64: Some(base64::engine::general_purpose::STANDARD.encode(&png)),
+        note,
     }
-    reply.image = Some(base64::engine::general_purpose::STANDARD.encode(&png));
-    Some(shown)
 }
 
 /// Most PNG bytes whose base64 fits `max_base64` bytes.

@@ -133,3 +133,44 @@ fn each_new_factor_is_larger_than_the_last() {
     assert_eq!(factor_for(f64::INFINITY, 2), u32::MAX);
     assert_eq!(factor_for(f64::NAN, 2), u32::MAX);
 }
+
+#[test]
+fn what_the_reply_and_the_record_get_agree_on_the_bytes_sent() {
+    let png = noise_png(20, 10);
+    let whole = present(Prepared::Whole(png.clone()), 1 << 20);
+    assert_eq!(whole.note, None);
+    assert_eq!(whole.shown.action, "attached");
+    assert_eq!(whole.shown.bytes, Some(png.len() as u64));
+    assert_eq!(whole.shown.sha256, Some(audit::sha256_hex(&png)));
+    let sent = base64::engine::general_purpose::STANDARD
+        .decode(whole.base64.unwrap())
+        .unwrap();
+    assert_eq!(sent, png);
+
+    let shrunk = png_scale::shrink(Cursor::new(&png), 2, 1 << 20).unwrap();
+    let small = shrunk.png.clone();
+    let downscaled = present(
+        Prepared::Shrunk {
+            shrunk,
+            factor: 2,
+            source: 12_345,
+        },
+        4096,
+    );
+    assert_eq!(downscaled.shown.action, "downscaled");
+    assert_eq!(downscaled.shown.sha256, Some(audit::sha256_hex(&small)));
+    let note = downscaled.note.unwrap();
+    assert!(
+        note.contains("(12345 bytes) is over this server's image bound (4096 bytes as base64)")
+            && note.contains("shrunk 1/2 to 10×5 px"),
+        "{note}"
+    );
+
+    let omitted = present(Prepared::Omitted("why".to_owned()), 4096);
+    assert_eq!(omitted.base64, None);
+    assert_eq!(omitted.shown.action, "omitted");
+    assert_eq!(
+        omitted.note.as_deref(),
+        Some("the screenshot is not attached: why")
+    );
+}
