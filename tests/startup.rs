@@ -18,18 +18,31 @@ const BIN: &str = env!("CARGO_BIN_EXE_browser-shell");
 
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
 
+const DISCOVER: &str = r#"{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"0"},"io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+
 /// Run the server with `overrides` on top of a valid base config and an
 /// `initialize` waiting on stdin.
 fn run(dirs: &Dirs, overrides: &[(&str, String)]) -> Output {
+    run_strict(dirs, &lenient(overrides))
+}
+
+/// `overrides`, plus the flag that accepts this checkout's binaries when
+/// they lie under /tmp (a clone there; see `binaries_under_tmp_flag`).
+fn lenient<'a>(overrides: &[(&'a str, String)]) -> Vec<(&'a str, String)> {
     let mut overrides = overrides.to_vec();
     if let Some(flag) = binaries_under_tmp_flag(BIN.as_ref()) {
         overrides.push((flag, String::new()));
     }
-    run_strict(dirs, &overrides)
+    overrides
 }
 
 /// [`run`], without accepting binaries under /tmp.
 fn run_strict(dirs: &Dirs, overrides: &[(&str, String)]) -> Output {
+    run_with_input(dirs, overrides, INITIALIZE)
+}
+
+/// [`run_strict`], with `input` (one line) on stdin instead.
+fn run_with_input(dirs: &Dirs, overrides: &[(&str, String)], input: &str) -> Output {
     let dir = dirs.scratch.path();
     let mut settings = vec![
         ("--agent-browser", agent_browser().display().to_string()),
@@ -73,7 +86,7 @@ fn run_strict(dirs: &Dirs, overrides: &[(&str, String)]) -> Output {
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
-    let _ = writeln!(stdin, "{INITIALIZE}");
+    let _ = writeln!(stdin, "{input}");
     drop(stdin);
     child.wait_with_output().unwrap()
 }
@@ -187,6 +200,37 @@ fn out_of_range_flags_are_refused_by_the_parser() {
     assert_refused_at_start(&output, "--cdp-port");
     let output = run(&d, &[("--max-output-bytes", "10".into())]);
     assert_refused_at_start(&output, "--max-output-bytes");
+    let output = run(
+        &d,
+        &[("--max-image-bytes", (64 * 1024 * 1024 + 1).to_string())],
+    );
+    assert_refused_at_start(&output, "--max-image-bytes");
+}
+
+#[test]
+fn a_client_that_only_discovers_learns_every_revision_and_the_server_ends_cleanly() {
+    let d = dirs();
+    let output = run_with_input(&d, &lenient(&[]), DISCOVER);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "exit {:?}: {stderr}",
+        output.status
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "{stdout}");
+    let reply: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(
+        reply["result"]["supportedVersions"],
+        serde_json::json!([
+            "2024-11-05",
+            "2025-03-26",
+            "2025-06-18",
+            "2025-11-25",
+            "2026-07-28"
+        ])
+    );
 }
 
 #[test]

@@ -141,6 +141,28 @@ pub struct Event {
     /// Bytes the child wrote to stderr.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stderr_bytes: Option<u64>,
+    /// Outcome records: bytes of the reply's `stdout`, exactly as the agent
+    /// was shown it (after normalisation and truncation).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reply_stdout_bytes: Option<u64>,
+    /// SHA-256 (hex) of the reply's `stdout`: evidence of what the agent was
+    /// shown, never its contents.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reply_stdout_sha256: Option<String>,
+    /// Outcome records of screenshots: `attached`, `downscaled` (over the
+    /// image bound) or `omitted` (with the reason in the reply's stderr).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image_action: Option<String>,
+    /// Bytes of the PNG image the reply carried (decoded from base64).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image_bytes: Option<u64>,
+    /// SHA-256 (hex) of that PNG.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image_sha256: Option<String>,
+    /// Outcome records: the page URL the navigation guard read when the
+    /// command ended, redacted like every URL in the log.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page_url: Option<String>,
     /// The confinement the spawned process actually ran under (Landlock ABI
     /// and status, seccomp, capabilities, uid, `degraded`), on records of
     /// calls that spawn.
@@ -196,6 +218,12 @@ impl Event {
             duration_ms: None,
             stdout_bytes: None,
             stderr_bytes: None,
+            reply_stdout_bytes: None,
+            reply_stdout_sha256: None,
+            image_action: None,
+            image_bytes: None,
+            image_sha256: None,
+            page_url: None,
             confinement: None,
             trace_id: None,
             span_id: None,

@@ -8,6 +8,7 @@ use serde_json::Value;
 use super::{
     context::Call,
     guard::{self, GuardVerdict},
+    image::Shown,
     plan::Planned,
     record,
     reply::Reply,
@@ -58,7 +59,7 @@ pub(crate) async fn enforce(
             };
             (reply, Some(refusal))
         }
-        GuardVerdict::Unchecked | GuardVerdict::Passed => (reply, None),
+        GuardVerdict::Unchecked | GuardVerdict::Passed { .. } => (reply, None),
     }
 }
 
@@ -124,6 +125,13 @@ pub(crate) fn error_type(outcome: Outcome) -> Option<&'static str> {
     }
 }
 
+/// What the agent was shown, for the outcome record: the page the command
+/// ended on (as the guard read it) and what became of a screenshot.
+pub(crate) struct Evidence<'a> {
+    pub(crate) page: Option<&'a str>,
+    pub(crate) image: Option<Shown>,
+}
+
 /// Write the call's outcome record; a reply whose record could not be
 /// written says so.
 pub(crate) fn record_outcome(
@@ -133,6 +141,7 @@ pub(crate) fn record_outcome(
     executed: &Executed,
     mut reply: Reply,
     (outcome, blocked, confinement): (Outcome, Option<&Refusal>, Value),
+    evidence: Evidence<'_>,
 ) -> Reply {
     let mut done = call
         .record
@@ -157,6 +166,19 @@ pub(crate) fn record_outcome(
     done.duration_ms = Some(call.millis());
     done.stdout_bytes = Some(executed.raw.stdout_total);
     done.stderr_bytes = Some(executed.raw.stderr_total);
+    // Digests, never contents: a reviewer holding a reply can prove it is
+    // the one this call gave.
+    done.reply_stdout_bytes = Some(reply.stdout.len() as u64);
+    done.reply_stdout_sha256 = Some(audit::sha256_hex(reply.stdout.as_bytes()));
+    // A form may have put a typed secret into the page's URL.
+    done.page_url = evidence
+        .page
+        .map(|page| call.rules.redactor.url(&call.rules.secrets.scrub(page)));
+    if let Some(image) = evidence.image {
+        done.image_action = Some(image.action.to_owned());
+        done.image_bytes = image.bytes;
+        done.image_sha256 = image.sha256;
+    }
     if let Err(e) = server.journal.append(done, call.span) {
         // The command already ran and its intent proves it was allowed; say
         // so loudly. The next call's intent write is the gate: while the log

@@ -139,10 +139,23 @@ pub(crate) enum GuardVerdict {
     /// It did not look: the guard is off, or the command did not succeed
     /// (the next command of the session looks first).
     Unchecked,
-    /// The page is somewhere the policy allows.
-    Passed,
+    /// The page is somewhere the policy allows (`page`).
+    Passed { page: String },
     /// The page is somewhere the policy refuses (`page`, `why`).
     Blocked { page: String, why: String },
+}
+
+impl GuardVerdict {
+    /// The page URL the guard read when the command ended, if it read one:
+    /// evidence of where the agent's output came from.
+    pub(crate) fn page(&self) -> Option<&str> {
+        match self {
+            Self::Passed { page } | Self::Blocked { page, .. } => {
+                Some(page.as_str()).filter(|page| url::Url::parse(page).is_ok())
+            }
+            Self::Unchecked => None,
+        }
+    }
 }
 
 /// Before a command, for a session whose page the guard has not seen since
@@ -234,7 +247,7 @@ pub(crate) async fn judge(
             };
         };
         match check_page(server, rules, &page).await {
-            Ok(()) => GuardVerdict::Passed,
+            Ok(()) => GuardVerdict::Passed { page },
             Err(refusal) => GuardVerdict::Blocked {
                 page,
                 why: refusal.message,

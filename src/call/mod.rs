@@ -6,8 +6,9 @@
 //! (`Admitted`: the session's turn and a slot) → [`intent::write`] (`Intent`,
 //! which only becomes an [`audit::IntentSynced`] once durable) →
 //! [`execute::execute`] (`Executed`: the runner takes the proof, not a
-//! promise) → [`guard::judge`] (`GuardVerdict`) → [`reply::normalize`] and
-//! [`conclude`] (outcome record) → reply.
+//! promise) → [`guard::judge`] (`GuardVerdict`) → [`reply::normalize`],
+//! [`image::attach`] (a screenshot's PNG) and [`conclude`] (outcome record,
+//! with digests of what the agent was shown) → reply.
 //!
 //! Every branch ends in a [`Reply`] and at least one audit record: a refusal
 //! is a single `denied` record ([`deny`]); an allowed call gets an `intent`
@@ -21,9 +22,11 @@ mod deny;
 mod execute;
 pub(crate) mod grammar;
 mod guard;
+pub(crate) mod image;
 mod intent;
 mod laps;
 mod plan;
+mod png_scale;
 mod record;
 pub(crate) mod reply;
 pub(crate) mod request;
@@ -137,12 +140,26 @@ async fn run(
         conclude::enforce(server, call, &request, &planned, &executed, &verdict, reply).await;
     // No reply or record carries a secret's value back (snapshot, `get
     // value`, an error message, a URL the form put it in).
-    let reply = reply.scrubbed(&call.rules.secrets);
+    let mut reply = reply.scrubbed(&call.rules.secrets);
     let blocked = blocked.map(|r| Refusal::new(r.rule, call.rules.secrets.scrub(&r.message)));
     laps.lap("guard");
+    let image = image::attach(server, &planned, &mut reply).await;
+    laps.lap("image");
     let outcome = conclude::outcome_of(&executed, &reply, &verdict);
     let outcome_record = (outcome, blocked.as_ref(), confinement);
-    let reply = conclude::record_outcome(server, call, &request, &executed, reply, outcome_record);
+    let evidence = conclude::Evidence {
+        page: verdict.page(),
+        image,
+    };
+    let reply = conclude::record_outcome(
+        server,
+        call,
+        &request,
+        &executed,
+        reply,
+        outcome_record,
+        evidence,
+    );
     laps.lap("outcome");
     laps.report();
     conclude::prepare_next(server, &request, &executed);

@@ -22,6 +22,10 @@ pub(crate) struct Reply {
     pub exit_code: i32,
     pub stdout: String,
     pub stderr: String,
+    /// A screenshot's PNG, base64: an MCP `image` item after the JSON text,
+    /// never part of the dict ([`super::image`]).
+    #[serde(skip)]
+    pub image: Option<String>,
 }
 
 impl Reply {
@@ -35,6 +39,7 @@ impl Reply {
             exit_code: exit_code::REFUSED,
             stdout: String::new(),
             stderr: refusal.to_string(),
+            image: None,
         }
     }
 
@@ -56,6 +61,7 @@ impl Reply {
             exit_code: exit_code::FAILED,
             stdout: String::new(),
             stderr: format!("{refusal}; the command ran, and its output was withheld"),
+            image: None,
         }
     }
 
@@ -65,6 +71,7 @@ impl Reply {
             exit_code: exit_code::INTERNAL,
             stdout: String::new(),
             stderr: format!("browser-shell error: {message}"),
+            image: None,
         }
     }
 }
@@ -141,6 +148,7 @@ pub(crate) fn normalize(
         exit_code,
         stdout,
         stderr: truncate(&stderr, max_bytes, 0),
+        image: None,
     }
 }
 
@@ -379,6 +387,27 @@ mod tests {
             reply.exit_code, 0,
             "the failure was the guard's; the pipeline re-reads the URL"
         );
+    }
+
+    #[test]
+    fn the_page_on_record_is_the_url_the_guard_read_and_nothing_else() {
+        use super::super::guard::GuardVerdict;
+        let passed = GuardVerdict::Passed {
+            page: "http://127.0.0.1/next".into(),
+        };
+        assert_eq!(passed.page(), Some("http://127.0.0.1/next"));
+        let blocked = GuardVerdict::Blocked {
+            page: "blob:http://127.0.0.1/x".into(),
+            why: "scheme".into(),
+        };
+        assert_eq!(blocked.page(), Some("blob:http://127.0.0.1/x"));
+        // Not a read: no URL on record.
+        let unread = GuardVerdict::Blocked {
+            page: "an unknown URL".into(),
+            why: "the page URL could not be read after the command".into(),
+        };
+        assert_eq!(unread.page(), None);
+        assert_eq!(GuardVerdict::Unchecked.page(), None);
     }
 
     #[test]

@@ -217,4 +217,11 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "BROWSER_SHELL_MAX_OUTPUT_BYTES", value_name = "BYTES",
           default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1024..=10_000_000))]
     pub(crate) max_output_bytes: u64,
+
+    /// Most bytes (as base64) of the PNG image a `screenshot` reply carries;
+    /// a larger screenshot is shrunk to fit, or left out, and the reply's
+    /// stderr says which. 0: no image, only the path.
+    #[arg(long, env = "BROWSER_SHELL_MAX_IMAGE_BYTES", value_name = "BYTES",
+          default_value_t = 4 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(0..=64 * 1024 * 1024))]
+    pub(crate) max_image_bytes: u64,
 }

@@ -79,6 +79,7 @@ impl ServeArgs {
             limits: self.limits(),
             output_dir: dirs.output,
             max_output_bytes: usize::try_from(self.max_output_bytes).unwrap_or(usize::MAX),
+            max_image_bytes: self.max_image_bytes,
         })
     }
 

@@ -128,33 +128,45 @@ async fn run(
     ));
     server.adopt_orphans(gate_kept).await;
     let reaper = tokio::spawn(reap_forever(Arc::clone(&server)));
-    let service = mcp::BrowserShellServer::new(Arc::clone(&server))
+    let stopped = match mcp::BrowserShellServer::new(Arc::clone(&server))
         .serve(transport)
-        .await?;
-    let stop = service.cancellation_token();
-    let mut sigterm = signal(SignalKind::terminate())?;
-    let mut sighup = signal(SignalKind::hangup())?;
-    let waiting = service.waiting();
-    tokio::pin!(waiting);
-    let stopped = loop {
-        tokio::select! {
-            quit = &mut waiting => {
-                quit?;
-                break "the client closed the connection (stdin)";
-            }
-            _ = sighup.recv() => {
-                // Off the workers: reading and hashing a file blocks.
-                let server = Arc::clone(&server);
-                let _ = tokio::task::spawn_blocking(move || server.reload_rules()).await;
-            }
-            _ = sigterm.recv() => {
-                tracing::info!("SIGTERM: refusing new calls, letting in-flight calls finish");
-                server.drain(grace).await;
-                stop.cancel();
-                input.abort();
-                break "SIGTERM: drained the calls in flight";
+        .await
+    {
+        Ok(service) => {
+            let stop = service.cancellation_token();
+            let mut sigterm = signal(SignalKind::terminate())?;
+            let mut sighup = signal(SignalKind::hangup())?;
+            let waiting = service.waiting();
+            tokio::pin!(waiting);
+            loop {
+                tokio::select! {
+                    quit = &mut waiting => {
+                        quit?;
+                        break "the client closed the connection (stdin)";
+                    }
+                    _ = sighup.recv() => {
+                        // Off the workers: reading and hashing a file blocks.
+                        let server = Arc::clone(&server);
+                        let _ = tokio::task::spawn_blocking(move || server.reload_rules()).await;
+                    }
+                    _ = sigterm.recv() => {
+                        tracing::info!("SIGTERM: refusing new calls, letting in-flight calls finish");
+                        server.drain(grace).await;
+                        stop.cancel();
+                        input.abort();
+                        break "SIGTERM: drained the calls in flight";
+                    }
+                }
             }
         }
+        // The client hung up before a session began: after nothing at all,
+        // or after a `server/discover` probe alone (2026-07-28 clients probe
+        // to learn the revisions, then may go). An end like stdin's EOF.
+        Err(rmcp::service::ServerInitializeError::ConnectionClosed(during)) => {
+            tracing::info!(%during, "the client closed the connection before a session began");
+            "the client closed the connection before a session began"
+        }
+        Err(e) => return Err(e.into()),
     };
     // Everything rmcp and the wire still have to say reaches stdout; a
     // client that stops reading cannot hold the exit.

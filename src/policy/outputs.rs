@@ -40,7 +40,7 @@ const MAX_SUBDIRS: usize = 16;
 
 /// A screenshot's file, as agent-browser is told it and as the server finds
 /// it again.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Target {
     /// The absolute path agent-browser writes.
     pub(crate) path: PathBuf,
@@ -114,6 +114,36 @@ pub(crate) fn remove(root: &Path, target: &Target) -> bool {
     statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW)
         .is_ok_and(|stat| FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile)
         && unlinkat(&dir, name, AtFlags::empty()).is_ok()
+}
+
+/// Open a screenshot a call wrote, to read it back for the reply: a regular
+/// file at the target, found without following a symlink at any level, and
+/// its size as `fstat` gives it (the caller bounds the read by it). The
+/// child may have planted a FIFO or a device there: `O_NONBLOCK` keeps the
+/// open from waiting on one, and the file type is checked on the open fd.
+pub(crate) fn open_written(root: &Path, target: &Target) -> Result<(std::fs::File, u64), String> {
+    let (Some(parent), Some(name)) = (target.within.parent(), target.within.file_name()) else {
+        return Err("no file name".to_owned());
+    };
+    let dir = open_dir(CWD, root)
+        .and_then(|root| open_within(root.as_fd(), parent))
+        .map_err(|e| format!("its directory cannot be opened without following a link: {e}"))?;
+    let fd = openat(
+        &dir,
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+        Mode::empty(),
+    )
+    .map_err(|e| match e {
+        Errno::LOOP => "it is a symbolic link".to_owned(),
+        e => format!("it cannot be opened: {e}"),
+    })?;
+    let stat = rustix::fs::fstat(&fd).map_err(|e| format!("it cannot be examined: {e}"))?;
+    if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+        return Err("it is not a regular file".to_owned());
+    }
+    let size = u64::try_from(stat.st_size).unwrap_or(0);
+    Ok((std::fs::File::from(fd), size))
 }
 
 /// Bytes of screenshots a session, and all sessions together, may keep.

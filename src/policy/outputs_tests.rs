@@ -305,3 +305,52 @@ fn removing_a_screenshot_never_goes_through_a_symlink() {
     assert!(!remove(root.path(), &target));
     assert!(victim.exists());
 }
+
+#[test]
+fn reading_a_screenshot_back_opens_only_the_regular_file_the_call_named() {
+    let root = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let s = session("u1");
+    let target = resolve(root.path(), &s, Some("run/x.png")).unwrap();
+    fs::write(&target.path, [7u8; 10]).unwrap();
+    let (mut file, size) = open_written(root.path(), &target).unwrap();
+    assert_eq!(size, 10);
+    let mut read = Vec::new();
+    std::io::Read::read_to_end(&mut file, &mut read).unwrap();
+    assert_eq!(read, [7u8; 10]);
+
+    // A symlink in the file's place is not followed.
+    let victim = outside.path().join("secret.png");
+    fs::write(&victim, b"secret").unwrap();
+    fs::remove_file(&target.path).unwrap();
+    symlink(&victim, &target.path).unwrap();
+    assert!(
+        open_written(root.path(), &target)
+            .unwrap_err()
+            .contains("symbolic link")
+    );
+
+    // Nor a symlinked directory on the way.
+    fs::remove_file(&target.path).unwrap();
+    fs::create_dir(outside.path().join("run")).unwrap();
+    fs::write(outside.path().join("run/x.png"), b"secret").unwrap();
+    fs::remove_dir(root.path().join("u1/run")).unwrap();
+    symlink(outside.path().join("run"), root.path().join("u1/run")).unwrap();
+    assert!(open_written(root.path(), &target).is_err());
+
+    // A FIFO planted there is refused without waiting for a writer.
+    fs::remove_file(root.path().join("u1/run")).unwrap();
+    fs::create_dir(root.path().join("u1/run")).unwrap();
+    rustix::fs::mknodat(
+        CWD,
+        &target.path,
+        FileType::Fifo,
+        Mode::RUSR | Mode::WUSR,
+        0,
+    )
+    .unwrap();
+    assert_eq!(
+        open_written(root.path(), &target).unwrap_err(),
+        "it is not a regular file"
+    );
+}

@@ -50,6 +50,8 @@ pub(crate) struct Parts {
     pub(crate) audit: audit::Sink,
     pub(crate) output_dir: PathBuf,
     pub(crate) max_output_bytes: usize,
+    /// The bound on a reply's image, in base64 bytes (0: no images).
+    pub(crate) max_image_bytes: u64,
 }
 
 /// Shared state of the server.
@@ -61,6 +63,8 @@ pub(crate) struct Server {
     pub(crate) resolver: Arc<dyn Resolve>,
     pub(crate) output_dir: PathBuf,
     pub(crate) max_output_bytes: usize,
+    /// The bound on a reply's image, in base64 bytes (0: no images).
+    pub(crate) max_image_bytes: u64,
     pub(crate) limits: Limits,
     /// One permit per call allowed to run at once.
     pub(crate) inflight: tokio::sync::Semaphore,
@@ -99,6 +103,7 @@ impl Server {
             rules: parts.rules,
             output_dir: parts.output_dir,
             max_output_bytes: parts.max_output_bytes,
+            max_image_bytes: parts.max_image_bytes,
             limits: parts.limits,
             inflight: tokio::sync::Semaphore::new(parts.limits.max_inflight as usize),
             sessions: Sessions::new(parts.limits.max_sessions, parts.limits.overflow),

@@ -1,12 +1,13 @@
 //! rmcp glue: the JSON-RPC face of a call. No policy, no spawning.
 
-use std::sync::Arc;
+use std::{borrow::Cow, sync::Arc};
 
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
-        PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+        ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+        Tool,
     },
     service::RequestContext,
 };
@@ -17,6 +18,13 @@ use crate::{
     call::{self, context::CallContext},
     server::Server,
 };
+
+/// The newest MCP revision this server is tested against. Every revision up
+/// to it is spoken: 2026-07-28 without a handshake (`server/discover` and
+/// per-request `_meta`), the older ones through `initialize`. Pinned here,
+/// not left to rmcp's list, so an rmcp upgrade that learns a newer revision
+/// does not claim it before the tests have seen it (tests/e2e/test_protocol.py).
+pub(crate) const NEWEST_REVISION: ProtocolVersion = ProtocolVersion::V_2026_07_28;
 
 /// The MCP server: one tool, every call through the pipeline.
 #[derive(Clone)]
@@ -47,6 +55,10 @@ impl ServerHandler for BrowserShellServer {
             )
     }
 
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(ProtocolVersion::known_up_to(&NEWEST_REVISION))
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -68,16 +80,14 @@ impl ServerHandler for BrowserShellServer {
                 .and_then(|v| v.as_str())
                 .map(str::to_owned)
         };
+        // From `initialize` (up to 2025-11-25), or from the request's own
+        // `_meta` (2026-07-28, which has no handshake): rmcp knows which.
         let ctx = CallContext {
             request_id: Some(request_id_string(&context.id)),
             client: context
-                .peer
-                .peer_info()
-                .map(|info| format!("{}/{}", info.client_info.name, info.client_info.version)),
-            protocol_version: context
-                .peer
-                .peer_info()
-                .map(|info| info.protocol_version.to_string()),
+                .client_info()
+                .map(|info| format!("{}/{}", info.name, info.version)),
+            protocol_version: context.protocol_version().map(|v| v.to_string()),
             traceparent: meta("traceparent"),
             tracestate: meta("tracestate"),
             cancel: context.ct.clone(),
@@ -92,16 +102,23 @@ impl ServerHandler for BrowserShellServer {
                 Err(audit_failure) => ErrorData::internal_error(audit_failure, None),
             });
         }
-        let reply = call::handle(&self.server, request.arguments.as_ref(), &ctx).await;
+        let mut reply = call::handle(&self.server, request.arguments.as_ref(), &ctx).await;
+        let image = reply.image.take();
         let is_error = reply.is_error();
         let value = serde_json::to_value(&reply).map_err(|e| {
             ErrorData::internal_error(format!("cannot encode the reply: {e}"), None)
         })?;
-        let result = if is_error {
+        let mut result = if is_error {
             CallToolResult::structured_error(value)
         } else {
             CallToolResult::structured(value)
         };
+        // content[0] stays the dict as text; a screenshot follows it.
+        if let Some(png) = image {
+            result
+                .content
+                .push(ContentBlock::image(png, call::image::MIME));
+        }
         Ok(result.into())
     }
 }

@@ -54,9 +54,15 @@ fn input_schema() -> Value {
                 "type": "array",
                 "minItems": 1,
                 "maxItems": MAX_ARGV_ITEMS,
+                // One `type` per branch, not a type array: clients that map
+                // a schema onto a single-type dialect (Gemini's OpenAPI
+                // subset; the MCP Inspector's --strict warns) read this.
                 "items": {
-                    "type": ["string", "number", "boolean"],
-                    "maxLength": MAX_ARG_BYTES
+                    "anyOf": [
+                        {"type": "string", "maxLength": MAX_ARG_BYTES},
+                        {"type": "number"},
+                        {"type": "boolean"}
+                    ]
                 },
                 "description": "argv[0] is the subcommand, e.g. [\"open\", \"https://example.com\"] or [\"fill\", \"@e2\", \"hello\"]."
             },
@@ -99,7 +105,7 @@ fn object(value: Value) -> JsonObject {
 mod tests {
     use serde_json::{Value, json};
 
-    use super::input_schema;
+    use super::{definition, input_schema, output_schema};
     use crate::call::request::{MAX_ARG_BYTES, MAX_ARGV_ITEMS, MAX_TIMEOUT_SEC, validate};
 
     /// Arguments on both sides of every bound the schema advertises.
@@ -130,10 +136,56 @@ mod tests {
             json!({"session_id": "u1", "argv": ["fill", "@e1", item(MAX_ARG_BYTES + 1)]}),
             json!({"session_id": "u1", "argv": ["scroll", "down", 300, true]}),
             json!({"session_id": "u1", "argv": ["get", null]}),
+            json!({"session_id": "u1", "argv": ["get", {"url": true}]}),
+            json!({"session_id": "u1", "argv": ["scroll", "down", 1.5, false]}),
             json!({"session_id": "u1", "argv": ["get", ["url"]]}),
             json!({"session_id": "u1", "argv": "get url"}),
             json!({"session_id": "u1", "argv": ["get"], "shell": "sh"}),
         ]
+    }
+
+    /// Every `type` in `schema`, with where it is.
+    fn types(schema: &Value, at: &str, found: &mut Vec<(String, Value)>) {
+        match schema {
+            Value::Object(map) => {
+                for (key, value) in map {
+                    let here = format!("{at}/{key}");
+                    if key == "type" {
+                        found.push((here.clone(), value.clone()));
+                    }
+                    types(value, &here, found);
+                }
+            }
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    types(item, &format!("{at}/{i}"), found);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn every_schema_names_one_json_type_per_subschema() {
+        for schema in [input_schema(), output_schema()] {
+            let mut found = Vec::new();
+            types(&schema, "", &mut found);
+            assert!(found.len() >= 5, "{found:?}");
+            for (at, ty) in found {
+                assert!(ty.is_string(), "{at} is {ty}, not a single type");
+            }
+        }
+    }
+
+    #[test]
+    fn the_annotations_say_the_tool_acts_on_the_open_world_and_may_destroy() {
+        let tool = serde_json::to_value(definition()).unwrap();
+        let hints = &tool["annotations"];
+        assert_eq!(hints["readOnlyHint"], false);
+        assert_eq!(hints["destructiveHint"], true);
+        assert_eq!(hints["openWorldHint"], true);
+        // Repeating a call (a click, a form submit) is not a no-op.
+        assert_ne!(hints["idempotentHint"], true);
     }
 
     #[test]

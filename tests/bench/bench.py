@@ -24,6 +24,11 @@ to the results (✓/✗ where the table can tell). What each section measures:
   peer     cold start, process start → first `tools/list` reply (initialize included), and idle RSS
            (VmRSS after start + 5 `tools/list`), of browser-shell vs a minimal Node MCP stdio server
            on @modelcontextprotocol/sdk (tests/bench/peers/node-peer.mjs) vs playwright-mcp.
+  screenshot  what the image in a `screenshot` reply costs: N interleaved calls on a server with images
+           (the default bound) and on one without (`--max-image-bytes 0`), each on its own session:
+           viewport screenshots of the loopback form page and of a noise page (a large PNG within the
+           bound), and a full-page one of the noise page, whose PNG is over the bound (shrunk); wall
+           time per call at the client, the JSON-RPC reply's bytes, the server's own `image` phase.
   audit    synced audit appends with the OTLP exporter off / up / down,
            `cargo run --release --example audit_otlp_throughput`.
   confine  confinement cost: /usr/bin/true spawned plainly, through a pre_exec hook (fork), and through
@@ -33,7 +38,7 @@ to the results (✓/✗ where the table can tell). What each section measures:
 The MCP client is the raw JSON-RPC-over-stdio one below (no client library in the timing), the same
 for browser-shell and the peers. Everything talks to 127.0.0.1 only.
 
-    tests/bench/run [N] [--only warm,smoke,peer,audit,confine]     (default N=50, every section)
+    tests/bench/run [N] [--only warm,smoke,peer,screenshot,audit,confine]     (default N=50, every section)
 """
 
 from __future__ import annotations
@@ -62,7 +67,7 @@ BIN = ROOT / "target" / "release" / "browser-shell"
 PEERS = Path(__file__).resolve().parent / "peers"
 PLAYWRIGHT_MCP = PEERS / "node_modules" / "@playwright" / "mcp" / "cli.js"
 NODE_PEER = PEERS / "node-peer.mjs"
-SECTIONS = ("warm", "smoke", "peer", "audit", "confine")
+SECTIONS = ("warm", "smoke", "peer", "screenshot", "audit", "confine")
 # Warm calls are cheap (a few ms) and noisy on a small VM (p95 2-3× p50): their two medians, whose
 # difference is the result, get 5×N interleaved pairs each.
 WARM_FACTOR = 5
@@ -116,6 +121,7 @@ class Mcp:
                 raise EOFError(f"{self.proc.args[0]} closed stdout (exit {self.proc.poll()})")
             reply = json.loads(line)
             if "method" not in reply and reply.get("id") == message["id"]:
+                self.reply_bytes = len(line.encode())
                 return reply
 
     def tool(self, name: str, arguments: dict) -> dict:
@@ -372,6 +378,59 @@ def bench_refused(chromium, web, evidence: Path, n: int) -> str:
         shutil.rmtree(bin_dir, ignore_errors=True)
     return row(f"refused call ({n}× `eval`; 0 processes spawned, recorded by an exec-logging stand-in)",
                denied, None, "≤ 1 ms", lambda a50, _: a50 <= 1.0)
+
+
+# --------------------------------------------------------------------------- screenshots
+
+
+def bench_screenshot(ab: Path, chromium, web, evidence: Path, n: int, notes: list[str]) -> list[str]:
+    """A screenshot call with its image in the reply against the same call without (`--max-image-bytes
+    0`: the reply carries only the path and a one-line note), interleaved, each server on its own
+    session and tab. The difference is what reading the PNG back, encoding it (and shrinking it, over
+    the bound) and carrying it to the client cost, the client's JSON parse included."""
+    # Both log their `call phases` (symmetric), for the server's own share: the `image` phase.
+    with_image = Server(ab, chromium.port, "127.0.0.1/32", evidence, phases=True)
+    without = Server(ab, chromium.port, "127.0.0.1/32", evidence, extra=["--max-image-bytes", "0"], phases=True)
+    rows = []
+    try:
+        cases = [("viewport, the form page", web.url("/form"), ["screenshot", "shot.png"]),
+                 ("viewport of a noise page (a large PNG, within the bound)", web.url("/noise?w=1280&h=2000&seed=5"),
+                  ["screenshot", "shot.png"]),
+                 ("full page of 1280×2000 px noise, over the 4 MiB bound (shrunk)",
+                  web.url("/noise?w=1280&h=2000&seed=5"), ["screenshot", "--full", "shot.png"])]
+        for label, page, argv in cases:
+            for srv, sid in ((with_image, "si"), (without, "sn")):
+                expect(srv.call(sid, ["open", page])["exit_code"] == 0, f"open {page} failed")
+                srv.call(sid, argv)  # warm
+            times = {"si": [], "sn": []}
+            sizes = {"si": [], "sn": []}
+            shown = ""
+            logged = len(with_image.phases())
+            for _ in range(n):
+                for srv, sid in ((with_image, "si"), (without, "sn")):
+                    t = time.perf_counter()
+                    result = srv.tool("browser-shell", {"session_id": sid, "argv": argv})
+                    times[sid].append((time.perf_counter() - t) * 1000)
+                    sizes[sid].append(srv.reply_bytes)
+                    expect(result["structuredContent"]["exit_code"] == 0, f"screenshot failed: {result['structuredContent']}")
+                    images = [c for c in result["content"] if c.get("type") == "image"]
+                    expect(len(images) == (1 if sid == "si" else 0), f"{len(images)} images in a reply of {sid}")
+                    note = result["structuredContent"]["stderr"]
+                    if sid == "si" and "[browser-shell: " in note:
+                        shown = note.rpartition("[browser-shell: ")[2].rstrip("]")
+                    time.sleep(SETTLE_S)
+            rows.append(row(f"`{' '.join(argv)}`, {label}: with image vs without", times["si"], times["sn"], "–"))
+            image_ms = [e.get("image", 0) / 1000 for e in with_image.phases()[logged:]]
+            notes.append(f"screenshot, {label}: reply p50 {statistics.median(sizes['si']):,.0f} bytes with the image, "
+                         f"{statistics.median(sizes['sn']):,.0f} without (+{statistics.median(sizes['si']) - statistics.median(sizes['sn']):,.0f}); "
+                         f"the server's `image` phase (read back, shrink, base64) p50 {statistics.median(image_ms):.2f} / "
+                         f"p95 {pct(image_ms, 95):.2f} ms" + (f"; the server said: {shown}" if shown else ""))
+        for srv, sid in ((with_image, "si"), (without, "sn")):
+            srv.call(sid, ["close"])
+    finally:
+        with_image.close()
+        without.close()
+    return rows
 
 
 # --------------------------------------------------------------------------- smoke flow
@@ -729,7 +788,7 @@ def main() -> None:
     evidence = Path(tempfile.mkdtemp(prefix="bsb-audit-", dir="/var/tmp"))
     rows: list[str] = []
     notes: list[str] = []
-    if {"warm", "smoke", "peer"} & set(only):
+    if {"warm", "smoke", "peer", "screenshot"} & set(only):
         with tempfile.TemporaryDirectory(prefix="bsb-chr") as work, harness.run_chromium(Path(work)) as chromium, \
                 harness.run_web_server() as web:
             if "warm" in only:
@@ -738,6 +797,8 @@ def main() -> None:
                 rows += bench_smoke(ab, chromium, web, evidence, n, notes)
             if "peer" in only:
                 rows += bench_peer(ab, chromium, evidence, n, notes)
+            if "screenshot" in only:
+                rows += bench_screenshot(ab, chromium, web, evidence, n, notes)
 
     print("\n".join(header(ab, n, only)))
     if rows:

@@ -352,6 +352,34 @@ def run_web_server(host: str = "127.0.0.1") -> Iterator[WebServer]:
                     '<form action="/submit" method="get"><input id="q" name="q">'
                     '<button id="go" type="submit">Send</button></form>'
                 )))
+            elif parsed.path in ("/measure", "/noise"):
+                # A page of ?w= x ?h= CSS pixels (no margins) whose title reports what a screenshot
+                # of it should measure: viewport, device pixel ratio and the scrollable size. /noise
+                # paints it with seeded noise (?seed=), which barely compresses: a PNG of ~3 bytes
+                # a pixel, for the image size bound.
+                query = urllib.parse.parse_qs(parsed.query)
+                w, h = (max(1, min(20000, int(query.get(k, [d])[0]))) for k, d in (("w", "400"), ("h", "300")))
+                seed = max(1, min(2**31 - 1, int(query.get("seed", ["1"])[0])))
+                paint = (
+                    f"const c = document.getElementById('c'); const g = c.getContext('2d');"
+                    f"const img = g.createImageData({w}, {h}); let s = {seed};"
+                    "for (let i = 0; i < img.data.length; i++) {"
+                    "  s ^= s << 13; s ^= s >>> 17; s ^= s << 5;"
+                    "  img.data[i] = (i % 4 === 3) ? 255 : (s & 255); }"
+                    "g.putImageData(img, 0, 0);"
+                    if parsed.path == "/noise"
+                    else ""
+                )
+                report = (
+                    "document.title = JSON.stringify({iw: innerWidth, ih: innerHeight, dpr: devicePixelRatio,"
+                    " sw: document.documentElement.scrollWidth, sh: document.documentElement.scrollHeight});"
+                )
+                body = (
+                    f"<style>html,body{{margin:0;padding:0;background:#0a5}}canvas{{display:block}}</style>"
+                    f'<canvas id="c" width="{w}" height="{h}" style="width:{w}px;height:{h}px"></canvas>'
+                    f"<script>{paint}{report}</script>"
+                )
+                self._send(200, _page("Measure", body))
             elif parsed.path == "/favicon.ico":
                 self._send(404, b"", "image/x-icon")
             else:

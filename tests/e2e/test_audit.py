@@ -4,6 +4,7 @@ writers; `audit verify` and `audit report` tell a reviewer what happened."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import signal
@@ -266,6 +267,28 @@ def test_a_filled_password_never_reaches_the_log_or_the_server_stderr(server, we
     server.ok("pw", ["type", "#q", password])
     assert password not in server.cfg.audit_log.read_text()
     assert password not in server.cfg.stderr_log.read_text()
+
+
+def test_outcome_records_carry_digests_of_the_reply_and_the_redacted_page_url(server, web: harness.WebServer) -> None:
+    """Evidence of what the agent was shown, never the contents: each outcome names the SHA-256 and
+    size of the reply's stdout and the page URL the guard read when the command ended, redacted."""
+    url = web.url("/next?token=s3cret&q=1")
+    replies = {}
+    for argv in (["open", url], ["get", "title"], ["close"]):
+        is_error, replies[argv[0]] = server.call("dig1", argv)
+        assert not is_error, describe(replies[argv[0]])
+    log = records(server.cfg.audit_log)
+    argv_of = {r["call_id"]: r["argv"][0] for r in log if r["phase"] == "intent"}
+    outcomes = {argv_of[r["call_id"]]: r for r in log if r["phase"] == "outcome" and r["call_id"] in argv_of}
+    for subcommand, reply in replies.items():
+        stdout = reply["stdout"].encode()
+        record = outcomes[subcommand]
+        assert record["reply_stdout_bytes"] == len(stdout), record
+        assert record["reply_stdout_sha256"] == hashlib.sha256(stdout).hexdigest(), record
+    redacted = url.replace("token=s3cret", "token=***")
+    assert outcomes["open"]["page_url"] == redacted and outcomes["get"]["page_url"] == redacted
+    assert "page_url" not in outcomes["close"], "close ends the session: the guard reads no page"
+    assert "s3cret" not in server.cfg.audit_log.read_text()
 
 
 def test_report_summarises_sessions_denials_and_latency(binaries: Binaries, server, web: harness.WebServer) -> None:

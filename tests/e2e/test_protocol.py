@@ -104,6 +104,24 @@ class RawServer:
             self.transcript.append(item.decode("utf-8", "replace").rstrip("\n"))
         return got
 
+    def read_until(self, wanted, deadline: float) -> list[bytes]:
+        """Collect stdout lines until one satisfies `wanted` (or `deadline` s pass): a server still
+        starting on a loaded machine answers late, which a quiet period would take for silence."""
+        got: list[bytes] = []
+        end = time.monotonic() + deadline
+        while (left := end - time.monotonic()) > 0:
+            try:
+                item = self.lines.get(timeout=left)
+            except queue.Empty:
+                break
+            if item is None:
+                break
+            got.append(item)
+            self.transcript.append(item.decode("utf-8", "replace").rstrip("\n"))
+            if wanted(item):
+                break
+        return got
+
     def request(self, msg: dict[str, Any], timeout: float = 15) -> dict[str, Any]:
         """Send a request and return the response with the same id (other lines are kept)."""
         self.send(json.dumps(msg))
@@ -216,12 +234,15 @@ def test_malformed_jsonrpc_is_answered_only_in_jsonrpc_and_the_server_keeps_serv
 def test_an_unparsable_line_gets_a_jsonrpc_parse_error_with_id_null(raw_server: RawServer) -> None:
     """JSON-RPC 2.0 section 5: an unparsable message is answered with -32700 and id null."""
     raw_server.send(b"{not json")
-    lines = raw_server.read_lines(quiet=1.0, deadline=5)
-    msgs = [assert_jsonrpc_line(line) for line in lines]
-    assert any(
-        isinstance(m.get("error"), dict) and m["error"].get("code") == -32700 and m.get("id") is None
-        for m in msgs
-    ), f"no -32700 parse-error response to a garbage line; server answered {[l.decode() for l in lines]}"
+
+    def parse_error(line: bytes) -> bool:
+        m = assert_jsonrpc_line(line)
+        return isinstance(m.get("error"), dict) and m["error"].get("code") == -32700 and m.get("id") is None
+
+    lines = raw_server.read_until(parse_error, deadline=30)
+    assert lines and parse_error(lines[-1]), (
+        f"no -32700 parse-error response to a garbage line; server answered {[l.decode() for l in lines]}"
+    )
     assert raw_server.proc.poll() is None, f"server exited with {raw_server.proc.returncode}"
 
 
@@ -345,3 +366,78 @@ def test_every_kind_of_stdio_is_served_and_only_pipes_of_our_own_turn_nonblockin
     assert [t["name"] for t in answers[2]["result"]["tools"]] == ["browser-shell"], answers[2]
     refused = answers[3]["result"]
     assert refused["isError"] is True and refused["structuredContent"]["exit_code"] == 126, refused
+
+
+# --------------------------------------------------------------------------- revisions
+
+
+HANDSHAKE_REVISIONS = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
+CURRENT_REVISION = "2026-07-28"
+
+
+@pytest.mark.parametrize(
+    ("revision", "agreed"),
+    [*((r, r) for r in HANDSHAKE_REVISIONS), (CURRENT_REVISION, HANDSHAKE_REVISIONS[-1])],
+)
+def test_every_handshake_revision_is_negotiated_as_asked_and_served(raw_server: RawServer, revision: str, agreed: str) -> None:
+    """2026-07-28 has no handshake: asked for in `initialize`, the newest revision that has one is agreed."""
+    init = raw_server.request({**INIT, "params": {**INIT["params"], "protocolVersion": revision}})
+    assert init["result"]["protocolVersion"] == agreed, init
+    raw_server.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+    listing = raw_server.request({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+    assert [t["name"] for t in listing["result"]["tools"]] == ["browser-shell"], listing
+    refused = raw_server.request({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "browser-shell", "arguments": {"session_id": "rev", "argv": ["eval", "1"]}}})
+    assert refused["result"]["structuredContent"]["exit_code"] == 126, refused
+
+
+def test_the_current_revision_is_discovered_and_served_without_a_handshake(raw_server: RawServer) -> None:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": CURRENT_REVISION,
+        "io.modelcontextprotocol/clientInfo": {"name": "e2e-modern", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    found = raw_server.request({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}})
+    assert found["result"]["supportedVersions"] == [*HANDSHAKE_REVISIONS, CURRENT_REVISION], found
+    listing = raw_server.request({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": meta}})
+    assert [t["name"] for t in listing["result"]["tools"]] == ["browser-shell"], listing
+    call = raw_server.request({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "_meta": meta, "name": "browser-shell", "arguments": {"session_id": "rev", "argv": ["eval", "1"]}}})
+    assert call["result"]["structuredContent"]["exit_code"] == 126, call
+    # A revision this server does not speak is refused, naming the ones it does.
+    future = {**meta, "io.modelcontextprotocol/protocolVersion": "2099-01-01"}
+    refused = raw_server.request({"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": {"_meta": future}})
+    assert refused["error"]["code"] == -32022 and CURRENT_REVISION in json.dumps(refused["error"]), refused
+
+
+@pytest.mark.parametrize("mode", ["auto", CURRENT_REVISION, "legacy"])
+def test_the_official_client_negotiates_the_newest_revision_it_can(server_config, mode: str) -> None:
+    """mcp 2.x: `auto` discovers first and adopts 2026-07-28; `legacy` shakes hands at 2025-11-25.
+    Either way the audit record names the client."""
+    import anyio
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    cfg = server_config(tag="bsv")
+    cfg.base.mkdir(parents=True, exist_ok=True)
+    cfg.write_policy()
+
+    async def go() -> tuple[str, dict[str, Any]]:
+        params = StdioServerParameters(command=str(cfg.server_bin), args=cfg.args(), env=cfg.env())
+        with open(cfg.stderr_log, "a") as errlog, anyio.fail_after(60):
+            async with Client(stdio_client(params, errlog=errlog), mode=mode) as client:
+                tool = (await client.list_tools()).tools[0]
+                await client.call_tool("browser-shell", {"session_id": "v1", "argv": ["eval", "1"]})
+                return client.session.protocol_version, tool.model_dump(by_alias=True, exclude_none=True)
+
+    version, tool = anyio.run(go)
+    assert version == ("2025-11-25" if mode == "legacy" else CURRENT_REVISION), version
+    assert tool["annotations"] == {
+        "title": "Browser shell", "readOnlyHint": False, "destructiveHint": True, "openWorldHint": True,
+    }, tool["annotations"]
+    assert tool["inputSchema"]["properties"]["argv"]["items"] == {
+        "anyOf": [{"type": "string", "maxLength": 4096}, {"type": "number"}, {"type": "boolean"}]
+    }
+    denied = [json.loads(line) for line in cfg.audit_log.read_text().splitlines()]
+    denied = [r for r in denied if r["phase"] == "denied"]
+    assert denied and denied[-1]["client"].startswith("mcp/"), denied

@@ -10,6 +10,8 @@ framebuffer over the WebSocket nginx serves at /websockify, as noVNC does.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import re
@@ -133,6 +135,34 @@ def test_smoke_flow_over_http_mcp_submits_the_form_to_the_fixture_server(stack, 
     url = with_session(stack, go)
     assert url == web.url("/submit?q=stack+smoke"), url
     assert web.submitted()[before:] == [value], web.submitted()
+
+
+def test_a_screenshot_through_the_gateway_is_an_image_whose_digest_is_on_record(stack, web: harness.WebServer):
+    """What the issue asked for, through nginx and the hub: the agent gets the picture, decodes it to the
+    page's size, and the outcome record in the stack's audit log names that image's SHA-256."""
+    sid = "stack-shot"
+
+    async def go(session: ClientSession) -> tuple[dict[str, Any], Any]:
+        await ok(session, sid, ["open", web.url("/measure?w=640&h=480")])
+        metrics = json.loads((await ok(session, sid, ["get", "title"]))["title"])
+        with anyio.fail_after(120):
+            result = await session.call_tool("browser-shell", {"session_id": sid, "argv": ["screenshot", "gw.png"]})
+        await ok(session, sid, ["close"])
+        return metrics, result
+
+    metrics, result = with_session(stack, go)
+    assert result.structured_content["exit_code"] == 0, result.structured_content
+    assert [c.type for c in result.content] == ["text", "image"], result.content
+    png = base64.b64decode(result.content[1].data)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[12:16] == b"IHDR", png[:16]
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    assert (width, height) == (round(metrics["iw"] * metrics["dpr"]), round(metrics["ih"] * metrics["dpr"])), metrics
+    log = [json.loads(line) for line in (stack.run_dir / "audit.jsonl").read_text().splitlines()]
+    shots = {r["call_id"] for r in log if r["phase"] == "intent" and r.get("session_id") == sid and r["argv"][0] == "screenshot"}
+    outcomes = [r for r in log if r["phase"] == "outcome" and r["call_id"] in shots]
+    assert len(outcomes) == 1, outcomes
+    assert outcomes[0]["image_sha256"] == hashlib.sha256(png).hexdigest(), outcomes[0]
+    assert outcomes[0]["page_url"] == web.url("/measure?w=640&h=480"), outcomes[0]
 
 
 def test_python_client_uses_only_post_on_the_stateless_hub(stack):
@@ -353,6 +383,11 @@ def test_skill_md_examples_run_as_documented(stack, web: harness.WebServer):
             want = expected or {"session_id": call_args["session_id"], "exit_code": 0}
             if not reply_matches(want, actual):
                 failures.append(f"{json.dumps(call_args)}\n  documented: {json.dumps(want)}\n  actual:     {json.dumps(actual)}")
+            if call_args["argv"][0] == "screenshot" and actual["exit_code"] == 0:
+                # As SKILL.md says: the picture follows the JSON, through the hub and the gateway.
+                images = [c for c in result.content[1:] if c.type == "image" and c.mime_type == "image/png"]
+                if len(images) != 1 or base64.b64decode(images[0].data)[:8] != b"\x89PNG\r\n\x1a\n":
+                    failures.append(f"{json.dumps(call_args)}: no PNG image after the JSON: {[c.type for c in result.content]}")
             if want["exit_code"] == 126 and len(web.seen_paths()) != seen_before:
                 failures.append(f"{json.dumps(call_args)} was refused but the demo site saw {web.seen_paths()[seen_before:]}")
         return failures
