@@ -275,6 +275,7 @@ def test_report_summarises_sessions_denials_and_latency(binaries: Binaries, serv
     log = str(server.cfg.audit_log)
     table = run_cli(binaries, "audit", "report", log, "--session", "rep")
     assert table.returncode == 0, table.stderr
+    assert table.stdout.startswith("verification: INTACT"), table.stdout
     assert "session rep" in table.stdout and "subcommand.denied=1" in table.stdout and "p50" in table.stdout, table.stdout
     data = json.loads(run_cli(binaries, "audit", "report", log, "--format", "json", "--session", "rep").stdout)
     assert data["totals"]["allowed"] == 2 and data["totals"]["denied"] == 1, data["totals"]
