@@ -25,6 +25,10 @@ use crate::{
     key::Key,
 };
 
+/// What a failed checkpoint or anchor check says when the log was cut
+/// short: [`crate::report::Integrity`] calls such a log truncated.
+pub(crate) const REMOVED_FROM_THE_END: &str = "records were removed from the end";
+
 /// Where in which file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Location {
@@ -305,8 +309,8 @@ fn check_anchor(
             anchor.seq, anchor.hash
         )),
         None if anchor.seq > last => Err(format!(
-            "the log ends at seq {last} but the anchor vouches for seq {}: records were removed \
-             from the end (a deleted or rolled-back checkpoint cannot hide this)",
+            "the log ends at seq {last} but the anchor vouches for seq {}: {REMOVED_FROM_THE_END} \
+             (a deleted or rolled-back checkpoint cannot hide this)",
             anchor.seq
         )),
         None if anchor.seq < first => Ok(format!(
@@ -442,7 +446,7 @@ fn check_checkpoint(
             cp.seq, cp.time
         )),
         None if cp.seq > last => Err(format!(
-            "the log ends at seq {last} but the checkpoint of {} vouches for seq {}: records were removed from the end",
+            "the log ends at seq {last} but the checkpoint of {} vouches for seq {}: {REMOVED_FROM_THE_END}",
             cp.time, cp.seq
         )),
         None => Err(format!(

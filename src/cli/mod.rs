@@ -76,7 +76,11 @@ enum AuditCmd {
     /// (file, line, seq, expected vs found); list torn lines and intents
     /// without outcome. Exits 0 only when the log is intact.
     Verify(review::VerifyArgs),
-    /// Per-session timelines, totals, denials by rule, p50/p95 durations.
+    /// Verify first (as `verify` does) and say so at the top; then the
+    /// servers and policies seen, one timeline across sessions and one per
+    /// session (redacted argv, verdict, rule and reason, exit, duration, the
+    /// page after, digests), totals. A log that is not intact is not
+    /// rendered unless `--render-anyway`; either way the exit status is 1.
     Report(review::ReportArgs),
 }
 
@@ -144,9 +148,13 @@ pub fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         }),
-        Some(Cmd::Audit(AuditCmd::Report(args))) => {
-            review::report(&args).map(|()| ExitCode::SUCCESS)
-        }
+        Some(Cmd::Audit(AuditCmd::Report(args))) => review::report(&args).map(|intact| {
+            if intact {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }),
         Some(Cmd::Hardening(HardeningCmd::Check(args))) => {
             operator::hardening_check(&args).map(|ok| {
                 if ok {

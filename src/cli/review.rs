@@ -7,13 +7,9 @@ use std::{io::Write, path::PathBuf};
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 
-/// `browser-shell audit verify`.
+/// Where `audit verify` and `audit report` find what vouches for a log.
 #[derive(Debug, Clone, Args)]
-pub(super) struct VerifyArgs {
-    /// Log files: the live log and any rotated ones (`audit.jsonl.1` …), in
-    /// any order (they are ordered by their records' `seq`).
-    #[arg(required = true)]
-    pub files: Vec<PathBuf>,
+pub(super) struct EvidenceArgs {
     /// Checkpoint to check (default: `<log>.checkpoint` beside a given file).
     #[arg(long, value_name = "FILE")]
     pub checkpoint: Option<PathBuf>,
@@ -26,6 +22,17 @@ pub(super) struct VerifyArgs {
     /// checkpoint, no one on this machine can delete or roll it back.
     #[arg(long, value_name = "SEQ:HASH")]
     pub against: Vec<audit::Anchor>,
+}
+
+/// `browser-shell audit verify`.
+#[derive(Debug, Clone, Args)]
+pub(super) struct VerifyArgs {
+    /// Log files: the live log and any rotated ones (`audit.jsonl.1` …), in
+    /// any order (they are ordered by their records' `seq`).
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    #[command(flatten)]
+    pub evidence: EvidenceArgs,
 }
 
 /// Output format of `audit report`.
@@ -56,6 +63,13 @@ pub(super) struct ReportArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+    /// Render a log that is not intact too (its verdict at the top, the
+    /// rows from the break on marked unverified); the exit status is 1
+    /// all the same.
+    #[arg(long)]
+    pub render_anyway: bool,
+    #[command(flatten)]
+    pub evidence: EvidenceArgs,
 }
 
 /// What the sink keeps beside a log: named `<log><suffix>`, never records.
@@ -117,6 +131,40 @@ fn beside(files: &[PathBuf], suffix: &str) -> Option<PathBuf> {
         .find(|p| p.exists())
 }
 
+/// Verify `given` (ordered as `files`) as `audit verify` does: the
+/// checkpoint and key beside the log unless named, the anchors given.
+fn integrity(
+    given: &[PathBuf],
+    files: &[PathBuf],
+    args: &EvidenceArgs,
+) -> anyhow::Result<audit::report::Integrity> {
+    let checkpoint = args
+        .checkpoint
+        .clone()
+        .or_else(|| beside(files, ".checkpoint"));
+    let key_path = args.key.clone().or_else(|| beside(files, ".key"));
+    let key = key_path
+        .as_deref()
+        .map(|p| {
+            audit::Key::load(p).with_context(|| format!("cannot read the key {}", p.display()))
+        })
+        .transpose()?;
+    let pair = checkpoint.as_deref().zip(key.as_ref());
+    let v = audit::verify_with(files, pair, &args.against)?;
+    let rotated_elsewhere = match v.start() {
+        audit::Start::Unexplained { .. } => rotated_not_given(given, files),
+        _ => None,
+    };
+    let evidence = audit::report::Evidence {
+        files: files.to_vec(),
+        checkpoint,
+        key: key.is_some(),
+        anchors: args.against.clone(),
+        rotated_elsewhere,
+    };
+    Ok(audit::report::assess(&v, &evidence))
+}
+
 /// Run `audit verify`; returns whether the log is intact.
 pub(super) fn verify(args: &VerifyArgs) -> anyhow::Result<bool> {
     verify_to(args, &mut std::io::stdout().lock())
@@ -126,132 +174,21 @@ pub(super) fn verify(args: &VerifyArgs) -> anyhow::Result<bool> {
 /// one above all) is printed through [`audit::report::printable`], so it
 /// cannot forge a line of the verdict.
 fn verify_to(args: &VerifyArgs, out: &mut impl Write) -> anyhow::Result<bool> {
-    use audit::report::printable;
     let files = ordered(&args.files)?;
-    let checkpoint = args
-        .checkpoint
-        .clone()
-        .or_else(|| beside(&files, ".checkpoint"));
-    let key_path = args.key.clone().or_else(|| beside(&files, ".key"));
-    let key = key_path
-        .as_deref()
-        .map(|p| {
-            audit::Key::load(p).with_context(|| format!("cannot read the key {}", p.display()))
-        })
-        .transpose()?;
-    let pair = checkpoint.as_deref().zip(key.as_ref());
-    let v = audit::verify_with(&files, pair, &args.against)?;
-    // With the key at hand, a log with records must have its checkpoint:
-    // deleting it must not turn "truncated" into "not checked".
-    let checkpoint_missing = key.is_some() && checkpoint.is_none() && v.records > 0;
-    let range = v
-        .seq_range
-        .map_or_else(|| "-".into(), |(a, b)| format!("{a}..{b}"));
-    writeln!(
-        out,
-        "verified {} file(s), {} record(s), seq {range}",
-        files.len(),
-        v.records
-    )?;
-    let start_unexplained = match v.start() {
-        audit::Start::Genesis => false,
-        audit::Start::Rotated { kept_from, by } => {
-            writeln!(
-                out,
-                "start: seq {kept_from}; the records before it were deleted by rotation (the \
-                 rotation record at seq {by} says so)"
-            )?;
-            false
-        }
-        audit::Start::Unexplained { first } => match rotated_not_given(&args.files, &files) {
-            Some(elsewhere) => {
-                writeln!(
-                    out,
-                    "start: seq {first}; the records before it are in {elsewhere} (not given: \
-                     verify with them too)"
-                )?;
-                false
-            }
-            None => {
-                writeln!(
-                    out,
-                    "start: seq {first}, but no rotation deleted the records before it and no \
-                     rotated file holds them: records were DELETED"
-                )?;
-                true
-            }
-        },
-    };
-    match &v.first_break {
-        None => writeln!(out, "chain: intact")?,
-        Some(b) => writeln!(
-            out,
-            "chain: BROKEN at {}{}",
-            printable(&b.to_string()),
-            if v.further_problems > 0 {
-                format!(" (+{} further problems)", v.further_problems)
-            } else {
-                String::new()
-            }
-        )?,
+    let verdict = integrity(&args.files, &files, &args.evidence)?;
+    for line in &verdict.lines {
+        writeln!(out, "{}", audit::report::printable(line))?;
     }
-    if v.torn.is_empty() {
-        writeln!(out, "torn lines: none")?;
-    } else {
-        for at in &v.torn {
-            writeln!(
-                out,
-                "torn line (a record cut short by a crash): {}",
-                printable(&at.to_string())
-            )?;
-        }
-    }
-    match (&v.checkpoint, &checkpoint, &key_path) {
-        _ if checkpoint_missing => writeln!(
-            out,
-            "checkpoint: MISSING, the key is here but no checkpoint is beside the log: it was \
-             deleted, and the log's tail cannot be vouched for (verify --against an exported record)"
-        )?,
-        (Some(Ok(msg)), _, _) => writeln!(out, "checkpoint: ok, {}", printable(msg))?,
-        (Some(Err(msg)), _, _) => writeln!(out, "checkpoint: FAILED, {}", printable(msg))?,
-        (None, Some(cp), None) => writeln!(
-            out,
-            "checkpoint: {} not checked (no key given: --key)",
-            cp.display()
-        )?,
-        (None, _, _) => writeln!(
-            out,
-            "checkpoint: none given; truncation of the tail cannot be detected"
-        )?,
-    }
-    writeln!(
-        out,
-        "dangling intents (allowed calls with no outcome: crash or kill mid-call): {}",
-        v.dangling.len()
-    )?;
-    for d in &v.dangling {
-        writeln!(
-            out,
-            "  {} seq {} call {} session {}",
-            printable(&d.at.to_string()),
-            d.seq,
-            printable(&d.call_id),
-            printable(d.session_id.as_deref().unwrap_or("-"))
-        )?;
-    }
-    for (anchor, result) in args.against.iter().zip(&v.anchors) {
-        match result {
-            Ok(msg) => writeln!(out, "anchor {}: ok, {}", anchor.seq, printable(msg))?,
-            Err(msg) => writeln!(out, "anchor {}: FAILED, {}", anchor.seq, printable(msg))?,
-        }
-    }
-    let intact = v.is_intact() && !checkpoint_missing && !start_unexplained;
     writeln!(
         out,
         "result: {}",
-        if intact { "INTACT" } else { "NOT INTACT" }
+        if verdict.intact {
+            "INTACT"
+        } else {
+            "NOT INTACT"
+        }
     )?;
-    Ok(intact)
+    Ok(verdict.intact)
 }
 
 /// Rotated files beside the given ones (`<log>.N`) that were not given,
@@ -275,9 +212,25 @@ fn rotated_not_given(given: &[PathBuf], ordered: &[PathBuf]) -> Option<String> {
     (!missing.is_empty()).then(|| missing.join(", "))
 }
 
-/// Run `audit report`.
-pub(super) fn report(args: &ReportArgs) -> anyhow::Result<()> {
+/// Run `audit report`: verify first; render only an intact log, unless
+/// `--render-anyway`. Returns whether the log is intact.
+pub(super) fn report(args: &ReportArgs) -> anyhow::Result<bool> {
+    use audit::report::printable;
     let files = ordered(&args.files)?;
+    let verdict = integrity(&args.files, &files, &args.evidence)?;
+    if !verdict.intact {
+        for line in &verdict.lines {
+            eprintln!("{}", printable(line));
+        }
+        eprintln!("audit report: {}", printable(&verdict.headline()));
+        if !args.render_anyway {
+            eprintln!(
+                "audit report: not rendered, the log is not intact (--render-anyway renders it \
+                 with this verdict at the top)"
+            );
+            return Ok(false);
+        }
+    }
     let records = audit::report::load(&files)?;
     let filter = audit::report::Filter {
         session: args.session.clone(),
@@ -289,30 +242,34 @@ pub(super) fn report(args: &ReportArgs) -> anyhow::Result<()> {
             .map_err(anyhow::Error::msg)?,
     };
     let mut out = std::io::stdout().lock();
-    match args.format {
-        Format::Ocsf => {
-            for record in &records {
-                let session = record.get("session_id").and_then(|s| s.as_str());
-                if filter
-                    .session
-                    .as_deref()
-                    .is_some_and(|want| session != Some(want))
-                {
-                    continue;
-                }
-                writeln!(out, "{}", audit::report::ocsf(record))?;
+    if args.format == Format::Ocsf {
+        for (record, event) in records.iter().zip(audit::report::ocsf_events(&records)) {
+            let text = |k: &str| record.get(k).and_then(|v| v.as_str());
+            let other_session = filter
+                .session
+                .as_deref()
+                .is_some_and(|want| text("session_id") != Some(want));
+            let earlier = filter.since.is_some_and(|since| {
+                text("time")
+                    .and_then(|t| audit::report::parse_time(t).ok())
+                    .is_some_and(|t| t < since)
+            });
+            if !other_session && !earlier {
+                writeln!(out, "{event}")?;
             }
         }
-        format => {
-            let report = audit::report::build(&records, &filter);
-            match format {
-                Format::Json => writeln!(out, "{}", report.to_json())?,
-                Format::Html => out.write_all(report.to_html().as_bytes())?,
-                _ => out.write_all(report.to_table().as_bytes())?,
-            }
-        }
+        return Ok(verdict.intact);
     }
-    Ok(())
+    let mut report = audit::report::build(&records, &filter);
+    report.sources = audit::report::sources(&files)?;
+    let intact = verdict.intact;
+    report.integrity = Some(verdict);
+    match args.format {
+        Format::Json => writeln!(out, "{}", report.to_json())?,
+        Format::Html => out.write_all(report.to_html().as_bytes())?,
+        _ => out.write_all(report.to_table().as_bytes())?,
+    }
+    Ok(intact)
 }
 
 /// `browser-shell policy check`.
@@ -395,7 +352,15 @@ pub(super) fn policy_explain(args: &PolicyExplainArgs) -> anyhow::Result<bool> {
 mod tests {
     use std::path::PathBuf;
 
-    use super::{VerifyArgs, logs_only, verify_to};
+    use super::{EvidenceArgs, VerifyArgs, logs_only, verify_to};
+
+    fn no_evidence() -> EvidenceArgs {
+        EvidenceArgs {
+            checkpoint: None,
+            key: None,
+            against: Vec::new(),
+        }
+    }
 
     #[test]
     fn a_glob_of_the_log_keeps_the_logs_and_skips_their_siblings() {
@@ -436,9 +401,7 @@ mod tests {
         std::fs::write(&log, format!("{record}\n")).unwrap();
         let args = VerifyArgs {
             files: vec![log],
-            checkpoint: None,
-            key: None,
-            against: Vec::new(),
+            evidence: no_evidence(),
         };
         let mut out = Vec::new();
         assert!(!verify_to(&args, &mut out).unwrap());
@@ -455,9 +418,7 @@ mod tests {
     fn verify_log(files: Vec<PathBuf>) -> (bool, String) {
         let args = VerifyArgs {
             files,
-            checkpoint: None,
-            key: None,
-            against: Vec::new(),
+            evidence: no_evidence(),
         };
         let mut out = Vec::new();
         let intact = verify_to(&args, &mut out).unwrap();

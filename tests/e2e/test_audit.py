@@ -298,15 +298,19 @@ def test_report_summarises_sessions_denials_and_latency(binaries: Binaries, serv
     log = str(server.cfg.audit_log)
     table = run_cli(binaries, "audit", "report", log, "--session", "rep")
     assert table.returncode == 0, table.stderr
+    assert table.stdout.startswith("verification: INTACT"), table.stdout
     assert "session rep" in table.stdout and "subcommand.denied=1" in table.stdout and "p50" in table.stdout, table.stdout
     data = json.loads(run_cli(binaries, "audit", "report", log, "--format", "json", "--session", "rep").stdout)
     assert data["totals"]["allowed"] == 2 and data["totals"]["denied"] == 1, data["totals"]
     html = run_cli(binaries, "audit", "report", log, "--format", "html").stdout
-    # Self-contained: no scripts, no external resources.
-    assert html.startswith("<!doctype html>") and "<script" not in html, html[:200]
-    assert "src=" not in html and "href=" not in html and "Session rep" in html, html[:300]
+    # Self-contained: its own inline script only, no external resources (test_report.py renders it).
+    assert html.startswith("<!doctype html>") and html.count("<script") == 1, html[:200]
+    assert "src=" not in html and "href=" not in html and "session rep" in html, html[:300]
     ocsf = [json.loads(line) for line in run_cli(binaries, "audit", "report", log, "--format", "ocsf").stdout.splitlines()]
-    assert ocsf and all(e["class_uid"] == 6003 and e["type_uid"] == 600399 for e in ocsf)
+    calls = [e for e in ocsf if e["class_uid"] == 6003]
+    assert len(calls) == 5 and all(e["type_uid"] == 600399 and e["actor"]["session"]["uid"] == "rep" for e in calls)
+    # The server's own start is Application Lifecycle (Start).
+    assert ocsf[0]["class_uid"] == 6002 and ocsf[0]["type_uid"] == 600203, ocsf[0]
 
 
 def test_the_policy_file_can_add_secret_query_parameters(start_server, web: harness.WebServer) -> None:

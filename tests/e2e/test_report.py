@@ -1,0 +1,266 @@
+"""`audit report` as a compliance reviewer uses it, on a real run: allowed calls, a refusal, a
+request the browser gate blocked, a page the navigation guard refused. The report verifies first
+and says so at the top; the HTML page is self-contained, renders and filters in a real Chromium from
+file:// with nothing fetched (and is screenshotted); a tampered copy of the log is refused, or
+rendered under its broken verdict when asked to.
+
+The screenshots and the pages they show are written under $BROWSER_SHELL_REPORT_SHOTS (default
+/var/tmp/browser-shell-report-shots), outside the repository, and their paths logged."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import shutil
+import struct
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import websockets
+
+import harness
+from server import Binaries, BlockingServer, describe, log
+
+pytestmark = pytest.mark.chromium
+
+SHOTS = Path(os.environ.get("BROWSER_SHELL_REPORT_SHOTS", "/var/tmp/browser-shell-report-shots"))
+WIDTH = 1400
+
+
+@pytest.fixture(scope="module")
+def elsewhere() -> Iterator[harness.WebServer]:
+    """A web server on a loopback address outside the allowed 127.0.0.1/32."""
+    with harness.run_web_server("127.0.0.3") as three:
+        yield three
+
+
+def report(binaries: Binaries, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(binaries.server), "audit", "report", *map(str, args)], capture_output=True, text=True, timeout=60
+    )
+
+
+def records(log_path: Path) -> list[dict]:
+    return [json.loads(line) for line in log_path.read_text().splitlines()]
+
+
+def wait_for(what: str, predicate, within: float = 15.0) -> Any:
+    deadline = time.monotonic() + within
+    while True:
+        found = predicate()
+        if found:
+            return found
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def tabs(chromium: harness.Chromium) -> list[dict]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{chromium.port}/json/list", timeout=5) as r:
+        return json.load(r)
+
+
+def a_run(srv: BlockingServer, web: harness.WebServer, three: harness.WebServer, chromium: harness.Chromium) -> str:
+    """Allowed calls, a refusal, a gate block and a guard block; returns the typed secret."""
+    typed = "pw-" + os.urandom(6).hex()
+    srv.ok("rev-a", ["open", web.url("/form")])
+    srv.ok("rev-a", ["fill", "#free", typed])
+    srv.ok("rev-a", ["get", "title"])
+    is_error, reply = srv.call("rev-a", ["eval", "document.cookie"])
+    assert is_error and reply["exit_code"] == 126, describe(reply)
+    # A link to a refused address: the gate blocks the request (request.blocked).
+    srv.ok("rev-b", ["open", web.url("/links?to=" + urllib.parse.quote(three.url("/next"), safe=""))])
+    srv.call("rev-b", ["click", "#away"])
+    wait_for(
+        "a request.blocked record",
+        lambda: [r for r in records(srv.cfg.audit_log) if r.get("rule") == "request.blocked"],
+    )
+    # A page that replaces itself with one the policy refuses: the guard blocks the next command.
+    srv.ok("rev-c", ["open", web.url("/later-blob?ms=1500&marker=rev-c")])
+    wait_for("a blob: tab", lambda: any(t.get("url", "").startswith("blob:") for t in tabs(chromium)))
+    is_error, reply = srv.call("rev-c", ["get", "title"])
+    assert is_error and "navigation.blocked" in reply["stderr"], describe(reply)
+    assert three.seen_paths() == [], "the browser reached the refused address"
+    return typed
+
+
+# --------------------------------------------------------------------------- the page in Chromium
+
+
+def cdp(chromium: harness.Chromium, page: Path, script: list[str], shot: Path) -> list[Any]:
+    """Open `page` (file://) in a new tab of the session's Chromium (its DevTools port, loopback),
+    evaluate each of `script` in order, screenshot the whole page, WIDTH px wide, to `shot`, close
+    the tab. Returns the values of `script`."""
+    request = urllib.request.Request(f"http://127.0.0.1:{chromium.port}/json/new?about:blank", method="PUT")
+    with urllib.request.urlopen(request, timeout=10) as r:
+        target = json.load(r)
+
+    async def run() -> list[Any]:
+        async with websockets.connect(target["webSocketDebuggerUrl"], max_size=None) as ws:
+            ids = iter(range(1, 1_000_000))
+
+            async def send(method: str, **params: Any) -> dict:
+                i = next(ids)
+                await ws.send(json.dumps({"id": i, "method": method, "params": params}))
+                while True:  # events on the way are not needed
+                    message = json.loads(await asyncio.wait_for(ws.recv(), 30))
+                    if message.get("id") == i:
+                        assert "error" not in message, (method, message)
+                        return message["result"]
+
+            async def value(expression: str) -> Any:
+                result = await send("Runtime.evaluate", expression=expression, returnByValue=True)
+                assert "exceptionDetails" not in result, (expression, result)
+                return result["result"].get("value")
+
+            await send("Emulation.setDeviceMetricsOverride", width=WIDTH, height=900, deviceScaleFactor=1, mobile=False)
+            await send("Page.navigate", url=page.as_uri())
+            for _ in range(200):
+                if await value("document.readyState + ' ' + location.href") == f"complete {page.as_uri()}":
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                raise AssertionError(f"{page} did not load")
+            values = [await value(expression) for expression in script]
+            clip_height = min(await value("document.documentElement.scrollHeight"), 12000)
+            png = await send(
+                "Page.captureScreenshot",
+                format="png",
+                captureBeyondViewport=True,
+                clip={"x": 0, "y": 0, "width": WIDTH, "height": clip_height, "scale": 1},
+            )
+            shot.write_bytes(base64.b64decode(png["data"]))
+            return values
+
+    try:
+        return asyncio.run(run())
+    finally:
+        with urllib.request.urlopen(f"http://127.0.0.1:{chromium.port}/json/close/{target['id']}", timeout=10):
+            pass
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", f"{path} is not a PNG"
+    return struct.unpack(">II", data[16:24])
+
+
+# --------------------------------------------------------------------------- the test
+
+
+def test_a_reviewer_gets_a_verified_report_that_renders_filters_and_refuses_a_tampered_log(
+    binaries: Binaries,
+    start_server,
+    scratch,
+    web: harness.WebServer,
+    elsewhere: harness.WebServer,
+    chromium: harness.Chromium,
+) -> None:
+    srv = start_server()
+    typed = a_run(srv, web, elsewhere, chromium)
+    srv.stop()  # every record written and its checkpoint flushed
+    audit_log = srv.cfg.audit_log
+    eval_record = next(r for r in records(audit_log) if r.get("argv", [None])[0] == "eval")
+
+    # ---- intact: every format renders, exit 0, the verdict first
+    table = report(binaries, audit_log)
+    assert table.returncode == 0, table.stderr
+    assert table.stdout.startswith("verification: INTACT"), table.stdout[:300]
+    html = report(binaries, audit_log, "--format", "html")
+    assert html.returncode == 0, html.stderr
+    page = html.stdout
+    assert "✔ INTACT" in page and "banner ok" in page
+    for label in ("DENIED", "REQUEST BLOCKED", "NAVIGATION BLOCKED"):
+        assert f'<span class="badge alert">{label}</span>' in page, label
+    assert web.url("/form") in page and "subcommand.denied" in page and "request.blocked" in page
+    assert "‹redacted" in page and typed not in page, "the typed text must show only redacted"
+    assert page.count("<script") == 1 and "src=" not in page and "href=" not in page
+    data = json.loads(report(binaries, audit_log, "--format", "json").stdout)
+    assert data["integrity"]["intact"] is True and data["servers"][0]["sha256"], data["integrity"]
+    assert {r["kind"] for r in data["timeline"]} >= {"server", "call", "refusal", "gate"}
+    outcomes = {r["outcome"] for r in data["timeline"] if r["kind"] == "call"}
+    assert {"ok", "navigation_blocked"} <= outcomes, outcomes
+    ocsf = [json.loads(line) for line in report(binaries, audit_log, "--format", "ocsf").stdout.splitlines()]
+    opened = next(e for e in ocsf if e.get("activity_name") == "open" and e["actor"]["session"]["uid"] == "rev-a")
+    assert opened["http_request"]["url"]["url_string"] == web.url("/form"), opened
+    assert opened["http_request"]["url"]["hostname"] == "127.0.0.1" and opened["actor"]["app_name"], opened
+    assert ocsf[0]["class_uid"] == 6002 and ocsf[0]["activity_id"] == 3, ocsf[0]
+
+    # ---- the page in a real browser, from file://, nothing fetched; filtered; screenshotted
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    intact_page = SHOTS / "report-intact.html"
+    intact_page.write_text(page)
+    intact_shot = SHOTS / "report-intact.png"
+    rows_js = "document.querySelectorAll('tr.row[data-view=timeline]:not([hidden])')"
+    show = "(function(v){var s=document.querySelector('#filters [name=show]');s.value=v;" \
+           "s.dispatchEvent(new Event('change',{bubbles:true}));return true})"
+    total, fetched, alerts, alert_levels, reset, filters_shown = cdp(
+        chromium,
+        intact_page,
+        [
+            f"{rows_js}.length",
+            "performance.getEntriesByType('resource').length",
+            f"{show}('alert') && {rows_js}.length",
+            f"Array.from({rows_js}).map(r => r.dataset.level)",
+            f"{show}('all') && {rows_js}.length",
+            "!document.getElementById('filters').hidden",
+        ],
+        intact_shot,
+    )
+    assert fetched == 0, "the page fetched something"
+    assert filters_shown, "the script did not run"
+    assert total == len(data["timeline"]) and reset == total, (total, reset)
+    assert alerts == sum(1 for r in data["timeline"] if (r.get("flag") or {}).get("level") == "alert") >= 3
+    assert set(alert_levels) == {"alert"}, alert_levels
+    width, height = png_size(intact_shot)
+    assert width == WIDTH and height > 900 and intact_shot.stat().st_size > 50_000, (width, height)
+    log(f"report screenshot (intact): {intact_shot} ({width}x{height}); page: {intact_page}")
+
+    # ---- tampered: a forger turns the refusal into an innocent call
+    copy = scratch("bs-report-", under="/var/tmp")
+    for name in ("audit.jsonl", "audit.jsonl.key", "audit.jsonl.checkpoint"):
+        shutil.copy(audit_log.parent / name, copy / name)
+    forged = copy / "audit.jsonl"
+    lines = forged.read_text().splitlines()
+    index = next(i for i, line in enumerate(lines) if json.loads(line)["seq"] == eval_record["seq"])
+    record = json.loads(lines[index])
+    record["reason"] = "nothing to see here"
+    lines[index] = json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    forged.write_text("\n".join(lines) + "\n")
+    seq = eval_record["seq"]
+    for fmt in ("table", "html", "json", "ocsf"):
+        refused = report(binaries, forged, "--format", fmt)
+        assert refused.returncode == 1 and refused.stdout == "", (fmt, refused.stdout[:200])
+        assert f"NOT INTACT: broken at seq {seq} (hash mismatch" in refused.stderr, refused.stderr
+        assert "--render-anyway" in refused.stderr
+    anyway = report(binaries, forged, "--format", "html", "--render-anyway")
+    assert anyway.returncode == 1, anyway.stderr
+    assert f"✖ NOT INTACT: broken at seq {seq}" in anyway.stdout and "banner bad" in anyway.stdout
+    assert "This log cannot be trusted" in anyway.stdout and "✔ INTACT" not in anyway.stdout
+    assert '<span class="badge unverified">UNVERIFIED</span>' in anyway.stdout
+    table = report(binaries, forged, "--render-anyway")
+    assert table.returncode == 1 and table.stdout.startswith(f"verification: NOT INTACT: broken at seq {seq}")
+    tampered_page = SHOTS / "report-tampered.html"
+    tampered_page.write_text(anyway.stdout)
+    tampered_shot = SHOTS / "report-tampered.png"
+    banner, unverified = cdp(
+        chromium,
+        tampered_page,
+        [
+            "document.querySelector('#verification .verdict').textContent",
+            "Array.from(document.querySelectorAll('tr.row.unverified[data-view=timeline]'), r => +r.cells[0].textContent)",
+        ],
+        tampered_shot,
+    )
+    assert banner.startswith(f"✖ NOT INTACT: broken at seq {seq}"), banner
+    assert unverified and min(unverified) == seq, unverified
+    width, height = png_size(tampered_shot)
+    assert width == WIDTH and height > 900 and tampered_shot.stat().st_size > 50_000, (width, height)
+    log(f"report screenshot (tampered): {tampered_shot} ({width}x{height}); page: {tampered_page}")
