@@ -16,6 +16,7 @@
 //! record after, written before the reply.
 
 mod admit;
+mod boundary;
 mod conclude;
 pub(crate) mod context;
 mod deny;
@@ -121,11 +122,17 @@ async fn run(
     }
     conclude::update_session(server, &request, &executed);
 
-    let reply = reply::normalize(
+    let marked = call
+        .rules
+        .url
+        .content_boundaries
+        .then_some(planned.tokens.as_slice());
+    let reply = reply::normalize_marked(
         request.session.as_str(),
         &executed.raw,
         server.max_output_bytes,
         guard,
+        marked,
     );
     let verdict = guard::judge(
         server,

@@ -78,11 +78,25 @@ impl Reply {
 
 /// Turn a finished child into a reply, each stream truncated to `max_bytes`.
 /// With [`Guard::Trailing`], the guard's entry is not part of the reply.
+#[cfg(test)]
 pub(crate) fn normalize(
     session_id: &str,
     raw: &RawOutcome,
     max_bytes: usize,
     guard: Guard,
+) -> Reply {
+    normalize_marked(session_id, raw, max_bytes, guard, None)
+}
+
+/// [`normalize`], with the page text of `marked`'s command (when given)
+/// wrapped in content boundaries ([`super::boundary`]) before truncation, so
+/// a cut reply keeps its opening marker.
+pub(crate) fn normalize_marked(
+    session_id: &str,
+    raw: &RawOutcome,
+    max_bytes: usize,
+    guard: Guard,
+    marked: Option<&[String]>,
 ) -> Reply {
     let raw_stderr = String::from_utf8_lossy(&raw.stderr);
     let (exit_code, stdout, stderr) = match &raw.termination {
@@ -135,7 +149,12 @@ pub(crate) fn normalize(
             // (which may fail on its own, mid-navigation).
             let skip_guard =
                 guard == Guard::Trailing && guard_read(raw, guard) != GuardRead::NotRun;
-            from_envelope(*code, &raw.stdout, &raw_stderr, skip_guard)
+            let page = match guard_read(raw, guard) {
+                GuardRead::Url(url) => Some(url),
+                _ => None,
+            };
+            let mark = marked.map(|command| (command, page.as_deref()));
+            from_envelope(*code, &raw.stdout, &raw_stderr, skip_guard, mark)
         }
     };
     let stdout = truncate(
@@ -161,6 +180,7 @@ fn from_envelope(
     stdout: &[u8],
     stderr: &str,
     skip_guard: bool,
+    mark: Option<(&[String], Option<&str>)>,
 ) -> (i32, String, String) {
     let parsed: Option<Value> = serde_json::from_slice(stdout).ok();
     let entry = match parsed {
@@ -200,6 +220,9 @@ fn from_envelope(
         map.remove("lifecycle");
     }
     if success {
+        if let Some((command, page)) = mark {
+            super::boundary::mark(&mut data, command, page);
+        }
         let line = format!("{data}\n");
         // A success with a non-zero exit is agent-browser's word; keep it —
         // unless the only failure was the guard's own read after it.

@@ -40,6 +40,15 @@ struct PolicyFile {
     open: OpenSection,
     #[serde(default)]
     redact: RedactSection,
+    #[serde(default)]
+    reply: ReplySection,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct ReplySection {
+    /// Wrap page-derived text in per-call boundary markers.
+    content_boundaries: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -101,6 +110,9 @@ pub(crate) struct UrlPolicy {
     pub dns_timeout: Duration,
     /// Extra query-parameter names masked in audited URLs (`redact` section).
     pub secret_query_params: Vec<String>,
+    /// Wrap text that comes from the page in unforgeable markers (`reply`
+    /// section; on unless turned off).
+    pub content_boundaries: bool,
 }
 
 fn as_strings<S: serde::Serializer>(entries: &[Allowance], s: S) -> Result<S::Ok, S::Error> {
@@ -131,6 +143,7 @@ impl Default for UrlPolicy {
             navigation_guard: true,
             dns_timeout: Duration::from_secs(2),
             secret_query_params: Vec::new(),
+            content_boundaries: true,
         }
     }
 }
@@ -189,7 +202,7 @@ impl UrlPolicy {
         if !value.is_object() {
             return Err(invalid("the policy must be a JSON object".into()));
         }
-        for section in ["open", "redact"] {
+        for section in ["open", "redact", "reply"] {
             if value.get(section).is_some_and(|v| !v.is_object()) {
                 return Err(invalid(format!("{section}: must be a JSON object")));
             }
@@ -257,6 +270,10 @@ impl UrlPolicy {
             navigation_guard: open.navigation_guard.unwrap_or(defaults.navigation_guard),
             dns_timeout,
             secret_query_params,
+            content_boundaries: file
+                .reply
+                .content_boundaries
+                .unwrap_or(defaults.content_boundaries),
         })
     }
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import stat
@@ -204,6 +205,26 @@ def binaries_under_tmp(binaries: Binaries) -> bool:
     return any(under_tmp(p) for p in (binaries.server, binaries.agent_browser, harness.REPO_ROOT))
 
 
+# The content boundary around page text (src/call/boundary.rs): one nonce opens and closes it.
+BOUNDARY = re.compile(
+    r"\A--- AGENT_BROWSER_PAGE_CONTENT nonce=(?P<nonce>[0-9a-f]{32}) origin=(?P<origin>\S+) ---\n"
+    r"(?P<text>.*)\n--- END_AGENT_BROWSER_PAGE_CONTENT nonce=(?P=nonce) ---\Z",
+    re.S,
+)
+
+
+def unmarked(data: Any) -> Any:
+    """`data` with each page text's content boundary checked and taken off (tests compare the
+    page's text; test_flow checks the markers themselves)."""
+    if isinstance(data, dict):
+        return {k: unmarked(v) for k, v in data.items()}
+    if isinstance(data, str) and data.startswith("--- AGENT_BROWSER_PAGE_CONTENT"):
+        match = BOUNDARY.match(data)
+        assert match, f"a malformed content boundary: {data[:300]!r}"
+        return match["text"]
+    return data
+
+
 def new_server_config(
     binaries: Binaries,
     cdp_port: int,
@@ -388,11 +409,12 @@ class BlockingServer:
             f"call {list(argv)!r} in session {sid!r} failed:\n{describe(reply)}"
         )
         try:
-            return json.loads(reply["stdout"])
+            data = json.loads(reply["stdout"])
         except ValueError as exc:
             raise AssertionError(
                 f"stdout of {list(argv)!r} is not JSON ({exc}): {reply['stdout']!r}"
             ) from None
+        return unmarked(data)
 
     def alive(self) -> bool:
         return self.pid is not None and not harness.is_zombie(self.pid)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import harness
-from server import describe
+from server import describe, unmarked
 
 pytestmark = pytest.mark.chromium
 
@@ -107,7 +107,7 @@ def test_global_flag_names_as_fill_text_change_nothing(server, web: harness.WebS
             failures.append(f"get value after fill {name!r}: {describe(reply)}")
             continue
         try:
-            got = json.loads(reply["stdout"])
+            got = unmarked(json.loads(reply["stdout"]))
         except ValueError:
             failures.append(f"get value after fill {name!r}: stdout is not JSON: {reply['stdout']!r}")
             continue

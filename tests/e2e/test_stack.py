@@ -27,7 +27,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 import harness
 import stack as st
-from server import Binaries, call, describe
+from server import Binaries, call, describe, unmarked
 from stack import reply_matches, skill_examples
 
 pytestmark = pytest.mark.stack
@@ -144,7 +144,7 @@ def test_a_screenshot_through_the_gateway_is_an_image_whose_digest_is_on_record(
 
     async def go(session: ClientSession) -> tuple[dict[str, Any], Any]:
         await ok(session, sid, ["open", web.url("/measure?w=640&h=480")])
-        metrics = json.loads((await ok(session, sid, ["get", "title"]))["title"])
+        metrics = json.loads(unmarked(await ok(session, sid, ["get", "title"]))["title"])
         with anyio.fail_after(120):
             result = await session.call_tool("browser-shell", {"session_id": sid, "argv": ["screenshot", "gw.png"]})
         await ok(session, sid, ["close"])
