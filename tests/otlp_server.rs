@@ -206,7 +206,10 @@ fn a_dead_collector_costs_calls_nothing_and_loses_no_audit_record() {
     let Dirs { scratch, evidence } = dirs();
     let closed_port = closed_port();
     let audit_log = evidence.path().join("audit.jsonl");
-    let endpoint = format!("http://127.0.0.1:{closed_port}");
+    // On 127.0.0.3, which no receiver binds: a port released on 127.0.0.1
+    // can be taken by the other test's receiver, running at the same time,
+    // which then got this test's 20 spans.
+    let endpoint = format!("http://127.0.0.3:{closed_port}");
     let (mut child, mut send) =
         spawn_server(scratch.path(), &audit_log, 9, &endpoint, Stdio::null());
     send(json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}).to_string());

@@ -19,8 +19,9 @@ use crate::{
 };
 
 pub(super) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
-    // Hashing the binaries (tens of MiB) overlaps the preparation and the
-    // self-test instead of adding to the start.
+    // Hashing the binaries (tens of MiB, ~20 ms) runs beside the start, not
+    // in it: the `started` record follows when it is done, and tool calls
+    // wait for that record (`Server::wait_started`), not the handshake.
     let digests = {
         let agent_browser = args.agent_browser.clone();
         std::thread::spawn(move || {
@@ -55,22 +56,33 @@ pub(super) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     if telemetry.is_enabled() {
         tracing::info!("OTLP export on (best effort; the audit log is the record)");
     }
-    let (own_sha256, agent_browser_sha256) = digests
-        .join()
-        .unwrap_or_else(|_| (Err("hashing failed".into()), Err("hashing failed".into())));
-    let facts = StartFacts {
-        browser_shell_sha256: own_sha256,
-        agent_browser: BinaryFacts {
-            path: parts.runner.agent_browser().display().to_string(),
-            version: std::mem::take(&mut parts.agent_browser_version),
-            sha256: agent_browser_sha256,
-        },
-        otlp: telemetry.is_enabled(),
-        gate_port: gate.port(),
+    let agent_browser = BinaryFacts {
+        path: parts.runner.agent_browser().display().to_string(),
+        version: std::mem::take(&mut parts.agent_browser_version),
+        sha256: Err("not hashed yet".into()),
     };
+    let (otlp, gate_port) = (telemetry.is_enabled(), gate.port());
     let server = Arc::new(Server::new(parts, telemetry.clone()));
+    {
+        let server = Arc::clone(&server);
+        let _entered = runtime.enter();
+        tokio::task::spawn_blocking(move || {
+            let (own_sha256, agent_browser_sha256) = digests
+                .join()
+                .unwrap_or_else(|_| (Err("hashing failed".into()), Err("hashing failed".into())));
+            server.record_started(&StartFacts {
+                browser_shell_sha256: own_sha256,
+                agent_browser: BinaryFacts {
+                    sha256: agent_browser_sha256,
+                    ..agent_browser
+                },
+                otlp,
+                gate_port,
+            });
+        });
+    }
     let grace = Duration::from_secs(args.shutdown_grace_sec);
-    let served = runtime.block_on(run(server, gate, &facts, grace));
+    let served = runtime.block_on(run(server, gate, grace));
     pid_file.remove();
     served?;
     // Flush OTLP with a bound; a dead collector cannot hold the exit longer.
@@ -84,13 +96,7 @@ pub(super) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
 
 /// stdin → wire → rmcp → wire → stdout, plus the reaper, until the client
 /// hangs up or SIGTERM drains the calls in flight.
-async fn run(
-    server: Arc<Server>,
-    gate: Gate,
-    facts: &StartFacts,
-    grace: Duration,
-) -> anyhow::Result<()> {
-    server.record_started(facts);
+async fn run(server: Arc<Server>, gate: Gate, grace: Duration) -> anyhow::Result<()> {
     let gate_kept = gate.same_port_as_before();
     let mut refusals = gate
         .serve(
@@ -172,6 +178,9 @@ async fn run(
     // client that stops reading cannot hold the exit.
     let _ = tokio::time::timeout(Duration::from_secs(2), output).await;
     reaper.abort();
+    // The life's last record follows its first, even for a client that left
+    // before the binaries were hashed.
+    let _ = tokio::time::timeout(Duration::from_secs(5), server.wait_started()).await;
     server.record_stopped(stopped);
     server.close();
     tracing::info!("browser-shell exiting");

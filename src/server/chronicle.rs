@@ -84,6 +84,15 @@ impl Server {
         event.policy_sha256 = Some(rules.sha256.clone());
         event.detail = Some(detail);
         self.append_server_event(event);
+        self.started.send_replace(true);
+    }
+
+    /// Until the `started` record is written: a call's records come after
+    /// the record that says which binaries and policy decided them.
+    pub(crate) async fn wait_started(&self) {
+        let mut started = self.started.subscribe();
+        // The sender lives as long as the server: an error cannot happen.
+        let _ = started.wait_for(|written| *written).await;
     }
 
     /// Read the policy file again (SIGHUP, `browser-shell policy reload`):

@@ -75,6 +75,8 @@ pub(crate) struct Server {
     /// how many came past it unrecorded since the last record.
     gate_pace: pace::RefusalPace,
     gate_unrecorded: std::sync::atomic::AtomicU64,
+    /// Set once the `started` record is written.
+    started: tokio::sync::watch::Sender<bool>,
     /// Tool calls handled, for the `stopped` record.
     pub(crate) calls_served: std::sync::atomic::AtomicU64,
     /// Set on SIGTERM: new calls are refused.
@@ -110,6 +112,7 @@ impl Server {
             refusal_pace: Arc::default(),
             gate_pace: pace::RefusalPace::default(),
             gate_unrecorded: std::sync::atomic::AtomicU64::new(0),
+            started: tokio::sync::watch::Sender::new(false),
             calls_served: std::sync::atomic::AtomicU64::new(0),
             draining: std::sync::atomic::AtomicBool::new(false),
             shutdown: CancellationToken::new(),

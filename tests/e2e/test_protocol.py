@@ -91,34 +91,26 @@ class RawServer:
 
     def read_lines(self, quiet: float, deadline: float) -> list[bytes]:
         """Collect stdout lines until none arrives for `quiet` s (or `deadline` s overall)."""
-        got: list[bytes] = []
-        end = time.monotonic() + deadline
-        while time.monotonic() < end:
-            try:
-                item = self.lines.get(timeout=quiet)
-            except queue.Empty:
-                break
-            if item is None:
-                break
-            got.append(item)
-            self.transcript.append(item.decode("utf-8", "replace").rstrip("\n"))
-        return got
+        return self._collect(deadline, quiet=quiet)
 
     def read_until(self, wanted, deadline: float) -> list[bytes]:
         """Collect stdout lines until one satisfies `wanted` (or `deadline` s pass): a server still
         starting on a loaded machine answers late, which a quiet period would take for silence."""
+        return self._collect(deadline, wanted=wanted)
+
+    def _collect(self, deadline: float, quiet: float | None = None, wanted=None) -> list[bytes]:
         got: list[bytes] = []
         end = time.monotonic() + deadline
         while (left := end - time.monotonic()) > 0:
             try:
-                item = self.lines.get(timeout=left)
+                item = self.lines.get(timeout=min(left, quiet) if quiet is not None else left)
             except queue.Empty:
                 break
             if item is None:
                 break
             got.append(item)
             self.transcript.append(item.decode("utf-8", "replace").rstrip("\n"))
-            if wanted(item):
+            if wanted is not None and wanted(item):
                 break
         return got
 
