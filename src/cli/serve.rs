@@ -180,7 +180,7 @@ async fn run(server: Arc<Server>, gate: Gate, grace: Duration) -> anyhow::Result
     reaper.abort();
     // The life's last record follows its first, even for a client that left
     // before the binaries were hashed.
-    let _ = tokio::time::timeout(Duration::from_secs(5), server.wait_started()).await;
+    server.wait_started().await;
     server.record_stopped(stopped);
     server.close();
     tracing::info!("browser-shell exiting");

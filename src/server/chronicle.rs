@@ -17,6 +17,10 @@ use crate::{
     policy::rules::Reload,
 };
 
+/// How long a call waits for the `started` record (hashing ~30 MiB takes
+/// ~20 ms on this project's machines).
+const STARTED_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// What the server knows about itself once it is ready.
 #[derive(Debug)]
 pub(crate) struct StartFacts {
@@ -87,12 +91,15 @@ impl Server {
         self.started.send_replace(true);
     }
 
-    /// Until the `started` record is written: a call's records come after
-    /// the record that says which binaries and policy decided them.
+    /// Until the `started` record is written (at most [`STARTED_WITHIN`]): a
+    /// call's records come after the record that says which binaries and
+    /// policy decided them. A disk too slow to hash the binaries in time
+    /// does not hold calls back; the record then follows them.
     pub(crate) async fn wait_started(&self) {
         let mut started = self.started.subscribe();
-        // The sender lives as long as the server: an error cannot happen.
-        let _ = started.wait_for(|written| *written).await;
+        let written = started.wait_for(|written| *written);
+        // The sender lives as long as the server: only the bound can end it early.
+        let _ = tokio::time::timeout(STARTED_WITHIN, written).await;
     }
 
     /// Read the policy file again (SIGHUP, `browser-shell policy reload`):

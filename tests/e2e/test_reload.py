@@ -83,7 +83,8 @@ def test_a_broken_file_keeps_the_policy_in_force_and_says_why(
 ) -> None:
     with harness.run_web_server("127.0.0.1") as other:
         srv = start_server(policy_json={"open": {"allow_private_cidrs": [f"127.0.0.1:{web.port}"]}})
-        in_force = lifecycle(srv.cfg.audit_log, "started")[0]["policy_sha256"]
+        # Written once the binaries are hashed, beside the start.
+        in_force = wait_for(srv.cfg.audit_log, "started", 1)[0]["policy_sha256"]
         srv.cfg.policy.write_text('{"open": {"allow_private_cidrs": ["127.0.0.1/32"], "allow_hostz": []}}')
 
         assert srv.pid is not None
