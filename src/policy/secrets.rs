@@ -242,13 +242,12 @@ pub(crate) fn mentions_placeholder(text: &str) -> bool {
 }
 
 /// The names of the well-formed placeholders in `text` (for the record).
+/// Text with a malformed placeholder names none: it never runs (see
+/// [`Secrets::names_in`]), and its refusal's record needs no names.
 pub(crate) fn placeholder_names(text: &str) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
-    for piece in text.split(OPEN).skip(1) {
-        if let Some((name, _)) = piece.split_once(CLOSE)
-            && is_name(name)
-            && !names.iter().any(|n| n == name)
-        {
+    for name in placeholders(text).unwrap_or_default() {
+        if !names.iter().any(|n| n == name) {
             names.push(name.to_owned());
         }
     }
