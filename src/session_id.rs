@@ -7,8 +7,12 @@
 //! in `ps` and in the socket dir). Any other id maps to `_` + hex(SHA-256(id)):
 //! 65 characters, so it can never equal a pass-through id (at most 64), and two
 //! distinct mapped ids collide only if SHA-256 does. Two distinct session ids
-//! therefore never share a daemon. The daemon name is also the per-session
-//! output directory name, which is why `..` as a session id is harmless.
+//! therefore never share a daemon. That name is also the per-session output
+//! directory name, which is why `..` as a session id is harmless.
+//!
+//! A session may instead be bound to a pooled daemon (`crate::server::pool`),
+//! whose name is 65 characters that do not start with `_`: no agent's id can
+//! produce it. Its output directory keeps the id's own name.
 
 use crate::refusal::{Refusal, Rule};
 
@@ -19,6 +23,9 @@ pub(crate) const MAX_SESSION_ID_LEN: usize = 64;
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct SessionId {
     id: String,
+    /// The id's own name: its daemon's unless bound to a pooled one, and
+    /// always its output directory.
+    own_name: String,
     daemon_name: String,
 }
 
@@ -50,8 +57,27 @@ impl SessionId {
         };
         Ok(Self {
             id: id.to_owned(),
+            own_name: daemon_name.clone(),
             daemon_name,
         })
+    }
+
+    /// A pooled daemon's own identity (it serves no agent yet).
+    pub(crate) fn pooled(name: &str) -> Self {
+        Self {
+            id: name.to_owned(),
+            own_name: name.to_owned(),
+            daemon_name: name.to_owned(),
+        }
+    }
+
+    /// The same session, run by the daemon called `daemon_name` (its own,
+    /// or the pooled one it was bound to).
+    pub(crate) fn run_by(&self, daemon_name: &str) -> Self {
+        Self {
+            daemon_name: daemon_name.to_owned(),
+            ..self.clone()
+        }
     }
 
     /// The id exactly as the agent sent it.
@@ -59,10 +85,50 @@ impl SessionId {
         &self.id
     }
 
-    /// The `--session` value for agent-browser; also the output subdirectory.
+    /// The `--session` value for agent-browser.
     pub(crate) fn daemon_name(&self) -> &str {
         &self.daemon_name
     }
+
+    /// The name the id maps to on its own: its output subdirectory, and its
+    /// daemon's name unless it is bound to a pooled one.
+    pub(crate) fn own_name(&self) -> &str {
+        &self.own_name
+    }
+}
+
+/// Prefix of pooled daemons' names (`pool-` and 60 hex digits).
+pub(crate) const POOL_PREFIX: &str = "pool-";
+
+/// A fresh pooled daemon name: 65 characters not starting with `_`, so no
+/// session id maps to it (pass-through names have at most 64, hashed ones
+/// start with `_`), and random, so a previous server's cannot be reused.
+pub(crate) fn new_pool_name() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut bytes = [0u8; 30];
+    let random = rustix::rand::getrandom(&mut bytes, rustix::rand::GetRandomFlags::empty());
+    if random.map_or(true, |n| n < bytes.len()) {
+        // Unique within this server is what matters: pid, time, a counter.
+        let seed = format!(
+            "{} {:?} {}",
+            std::process::id(),
+            std::time::SystemTime::now(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        let digest = audit::sha256_hex(seed.as_bytes());
+        return format!("{POOL_PREFIX}{}", &digest[..60]);
+    }
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{POOL_PREFIX}{hex}")
+}
+
+/// Is `name` a pooled daemon's name (ours, or a previous server's)?
+pub(crate) fn is_pool_name(name: &str) -> bool {
+    name.len() == MAX_DAEMON_NAME_LEN
+        && name
+            .strip_prefix(POOL_PREFIX)
+            .is_some_and(|hex| hex.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 /// Can a valid id be its own daemon name? Only if no dot (agent-browser's
@@ -128,6 +194,23 @@ mod tests {
         // A hyphen after the first character is harmless and stays readable.
         assert_eq!(SessionId::parse("a-b").unwrap().daemon_name(), "a-b");
         assert_eq!(SessionId::parse("_a").unwrap().daemon_name(), "_a");
+    }
+
+    #[test]
+    fn no_session_id_maps_to_a_pool_name() {
+        let pool = new_pool_name();
+        assert!(is_pool_name(&pool) && is_daemon_name(&pool), "{pool}");
+        assert_ne!(pool, new_pool_name());
+        // The longest pass-through id is one character short of a pool name,
+        // and a hashed id starts with `_`.
+        let longest = SessionId::parse(&format!("pool-{}", "a".repeat(59))).unwrap();
+        assert!(!is_pool_name(longest.daemon_name()));
+        let hashed = SessionId::parse(&format!("pool.{}", "a".repeat(59))).unwrap();
+        assert!(!is_pool_name(hashed.daemon_name()));
+        let bound = longest.run_by(&pool);
+        assert_eq!(bound.daemon_name(), pool);
+        assert_eq!(bound.own_name(), longest.own_name());
+        assert_eq!(bound.as_str(), longest.as_str());
     }
 
     #[test]

@@ -81,6 +81,14 @@ pub enum Outcome {
     /// Lifecycle: a reload was asked for but the file did not load; the
     /// policy in force stays (`reason` says why).
     ReloadRefused,
+    /// Lifecycle: a pooled daemon and its tab are being started (durable
+    /// before they start; `detail.daemon` names it).
+    Warming,
+    /// Lifecycle: a pooled daemon is ready (`detail`: daemon, tab, pid).
+    Pooled,
+    /// Lifecycle: a new session was bound to a pooled daemon (`session_id`;
+    /// `detail`: daemon, tab, pid), before its first command's intent.
+    Bound,
 }
 
 /// One audit record. Fields left `None` are omitted from the JSON line.

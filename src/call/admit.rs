@@ -13,12 +13,18 @@ use super::request::Validated;
 use crate::{
     refusal::{Refusal, Rule},
     server::{Server, sessions::Admission},
+    session_id::SessionId,
 };
 
 /// A call's turn: held until the call ends.
 pub(crate) struct Admitted<'s> {
     _turn: OwnedMutexGuard<()>,
     _slot: SemaphorePermit<'s>,
+    /// The session as its daemon runs it (bound to a pooled one or not).
+    pub(crate) session: SessionId,
+    /// Bound to a pooled daemon by this call: its tab waits in the
+    /// background and must be brought forward.
+    pub(crate) just_bound: bool,
 }
 
 /// How often a call starts over when its session is retired while it waits.
@@ -32,15 +38,18 @@ pub(crate) async fn admit<'s>(
     let wait = server.limits.busy_wait;
     // One bound for the whole admission, however often it starts over.
     let give_up = tokio::time::Instant::now() + wait;
-    let name = request.session.daemon_name();
     let mut tries = 0;
-    let turn = loop {
-        let lock = match server.sessions.admit(name, request.session.as_str()) {
-            Admission::Go(lock) => lock,
-            Admission::Evicted(lock, victim) => {
+    let mut just_bound = false;
+    let (turn, name) = loop {
+        let turn = match server
+            .sessions
+            .admit(&request.session, || server.pool.take())
+        {
+            Admission::Go(turn) => turn,
+            Admission::Evicted(turn, victim) => {
                 let why = "the session cap was reached; least recently used idle session";
                 server.retire(victim, Outcome::Evicted, why).await;
-                lock
+                turn
             }
             Admission::Full => {
                 return Err(Refusal::new(
@@ -52,6 +61,11 @@ pub(crate) async fn admit<'s>(
                 ));
             }
         };
+        if let Some(pooled) = &turn.bound {
+            server.record_bound(request.session.as_str(), pooled);
+            just_bound = true;
+        }
+        let (lock, name) = (turn.lock, turn.daemon_name);
         let turn = tokio::select! {
             turn = tokio::time::timeout_at(give_up, Arc::clone(&lock).lock_owned()) => turn.map_err(|_| {
                 Refusal::new(Rule::Busy, format!(
@@ -68,8 +82,8 @@ pub(crate) async fn admit<'s>(
         };
         // The session may have been retired (reaped, evicted) while this
         // call waited for its turn: then it starts anew, as a new session.
-        if server.sessions.is_current(name, &lock) {
-            break turn;
+        if server.sessions.is_current(&name, &lock) {
+            break (turn, name);
         }
         tries += 1;
         if tries == MAX_TRIES {
@@ -95,5 +109,7 @@ pub(crate) async fn admit<'s>(
     Ok(Admitted {
         _turn: turn,
         _slot: slot,
+        session: request.session.run_by(&name),
+        just_bound,
     })
 }

@@ -28,11 +28,39 @@ pub(crate) fn update_session(server: &Server, request: &Validated, executed: &Ex
     let closed = request.argv.first().is_some_and(|s| s == "close")
         && matches!(executed.raw.termination, Termination::Exited(0));
     if closed {
-        server.sessions.forget(name);
+        let gone = server.sessions.forget(name);
         server.runner.discard_standby(name);
+        if gone.is_some_and(|known| known.pooled) {
+            close_pooled_tab(server, request);
+        }
     } else {
         server.sessions.touch(name);
     }
+}
+
+/// A pooled daemon's tab is the session's alone, and no later session takes
+/// it up: after `close` it is closed (recorded first), off the reply's path.
+fn close_pooled_tab(server: &Server, request: &Validated) {
+    let session = &request.session;
+    server.record_lifecycle(
+        session.as_str(),
+        Outcome::Closed,
+        format!(
+            "the session closed; its pooled daemon {} and tab are closed",
+            session.daemon_name()
+        ),
+    );
+    let (runner, name, dir) = (
+        server.runner.clone(),
+        session.daemon_name().to_owned(),
+        server.output_dir.clone(),
+    );
+    tokio::spawn(async move {
+        let problems = runner.retire(&name, None, &dir).await;
+        if !problems.is_empty() {
+            tracing::warn!(daemon = %name, problems = %problems.join("; "), "a closed pooled session left something behind");
+        }
+    });
 }
 
 /// Act on the guard's verdict: replace the reply of a command that left the

@@ -32,11 +32,15 @@ pub(crate) async fn execute(
     planned: &Planned,
     intent: Intent,
     guard: Guard,
+    just_bound: bool,
 ) -> Executed {
-    let front = planned
-        .tokens
-        .first()
-        .is_some_and(|t| !BACKGROUND_OK.contains(&t.as_str()));
+    // A pooled tab was opened in the background; like a tab opened for a new
+    // session, it comes to the front on the session's first call.
+    let front = just_bound
+        || planned
+            .tokens
+            .first()
+            .is_some_and(|t| !BACKGROUND_OK.contains(&t.as_str()));
     let mut tokens = planned.tokens.clone();
     if !planned.secrets.is_empty()
         && let Some(text) = tokens.last_mut()
@@ -100,7 +104,7 @@ pub(crate) async fn execute(
 async fn make_room(server: &Server, session: &SessionId) {
     let (root, name, quota) = (
         server.output_dir.clone(),
-        session.daemon_name().to_owned(),
+        session.own_name().to_owned(),
         server.limits.output_quota,
     );
     match tokio::task::spawn_blocking(move || outputs::make_room(&root, &name, &quota)).await {

@@ -105,6 +105,11 @@ async fn run(
         Ok(turn) => turn,
         Err(refusal) => return refused(refusal),
     };
+    // From here on the session is named by the daemon that runs it.
+    let request = request::Validated {
+        session: turn.session.clone(),
+        ..request
+    };
 
     let mut laps = Laps::start(call.started);
     let confinement = confinement_record(server.runner.confinement().report());
@@ -116,7 +121,8 @@ async fn run(
         Err(e) => return audit_unavailable(&request, subcommand, &e.to_string()),
     };
     let guard = Guard::for_command(&planned.tokens, call.rules.url.navigation_guard);
-    let executed = execute::execute(server, call, &request, &planned, intent, guard).await;
+    let executed =
+        execute::execute(server, call, &request, &planned, intent, guard, turn.just_bound).await;
     laps.lap("agent_browser");
     if let Termination::Withheld(Withhold::Audit(why)) = &executed.raw.termination {
         return audit_unavailable(&request, subcommand, why);

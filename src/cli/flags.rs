@@ -224,4 +224,17 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "BROWSER_SHELL_MAX_IMAGE_BYTES", value_name = "BYTES",
           default_value_t = 4 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(0..=64 * 1024 * 1024))]
     pub(crate) max_image_bytes: u64,
+
+    /// Daemons kept ready, each on a fresh about:blank tab of its own, so a
+    /// new session's first call does not wait for one to start (each is a
+    /// process and a visible tab beyond --max-sessions). 0: no pool.
+    #[arg(long, env = "BROWSER_SHELL_POOL", value_name = "N", default_value_t = 0,
+          value_parser = clap::value_parser!(u32).range(0..=64))]
+    pub(crate) pool: u32,
+
+    /// When no new session has taken a pooled daemon for this long, the
+    /// pool's daemons and tabs are closed; the next new session refills it.
+    #[arg(long, env = "BROWSER_SHELL_POOL_IDLE_SEC", value_name = "SECONDS", default_value_t = 600,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub(crate) pool_idle_sec: u64,
 }

@@ -137,6 +137,15 @@ async fn run(server: Arc<Server>, gate: Gate, grace: Duration) -> anyhow::Result
     ));
     server.adopt_orphans(gate_kept).await;
     let reaper = tokio::spawn(reap_forever(Arc::clone(&server)));
+    // After the previous server's pooled daemons are closed, and after the
+    // `started` record: the pool's records follow the record of its server.
+    let pool = {
+        let server = Arc::clone(&server);
+        tokio::spawn(async move {
+            server.wait_started().await;
+            server.keep_pool().await;
+        })
+    };
     let stopped = match mcp::BrowserShellServer::new(Arc::clone(&server))
         .serve(transport)
         .await
@@ -181,6 +190,9 @@ async fn run(server: Arc<Server>, gate: Gate, grace: Duration) -> anyhow::Result
     // client that stops reading cannot hold the exit.
     let _ = tokio::time::timeout(Duration::from_secs(2), output).await;
     reaper.abort();
+    pool.abort();
+    // Bounded: a Chromium that does not answer cannot hold the exit.
+    let _ = tokio::time::timeout(Duration::from_secs(5), server.empty_pool()).await;
     // The life's last record follows its first, even for a client that left
     // before the binaries were hashed.
     server.wait_started().await;

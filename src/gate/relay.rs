@@ -207,7 +207,7 @@ async fn from_chromium(
 }
 
 /// The gate's decision on one message from agent-browser.
-async fn judge(request: Value, conn: &Connection, shared: &Arc<Shared>) -> Judgement {
+async fn judge(mut request: Value, conn: &Connection, shared: &Arc<Shared>) -> Judgement {
     let method = request
         .get("method")
         .and_then(Value::as_str)
@@ -244,6 +244,9 @@ async fn judge(request: Value, conn: &Connection, shared: &Arc<Shared>) -> Judge
     if let Some(refused) = screen_request(&method, &request, conn, shared) {
         return refused;
     }
+    if method == "Target.createTarget" && crate::session_id::is_pool_name(&conn.session) {
+        open_in_background(&mut request);
+    }
     // A message for a tab goes to it only once the tab is policed. Every
     // CDP session agent-browser holds was announced on this connection, so
     // one the relay never saw is refused rather than let through unpoliced.
@@ -275,6 +278,16 @@ async fn judge(request: Value, conn: &Connection, shared: &Arc<Shared>) -> Judge
         };
     }
     Judgement::Forward(request)
+}
+
+/// A pooled daemon's tab waits unseen: opened in front, it would push the
+/// tab a session works in to the background, where Chromium stops rendering
+/// it and a click waits out agent-browser's 5 s timeout. The session it is
+/// bound to brings it forward on its first call.
+fn open_in_background(request: &mut Value) {
+    if let Some(params) = request.get_mut("params").and_then(Value::as_object_mut) {
+        params.insert("background".to_owned(), Value::Bool(true));
+    }
 }
 
 /// Commands about tabs: another session's tab may not be driven, and the

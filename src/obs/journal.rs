@@ -51,6 +51,17 @@ impl Journal {
         Ok(())
     }
 
+    /// Append a record of the server's own act and sync it before the act
+    /// (a pooled daemon's warm-up): the proof a child needs to run.
+    pub(crate) fn append_unattached_synced(
+        &self,
+        event: audit::Event,
+    ) -> Result<IntentSynced, AuditError> {
+        let (sealed, proof) = off_the_workers(|| self.sink.append_intent_synced(event))?;
+        self.telemetry.log_audit_event(&sealed.record);
+        Ok(proof)
+    }
+
     /// Append a call's intent and sync it in the same step.
     pub(crate) fn intent_synced(
         &self,

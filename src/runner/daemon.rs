@@ -115,6 +115,12 @@ impl Runner {
         )
     }
 
+    /// The pid of the confined daemon of ours listening as `daemon_name`.
+    pub(crate) async fn daemon_of(&self, daemon_name: &str) -> Option<u32> {
+        let pid = self.daemon_pid(daemon_name).await?;
+        self.is_confined(pid).unwrap_or(false).then_some(pid)
+    }
+
     /// SIGKILL the session's daemon (after a timeout or cancellation).
     pub(super) async fn stop_daemon(&self, session: &SessionId) {
         if let Some(pid) = self.daemon_pid(session.daemon_name()).await {
@@ -128,10 +134,12 @@ impl Runner {
     }
     /// End a session for good (idle reaper, eviction): kill its daemon,
     /// close its tab in Chromium, remove its socket-dir files and its output
-    /// directory. Best effort; what could not be done is returned.
+    /// directory (`output_name`, when it has one). Best effort; what could
+    /// not be done is returned.
     pub(crate) async fn retire(
         &self,
         daemon_name: &str,
+        output_name: Option<&str>,
         output_dir: &std::path::Path,
     ) -> Vec<String> {
         self.standbys.discard(daemon_name);
@@ -147,7 +155,17 @@ impl Runner {
         for suffix in ["sock", "pid", "version", "config", "stream", "target"] {
             let _ = std::fs::remove_file(self.session_file(daemon_name, suffix));
         }
-        let dir = output_dir.join(daemon_name);
+        if let Ok(mut verified) = self.verified_sockets.lock() {
+            verified.remove(daemon_name);
+        }
+        let Some(output_name) = output_name else {
+            return problems;
+        };
+        if !is_daemon_name(output_name) {
+            problems.push(format!("not an output directory name: {output_name:?}"));
+            return problems;
+        }
+        let dir = output_dir.join(output_name);
         if dir.starts_with(output_dir) && dir != output_dir {
             // The child can swap this tree's directories for symlinks. std's
             // remove_dir_all on Linux is openat/unlinkat with O_NOFOLLOW
@@ -217,7 +235,7 @@ async fn kill_and_reap_wait(pid: u32) {
 /// whose threads have all exited. A multi-threaded process (the daemon) can
 /// show its main thread as a zombie while its other threads still run and
 /// still hold its sockets open, so `Threads:` must be down to that one.
-pub(super) fn is_alive(pid: u32) -> bool {
+pub(crate) fn is_alive(pid: u32) -> bool {
     let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
         return false;
     };

@@ -14,6 +14,7 @@
 mod capture;
 pub(crate) mod cdp;
 mod daemon;
+pub(crate) use daemon::is_alive;
 mod spawn;
 mod standby;
 

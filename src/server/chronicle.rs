@@ -78,6 +78,8 @@ impl Server {
                 "output_quota_session_bytes": limits.output_quota.per_session,
                 "output_quota_total_bytes": limits.output_quota.total,
                 "max_output_bytes": self.max_output_bytes,
+                "pool": self.pool.settings().size,
+                "pool_idle_sec": self.pool.settings().idle.as_secs(),
             },
             "confinement": crate::call::confinement_record(self.runner.confinement().report()),
             "cdp_port": self.runner.cdp_port(),

@@ -21,7 +21,11 @@ impl Server {
         self.record_lifecycle(&victim.session_id, outcome, reason.to_owned());
         let problems = self
             .runner
-            .retire(&victim.daemon_name, &self.output_dir)
+            .retire(
+                &victim.daemon_name,
+                Some(&victim.own_name),
+                &self.output_dir,
+            )
             .await;
         if !problems.is_empty() {
             self.record_lifecycle(
@@ -34,7 +38,7 @@ impl Server {
         drop(retiring);
     }
 
-    fn record_lifecycle(&self, session_id: &str, outcome: Outcome, reason: String) {
+    pub(crate) fn record_lifecycle(&self, session_id: &str, outcome: Outcome, reason: String) {
         let mut event = audit::Event::new(audit::Phase::Lifecycle, new_call_id());
         event.session_id = Some(session_id.to_owned());
         event.outcome = Some(outcome);
@@ -63,7 +67,10 @@ impl Server {
         self.gate_pace.spend();
         let unrecorded = earlier + self.gate_unrecorded.swap(0, Ordering::Relaxed);
         let mut event = audit::Event::new(audit::Phase::Denied, new_call_id());
-        event.session_id = Some(refused.session);
+        // The gate knows the daemon's name; a pooled one serves a session
+        // whose id is another.
+        let session = self.sessions.session_of(&refused.session);
+        event.session_id = Some(session.unwrap_or(refused.session));
         event.verdict = Some(audit::Verdict::Denied);
         event.rule = Some(refused.rule.id().to_owned());
         let rules = self.rules.get();
@@ -113,7 +120,19 @@ impl Server {
     /// daemon of that server can reach Chromium again: all are closed.
     pub(crate) async fn adopt_orphans(&self, gate_kept: bool) {
         for (name, confined) in self.runner.running_daemons().await {
-            if confined && !gate_kept {
+            if crate::session_id::is_pool_name(&name) {
+                // Which session a pooled daemon served is not known after a
+                // restart, and an unbound one is not this server's to hand out.
+                self.record_lifecycle(
+                    &name,
+                    Outcome::Closed,
+                    "a pooled daemon of a previous server was running at start".into(),
+                );
+                let problems = self.runner.retire(&name, None, &self.output_dir).await;
+                if !problems.is_empty() {
+                    self.record_lifecycle(&name, Outcome::RetireIncomplete, problems.join("; "));
+                }
+            } else if confined && !gate_kept {
                 self.record_lifecycle(
                     &name,
                     Outcome::Closed,

@@ -6,6 +6,7 @@
 pub(crate) mod chronicle;
 mod lifecycle;
 pub(crate) mod pace;
+pub(crate) mod pool;
 pub(crate) mod sessions;
 
 use std::{path::PathBuf, sync::Arc, time::Duration};
@@ -21,6 +22,7 @@ use crate::{
     },
     runner::Runner,
 };
+use pool::{Pool, PoolSettings};
 use sessions::{Overflow, Sessions};
 
 /// How much may run at once, how long a call waits for its turn, and how
@@ -52,6 +54,7 @@ pub(crate) struct Parts {
     pub(crate) max_output_bytes: usize,
     /// The bound on a reply's image, in base64 bytes (0: no images).
     pub(crate) max_image_bytes: u64,
+    pub(crate) pool: PoolSettings,
 }
 
 /// Shared state of the server.
@@ -69,6 +72,8 @@ pub(crate) struct Server {
     /// One permit per call allowed to run at once.
     pub(crate) inflight: tokio::sync::Semaphore,
     pub(crate) sessions: Sessions,
+    /// Daemons with fresh tabs, ready for new sessions.
+    pub(crate) pool: Pool,
     /// How fast the client may make refusals (the wire waits on it).
     pub(crate) refusal_pace: Arc<pace::RefusalPace>,
     /// The browser gate's refusals: a budget of records of their own, and
@@ -109,6 +114,7 @@ impl Server {
             limits: parts.limits,
             inflight: tokio::sync::Semaphore::new(parts.limits.max_inflight as usize),
             sessions: Sessions::new(parts.limits.max_sessions, parts.limits.overflow),
+            pool: Pool::new(parts.pool),
             refusal_pace: Arc::default(),
             gate_pace: pace::RefusalPace::default(),
             gate_unrecorded: std::sync::atomic::AtomicU64::new(0),

@@ -67,7 +67,7 @@ BIN = ROOT / "target" / "release" / "browser-shell"
 PEERS = Path(__file__).resolve().parent / "peers"
 PLAYWRIGHT_MCP = PEERS / "node_modules" / "@playwright" / "mcp" / "cli.js"
 NODE_PEER = PEERS / "node-peer.mjs"
-SECTIONS = ("warm", "smoke", "peer", "screenshot", "audit", "confine")
+SECTIONS = ("warm", "newsession", "smoke", "peer", "screenshot", "audit", "confine")
 # Warm calls are cheap (a few ms) and noisy on a small VM (p95 2-3× p50): their two medians, whose
 # difference is the result, get 5×N interleaved pairs each.
 WARM_FACTOR = 5
@@ -75,6 +75,8 @@ WARM_FACTOR = 5
 # session's next child a millisecond after each reply) is not billed to the call of the other flavour
 # that follows it. Agents' calls are seconds apart; the smoke flow keeps measuring calls back to back.
 SETTLE_S = 0.02
+# After the pool's last `pooled` record: its standby CLI is spawned just after it.
+POOL_SETTLE_S = 0.1
 # browser-shell and agent-browser direct run the smoke flow this many times per round (the ratio's row;
 # its p50 moved by ±3 % between 30-run samples on this VM), the playwright-mcp flavours once.
 SMOKE_FACTOR = 3
@@ -433,6 +435,85 @@ def bench_screenshot(ab: Path, chromium, web, evidence: Path, n: int, notes: lis
     return rows
 
 
+# --------------------------------------------------------------------------- a new session's first call
+
+
+def audit_records(srv: Server) -> list[dict]:
+    return [json.loads(line) for line in srv.audit.read_text().splitlines()] if srv.audit.exists() else []
+
+
+def pool_ready(srv: Server) -> int:
+    """Pooled daemons ready and not yet bound, as the server's audit log tells it."""
+    outcomes = [r.get("outcome") for r in audit_records(srv) if r.get("phase") == "lifecycle"]
+    return outcomes.count("pooled") - outcomes.count("bound")
+
+
+def wait_pool(srv: Server, want: int = 1, deadline_s: float = 30.0) -> None:
+    end = time.monotonic() + deadline_s
+    while pool_ready(srv) < want:
+        expect(time.monotonic() < end, "the pool never offered a ready daemon")
+        time.sleep(0.02)
+
+
+def bench_new_session(ab: Path, chromium, evidence: Path, n: int, notes: list[str]) -> list[str]:
+    """A new session_id's first call (`get url`), three ways, interleaved, a new id every time: through
+    browser-shell with a pool of 2 (each round first waits, untimed, until the pool is full again:
+    sessions that arrive faster than the pool refills get the unpooled time), through browser-shell
+    without a pool, and agent-browser direct. Each session is closed afterwards, untimed."""
+    pooled = Server(ab, chromium.port, "127.0.0.1/32", evidence, ["--pool", "2"])
+    plain = Server(ab, chromium.port, "127.0.0.1/32", evidence)
+    env = raw_env(plain)
+    raw = [str(ab), "--cdp", str(chromium.port), "--json", "--pin-tab"]
+
+    def first_call(srv: Server, sid: str) -> float:
+        t = time.perf_counter()
+        reply = srv.call(sid, ["get", "url"])
+        ms = (time.perf_counter() - t) * 1000
+        expect(reply["exit_code"] == 0 and "about:blank" in reply["stdout"], f"first call of {sid}: {reply}")
+        srv.call(sid, ["close"])
+        return ms
+
+    def first_direct(sid: str) -> float:
+        t = time.perf_counter()
+        done = subprocess.run(raw + ["--session", sid, "get", "url"], env=env, capture_output=True, text=True, timeout=60)
+        ms = (time.perf_counter() - t) * 1000
+        expect(done.returncode == 0, f"agent-browser direct, first call of {sid}: {done.stderr[:300]}")
+        subprocess.run(raw + ["--session", sid, "close"], env=env, capture_output=True, timeout=60)
+        return ms
+
+    a, c, b = [], [], []
+    wait_pool(pooled)
+    first_call(pooled, "ns-warmup"); first_call(plain, "ns-warmup"); first_direct("ns-warmup")  # untimed
+    for i in range(n):
+        # The pool full again and its last standby spawned: the previous take's refill (a CPU-heavy
+        # daemon start) must not run during any flavour's timed call.
+        wait_pool(pooled, want=2)
+        time.sleep(POOL_SETTLE_S)
+        a.append(first_call(pooled, f"ns-pool-{i}"))
+        time.sleep(SETTLE_S)
+        c.append(first_call(plain, f"ns-plain-{i}"))
+        time.sleep(SETTLE_S)
+        b.append(first_direct(f"ns-raw-{i}"))
+    wait_pool(pooled)
+    ready = [r["detail"] for r in audit_records(pooled) if r.get("outcome") == "pooled"]
+    bound = {r["detail"]["daemon"] for r in audit_records(pooled) if r.get("outcome") == "bound"}
+    rss = [vm_rss_kib(d["pid"]) for d in ready if d["daemon"] not in bound and Path(f"/proc/{d['pid']}").exists()]
+    warm = [d["warm_ms"] for d in ready]
+    server_rss = pooled.rss_kib()
+    pooled.close()
+    plain.close()
+    ratio = statistics.median(b) / statistics.median(a) if a and b else 0.0
+    notes.append(f"new session, first call: agent-browser direct / browser-shell with a pool = {ratio:.1f}× "
+                 f"(target ≥ 5×); a pooled daemon took p50 {statistics.median(warm):.0f} ms to warm (off the call's path); "
+                 f"RSS of each ready pooled daemon (a separate process): "
+                 f"{', '.join(f'{k / 1024:.1f}' for k in rss) or 'n/a'} MiB; the pooled server itself: {server_rss / 1024:.1f} MiB")
+    return [
+        row("new session's first call (`get url`): browser-shell `--pool 2` vs agent-browser direct", a, b,
+            "≤ 20 ms, ≥ 5× faster", lambda a50, b50: a50 <= 20.0 and b50 / a50 >= 5.0),
+        row("new session's first call: browser-shell without a pool vs agent-browser direct", c, b, "–"),
+    ]
+
+
 # --------------------------------------------------------------------------- smoke flow
 
 
@@ -551,8 +632,9 @@ class Flavour:
     itself. browser-shell also does this on its own, before each command that needs it: that part
     is timed, it is browser-shell's cost."""
 
-    def __init__(self, key: str, name: str, cdp: int, run, reset):
+    def __init__(self, key: str, name: str, cdp: int, run, reset, settle=None):
         self.key, self.name, self.cdp, self.run, self.reset = key, name, cdp, run, reset
+        self.settle = settle or (lambda: None)
         self.target: str | None = None
         self.warm_up_failures: list[str] = []
         self.times: list[float] = []
@@ -563,7 +645,11 @@ class Flavour:
         page = web.url(f"/form?bench={self.key}")
         expected = web.url("/submit?" + urllib.parse.urlencode({"q": value}))
         if self.target:
-            to_front(self.cdp, self.target)
+            try:
+                to_front(self.cdp, self.target)
+            except OSError:
+                pass  # closed since (a pooled session's tab goes with its `close`)
+        self.settle()
         before = len(web.submitted())
         t = time.perf_counter()
         try:
@@ -609,23 +695,32 @@ def ratio_interval(a: list[float], b: list[float], rounds: int = 2000) -> tuple[
     return ratios[rounds * 5 // 100], ratios[rounds * 95 // 100]
 
 
-def step_breakdown(steps: dict) -> str:
+def step_breakdown(steps: dict, key: str) -> str:
     """Where the smoke flow's added time goes: p50 per command, browser-shell minus agent-browser direct."""
     parts = []
     for cmd in ("open", "snapshot", "fill", "click", "press", "get url", "close"):
-        a, b = steps.get(("bs", cmd)), steps.get(("ab", cmd))
+        a, b = steps.get((key, cmd)), steps.get(("ab", cmd))
         if a and b:
             parts.append(f"{cmd} {statistics.median(a):.1f} vs {statistics.median(b):.1f} ({statistics.median(a) - statistics.median(b):+.1f})")
-    return "smoke flow per command, p50 ms browser-shell vs agent-browser direct (added): " + "; ".join(parts)
+    name = "browser-shell `--pool 2`" if key == "bsp" else "browser-shell without a pool"
+    return f"smoke flow per command, p50 ms {name} vs agent-browser direct (added): " + "; ".join(parts)
 
 
 def bench_smoke(ab: Path, chromium, web, evidence: Path, n: int, notes: list[str]) -> list[str]:
     srv = Server(ab, chromium.port, "127.0.0.1/32", evidence)
+    srvp = Server(ab, chromium.port, "127.0.0.1/32", evidence, ["--pool", "2"])
     pw = PlaywrightMcp(chromium.port)
     pw0 = PlaywrightMcp(chromium.port, ["--timeout-settle", "0"])
     steps: dict[tuple[str, str], list[float]] = {}
     bs_step = per_step(steps, "bs", shell_step(srv, "smoke"))
+    bsp_step = per_step(steps, "bsp", shell_step(srvp, "smoke"))
     ab_step = per_step(steps, "ab", raw_step(ab, chromium.port, raw_env(srv), "smoke-raw"))
+
+    def pool_settled() -> None:
+        # Every flavour starts with a full pool: its refill (after the last `close`) never runs
+        # during another flavour's timed run.
+        wait_pool(srvp, want=2)
+        time.sleep(POOL_SETTLE_S)
 
     def quietly(fn):
         def reset():
@@ -637,39 +732,54 @@ def bench_smoke(ab: Path, chromium, web, evidence: Path, n: int, notes: list[str
 
     cdp = chromium.port
     flavours = [
-        Flavour("bs", "browser-shell", cdp, lambda *a: agent_browser_flow(bs_step, *a), quietly(lambda: bs_step(["close"]))),
-        Flavour("ab", "agent-browser", cdp, lambda *a: agent_browser_flow(ab_step, *a), quietly(lambda: ab_step(["close"]))),
+        Flavour("bsp", "browser-shell --pool 2", cdp, lambda *a: agent_browser_flow(bsp_step, *a),
+                quietly(lambda: bsp_step(["close"])), pool_settled),
+        Flavour("bs", "browser-shell", cdp, lambda *a: agent_browser_flow(bs_step, *a), quietly(lambda: bs_step(["close"])),
+                pool_settled),
+        Flavour("ab", "agent-browser", cdp, lambda *a: agent_browser_flow(ab_step, *a), quietly(lambda: ab_step(["close"])),
+                pool_settled),
         Flavour("pw", "playwright-mcp", cdp, lambda *a: playwright_flow(pw, *a), quietly(lambda: pw.tool("browser_close", {}))),
         Flavour("pw0", "playwright-mcp --timeout-settle 0", cdp, lambda *a: playwright_flow(pw0, *a),
                 quietly(lambda: pw0.tool("browser_close", {}))),
     ]
-    for f in flavours:
+    for f in flavours[:3]:
         f.warm_up(web)
     steps.clear()
     for i in range(n):
         for k in range(SMOKE_FACTOR):
-            for f in flavours[:2]:
+            for f in flavours[:3]:
                 f.once(web, i * SMOKE_FACTOR + k)
-        for f in flavours[2:]:
+    # playwright-mcp drives Chromium directly and may pick up any tab, a pooled one included: it runs
+    # once the pooled server has stopped (and closed its pooled tabs).
+    srvp.close()
+    for f in flavours[3:]:
+        f.warm_up(web)
+    for i in range(n):
+        for f in flavours[3:]:
             f.once(web, i)
     rss = {"browser-shell": srv.rss_kib(), "playwright-mcp": pw.rss_kib()}
     for proc in (srv, pw, pw0):
         proc.close()
 
-    bs, raw, pwd, pws = flavours
-    planned = {f.key: n * SMOKE_FACTOR if f in (bs, raw) else n for f in flavours}
+    bsp, bs, raw, pwd, pws = flavours
+    planned = {f.key: n * SMOKE_FACTOR if f in (bsp, bs, raw) else n for f in flavours}
     ok = lambda f: f"{len(f.times)}/{planned[f.key]} ok"  # noqa: E731
     rows = [
-        row(f"smoke flow: browser-shell ({ok(bs)}) vs agent-browser direct, one process per step ({ok(raw)})",
-            bs.times, raw.times, "ratio ≤ 1.10", lambda a50, b50: a50 / b50 <= 1.10),
-        row(f"smoke flow: browser-shell vs playwright-mcp over CDP, defaults ({ok(pwd)})", bs.times, pwd.times, "–"),
-        row(f"smoke flow: browser-shell vs playwright-mcp `--timeout-settle 0` ({ok(pws)})", bs.times, pws.times, "–"),
+        row(f"smoke flow: browser-shell `--pool 2` ({ok(bsp)}) vs agent-browser direct, one process per step ({ok(raw)})",
+            bsp.times, raw.times, "ratio ≤ 1.00", lambda a50, b50: a50 / b50 <= 1.00),
+        row(f"smoke flow: browser-shell without a pool ({ok(bs)}) vs agent-browser direct", bs.times, raw.times, "–"),
+        row(f"smoke flow: browser-shell `--pool 2` vs playwright-mcp over CDP, defaults ({ok(pwd)}; run after)", bsp.times,
+            pwd.times, "–"),
+        row(f"smoke flow: browser-shell `--pool 2` vs playwright-mcp `--timeout-settle 0` ({ok(pws)}; run after)", bsp.times,
+            pws.times, "–"),
     ]
-    if bs.times and raw.times:
-        low, high = ratio_interval(bs.times, raw.times)
-        notes.append(f"smoke flow ratio browser-shell / agent-browser direct: {statistics.median(bs.times) / statistics.median(raw.times):.3f}, "
-                     f"90 % bootstrap interval {low:.3f}–{high:.3f} ({len(bs.times)} and {len(raw.times)} runs)")
-    notes.append(step_breakdown(steps))
+    for f in (bsp, bs):
+        if f.times and raw.times:
+            low, high = ratio_interval(f.times, raw.times)
+            notes.append(f"smoke flow ratio {f.name} / agent-browser direct: {statistics.median(f.times) / statistics.median(raw.times):.3f}, "
+                         f"90 % bootstrap interval {low:.3f}–{high:.3f} ({len(f.times)} and {len(raw.times)} runs)")
+    notes.append(step_breakdown(steps, "bsp"))
+    notes.append(step_breakdown(steps, "bs"))
     notes.append(f"RSS after the smoke runs: browser-shell {rss['browser-shell'] / 1024:.1f} MiB (its agent-browser daemons "
                  f"are separate processes), playwright-mcp {rss['playwright-mcp'] / 1024:.1f} MiB")
     one_line = lambda text: " ".join(text.split())[:240]  # noqa: E731
@@ -788,11 +898,13 @@ def main() -> None:
     evidence = Path(tempfile.mkdtemp(prefix="bsb-audit-", dir="/var/tmp"))
     rows: list[str] = []
     notes: list[str] = []
-    if {"warm", "smoke", "peer", "screenshot"} & set(only):
+    if {"warm", "newsession", "smoke", "peer", "screenshot"} & set(only):
         with tempfile.TemporaryDirectory(prefix="bsb-chr") as work, harness.run_chromium(Path(work)) as chromium, \
                 harness.run_web_server() as web:
             if "warm" in only:
                 rows += bench_warm(ab, chromium, web, evidence, n, notes)
+            if "newsession" in only:
+                rows += bench_new_session(ab, chromium, evidence, n, notes)
             if "smoke" in only:
                 rows += bench_smoke(ab, chromium, web, evidence, n, notes)
             if "peer" in only:

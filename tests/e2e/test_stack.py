@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import time
 import os
 import re
 import subprocess
@@ -163,6 +164,14 @@ def test_a_screenshot_through_the_gateway_is_an_image_whose_digest_is_on_record(
     assert len(outcomes) == 1, outcomes
     assert outcomes[0]["image_sha256"] == hashlib.sha256(png).hexdigest(), outcomes[0]
     assert outcomes[0]["page_url"] == web.url("/measure?w=640&h=480"), outcomes[0]
+    # The stack keeps a pool of two ready daemons (its hub config sets BROWSER_SHELL_POOL).
+    started = [r for r in log if r.get("outcome") == "started"]
+    assert started and all(r["detail"]["limits"]["pool"] == 2 for r in started), started
+    deadline = time.monotonic() + 30
+    while not any(json.loads(line).get("outcome") == "pooled"
+                  for line in (stack.run_dir / "audit.jsonl").read_text().splitlines()):
+        assert time.monotonic() < deadline, "the stack's server never warmed a pooled daemon"
+        time.sleep(0.2)
 
 
 def test_python_client_uses_only_post_on_the_stateless_hub(stack):

@@ -1,0 +1,399 @@
+//! The pool: a few confined agent-browser daemons, each attached to a tab of
+//! its own that has never left `about:blank`, started before any session
+//! asks. A new session is bound to one on its first call, so that call does
+//! not wait for a daemon to start and a tab to open (docs/design.md, "The
+//! daemon pool").
+//!
+//! Every step is the server's own act and is audited before it is done:
+//! `warming` (durable before the daemon starts), then `pooled` (its tab
+//! and pid) or `closed` (it did not come up), `bound` when a session takes
+//! it, `reaped` when the pool has gone unused for `--pool-idle-sec`.
+//!
+//! A pooled daemon is handed out only if it still runs and only once: it
+//! leaves the queue under the registry's lock, and a session's entry then
+//! carries its name. Its tab is fresh because nothing but the warm-up's
+//! `get url` ever ran in it, and the browser gate hides it from every other
+//! daemon.
+
+use std::{
+    collections::VecDeque,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use audit::Outcome;
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+
+use super::Server;
+use crate::{
+    obs::journal::new_call_id,
+    runner::{Bounds, Termination},
+    session_id::{SessionId, new_pool_name},
+};
+
+/// How long a warm-up (daemon start, CDP attach, new tab, `get url`) may
+/// take.
+const WARM_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A warm-up starts once no call has run for this long: it costs a daemon
+/// start and a tab's worth of CPU, which a session's next command should
+/// not compete with (an agent's think time between calls is longer).
+const QUIET: Duration = Duration::from_millis(250);
+
+/// ... but never waits longer than this for quiet.
+const QUIET_AT_MOST: Duration = Duration::from_secs(5);
+
+/// The longest wait between two failed warm-ups (Chromium down): the audit
+/// log gets one `closed` record per try, so tries slow down.
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// A daemon warmed for the next new session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Pooled {
+    /// Its `--session` name (`pool-` and 60 hex digits).
+    pub(crate) name: String,
+    /// The CDP target id of its tab.
+    pub(crate) tab: String,
+    /// The daemon's pid, as the kernel reported the socket's listener.
+    pub(crate) pid: u32,
+    /// When it became ready.
+    pub(crate) ready_at: Instant,
+}
+
+impl Pooled {
+    #[cfg(test)]
+    pub(crate) fn for_test(name: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            tab: "0123456789abcdef".to_owned(),
+            pid: std::process::id(),
+            ready_at: Instant::now(),
+        }
+    }
+}
+
+/// The operator's settings: how many daemons to keep ready, and after how
+/// long without a new session the pool is emptied.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PoolSettings {
+    pub(crate) size: usize,
+    pub(crate) idle: Duration,
+}
+
+/// The ready daemons, oldest first.
+#[derive(Debug)]
+pub(crate) struct Pool {
+    settings: PoolSettings,
+    inner: Mutex<Inner>,
+    /// A daemon was taken, or the pool is wanted again after being emptied.
+    wake: Notify,
+}
+
+#[derive(Debug)]
+struct Inner {
+    ready: VecDeque<Pooled>,
+    /// Taken from the queue but found dead: to be cleaned up.
+    dead: Vec<Pooled>,
+    /// When a new session last asked for a daemon (or the server started).
+    last_wanted: Instant,
+    /// Emptied for idleness: not refilled until a new session asks.
+    resting: bool,
+}
+
+impl Pool {
+    pub(crate) fn new(settings: PoolSettings) -> Self {
+        Self {
+            settings,
+            inner: Mutex::new(Inner {
+                ready: VecDeque::new(),
+                dead: Vec::new(),
+                last_wanted: Instant::now(),
+                resting: false,
+            }),
+            wake: Notify::new(),
+        }
+    }
+
+    pub(crate) fn is_enabled(&self) -> bool {
+        self.settings.size > 0
+    }
+
+    pub(crate) fn settings(&self) -> PoolSettings {
+        self.settings
+    }
+
+    /// A ready daemon for a new session, if one still runs. Asking counts
+    /// as wanting the pool: a resting pool starts refilling.
+    pub(crate) fn take(&self) -> Option<Pooled> {
+        if !self.is_enabled() {
+            return None;
+        }
+        let mut inner = self.lock();
+        inner.last_wanted = Instant::now();
+        inner.resting = false;
+        let mut found = None;
+        while let Some(pooled) = inner.ready.pop_front() {
+            if crate::runner::is_alive(pooled.pid) {
+                found = Some(pooled);
+                break;
+            }
+            inner.dead.push(pooled);
+        }
+        drop(inner);
+        self.wake.notify_one();
+        found
+    }
+
+    /// How many more daemons to warm now.
+    fn missing(&self) -> usize {
+        let inner = self.lock();
+        if inner.resting {
+            0
+        } else {
+            self.settings.size.saturating_sub(inner.ready.len())
+        }
+    }
+
+    fn put(&self, pooled: Pooled) {
+        self.lock().ready.push_back(pooled);
+    }
+
+    /// Everything to close: dead ones, and all ready ones when the pool has
+    /// gone unused for its idle time (or `all`, at shutdown).
+    fn to_close(&self, all: bool) -> (Vec<Pooled>, Vec<Pooled>) {
+        let mut inner = self.lock();
+        let dead = std::mem::take(&mut inner.dead);
+        let idle = inner.last_wanted.elapsed() > self.settings.idle;
+        let unused = if all || (idle && !inner.ready.is_empty()) {
+            inner.resting = true;
+            inner.ready.drain(..).collect()
+        } else {
+            Vec::new()
+        };
+        (dead, unused)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // Nothing here can be left half-updated by a panic; keep serving.
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Server {
+    /// Keep the pool full until the server stops: warm one daemon at a time
+    /// (a warm-up is CPU-heavy; calls come first), back off while warm-ups
+    /// fail, and empty the pool when no new session has wanted it for its
+    /// idle time.
+    pub(crate) async fn keep_pool(self: Arc<Self>) {
+        if !self.pool.is_enabled() {
+            return;
+        }
+        let tick =
+            (self.pool.settings().idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(30));
+        let mut backoff = Duration::ZERO;
+        loop {
+            let (dead, unused) = self.pool.to_close(false);
+            for pooled in dead {
+                self.close_pooled(
+                    &pooled,
+                    Outcome::Closed,
+                    "the pooled daemon exited before a session took it",
+                )
+                .await;
+            }
+            let why = format!(
+                "no new session for {} s: the pool is emptied until one comes",
+                self.pool.settings().idle.as_secs()
+            );
+            for pooled in unused {
+                self.close_pooled(&pooled, Outcome::Reaped, &why).await;
+            }
+            if self.pool.missing() == 0 || self.is_draining() {
+                let _ = tokio::time::timeout(tick, self.pool.wake.notified()).await;
+                continue;
+            }
+            self.until_quiet().await;
+            match self.warm_one().await {
+                Ok(pooled) => {
+                    backoff = Duration::ZERO;
+                    self.pool.put(pooled);
+                }
+                Err(why) => {
+                    backoff = (backoff * 2).clamp(Duration::from_secs(1), MAX_BACKOFF);
+                    tracing::warn!(
+                        error = %why,
+                        retry_in_s = backoff.as_secs(),
+                        "a pooled daemon did not start; new sessions start their own meanwhile"
+                    );
+                    tokio::time::sleep(backoff).await;
+                }
+            }
+        }
+    }
+
+    /// Until no call is running and none has started for [`QUIET`], or
+    /// [`QUIET_AT_MOST`] has passed.
+    async fn until_quiet(&self) {
+        use std::sync::atomic::Ordering;
+        let give_up = tokio::time::Instant::now() + QUIET_AT_MOST;
+        loop {
+            let served = self.calls_served.load(Ordering::Relaxed);
+            tokio::time::sleep(QUIET).await;
+            let idle = self.inflight.available_permits() == self.limits.max_inflight as usize;
+            let quiet = idle && self.calls_served.load(Ordering::Relaxed) == served;
+            if quiet || tokio::time::Instant::now() >= give_up {
+                return;
+            }
+        }
+    }
+
+    /// Start one daemon with its own fresh tab, audited before it starts.
+    async fn warm_one(&self) -> Result<Pooled, String> {
+        let name = new_pool_name();
+        let session = SessionId::pooled(&name);
+        let started = Instant::now();
+        let mut event = pool_event(
+            Outcome::Warming,
+            "starting a daemon and a fresh tab for the next new session",
+        );
+        event.detail = Some(json!({ "daemon": name }));
+        let intent = self
+            .journal
+            .append_unattached_synced(event)
+            .map_err(|e| format!("audit unavailable, nothing was started: {e}"))?;
+        let never = tokio_util::sync::CancellationToken::new();
+        let bounds = Bounds {
+            timeout: WARM_TIMEOUT,
+            cancel: &never,
+        };
+        let batch = [vec!["get".to_owned(), "url".to_owned()]];
+        let executed = self
+            .runner
+            .run(
+                &session,
+                &batch,
+                bounds,
+                false,
+                std::future::ready(Ok(intent)),
+            )
+            .await;
+        let checked = match executed.raw.termination {
+            Termination::Exited(0) => self.check_warmed(&name, &executed.raw.stdout).await,
+            ref other => Err(format!(
+                "the warm-up's agent-browser ended {other:?}: {}",
+                String::from_utf8_lossy(&executed.raw.stderr).trim()
+            )),
+        };
+        match checked {
+            Ok((tab, pid)) => {
+                let mut event = pool_event(Outcome::Pooled, "ready for the next new session");
+                event.detail = Some(json!({
+                    "daemon": name,
+                    "tab": tab,
+                    "pid": pid,
+                    "warm_ms": started.elapsed().as_millis(),
+                }));
+                self.append_pool_event(event);
+                // The first call of the session bound to it takes this
+                // standby instead of spawning.
+                self.runner.prepare_standby(&session);
+                Ok(Pooled {
+                    name,
+                    tab,
+                    pid,
+                    ready_at: Instant::now(),
+                })
+            }
+            Err(why) => {
+                let failed = Pooled {
+                    name,
+                    tab: String::new(),
+                    pid: 0,
+                    ready_at: Instant::now(),
+                };
+                let reason = format!("the pooled daemon did not come up: {why}");
+                self.close_pooled(&failed, Outcome::Closed, &reason).await;
+                Err(why)
+            }
+        }
+    }
+
+    /// Did the warm-up leave a running daemon on a tab of its own that is
+    /// still `about:blank`? Its tab id and pid, or why not.
+    async fn check_warmed(&self, name: &str, stdout: &[u8]) -> Result<(String, u32), String> {
+        let items: Value = serde_json::from_slice(stdout)
+            .map_err(|e| format!("the warm-up's reply is not JSON: {e}"))?;
+        let url = items.pointer("/0/result/url").and_then(Value::as_str);
+        if url != Some("about:blank") {
+            return Err(format!("the pooled tab is at {url:?}, not about:blank"));
+        }
+        let tab = crate::runner::cdp::pinned_target(self.runner.socket_dir(), name)
+            .ok_or("the pooled daemon wrote no tab id")?;
+        let pid = self
+            .runner
+            .daemon_of(name)
+            .await
+            .ok_or("no confined daemon listens on the pooled session's socket")?;
+        Ok((tab, pid))
+    }
+
+    /// Record the binding of `session_id` to a pooled daemon, before its
+    /// first command's intent.
+    pub(crate) fn record_bound(&self, session_id: &str, pooled: &Pooled) {
+        let mut event = pool_event(
+            Outcome::Bound,
+            "a new session takes a pooled daemon and its fresh tab",
+        );
+        event.session_id = Some(session_id.to_owned());
+        event.detail = Some(json!({
+            "daemon": pooled.name,
+            "tab": pooled.tab,
+            "pid": pooled.pid,
+            "pooled_for_ms": pooled.ready_at.elapsed().as_millis(),
+        }));
+        self.append_pool_event(event);
+    }
+
+    /// Close a pooled daemon nobody uses: recorded first, then its daemon,
+    /// tab and files go.
+    async fn close_pooled(&self, pooled: &Pooled, outcome: Outcome, reason: &str) {
+        let mut event = pool_event(outcome, reason);
+        event.detail = Some(json!({ "daemon": pooled.name, "tab": pooled.tab }));
+        self.append_pool_event(event);
+        let problems = self
+            .runner
+            .retire(&pooled.name, None, &self.output_dir)
+            .await;
+        if !problems.is_empty() {
+            let mut event = pool_event(Outcome::RetireIncomplete, &problems.join("; "));
+            event.detail = Some(json!({ "daemon": pooled.name }));
+            self.append_pool_event(event);
+        }
+    }
+
+    /// At exit: close the daemons no session took (bound ones are sessions
+    /// and stay, like any other).
+    pub(crate) async fn empty_pool(&self) {
+        let (dead, unused) = self.pool.to_close(true);
+        for pooled in dead.iter().chain(&unused) {
+            self.close_pooled(pooled, Outcome::Closed, "the server is stopping")
+                .await;
+        }
+    }
+
+    fn append_pool_event(&self, event: audit::Event) {
+        if let Err(e) = self.journal.append_unattached(event) {
+            tracing::error!(error = %e, "audit record of the daemon pool not written");
+        }
+    }
+}
+
+fn pool_event(outcome: Outcome, reason: &str) -> audit::Event {
+    let mut event = audit::Event::new(audit::Phase::Lifecycle, new_call_id());
+    event.outcome = Some(outcome);
+    event.reason = Some(reason.to_owned());
+    event
+}

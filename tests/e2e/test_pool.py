@@ -1,0 +1,108 @@
+"""The daemon pool (`--pool N`): a new session is bound to a daemon that was started ahead of it, on a
+tab of its own that has never left about:blank; two sessions never share one; every binding, warm-up
+and closing is in the audit log; a closed pooled session's tab is closed; the pool refills."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+import harness
+
+pytestmark = pytest.mark.chromium
+
+
+def records(cfg) -> list[dict]:
+    return [json.loads(line) for line in cfg.audit_log.read_text().splitlines()]
+
+
+def pool_records(cfg, outcome: str) -> list[dict]:
+    return [r for r in records(cfg) if r["phase"] == "lifecycle" and r.get("outcome") == outcome]
+
+
+def tabs(port: int) -> dict[str, dict]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=5) as r:
+        return {t["id"]: t for t in json.load(r) if t.get("type") == "page"}
+
+
+def wait_pooled(cfg, count: int, within: float = 30.0) -> list[dict]:
+    """Wait until `count` daemons have been warmed in all (the pool fills one at a time)."""
+    deadline = time.monotonic() + within
+    while len(found := pool_records(cfg, "pooled")) < count:
+        assert time.monotonic() < deadline, f"only {len(found)} of {count} pooled daemons came up: {records(cfg)[-5:]}"
+        time.sleep(0.1)
+    return found
+
+
+def bound(cfg, sid: str) -> dict:
+    found = [r for r in pool_records(cfg, "bound") if r.get("session_id") == sid]
+    assert len(found) == 1, (sid, found)
+    return found[0]
+
+
+def test_pooled_sessions_start_on_fresh_blank_tabs_of_their_own_and_are_bound_on_record(
+    start_server, binaries, chromium: harness.Chromium, web: harness.WebServer
+) -> None:
+    srv = start_server(extra_args=["--pool", "2"])
+    ready = wait_pooled(srv.cfg, 2)
+    ready_tabs = {r["detail"]["tab"] for r in ready}
+    assert len(ready_tabs) == 2, ready
+    # Each pooled tab exists and has never left about:blank.
+    open_tabs = tabs(chromium.port)
+    for tab in ready_tabs:
+        assert open_tabs[tab]["url"] == "about:blank", open_tabs[tab]
+
+    # First session: bound to a pooled daemon, starts on about:blank, then navigates away.
+    assert srv.ok("pa", ["get", "url"])["url"] == "about:blank"
+    a = bound(srv.cfg, "pa")["detail"]
+    assert a["tab"] in ready_tabs and a["daemon"].startswith("pool-")
+    srv.ok("pa", ["open", web.url("/form")])
+    # Second session: another daemon, another tab, still blank; nothing of pa's page or history.
+    assert srv.ok("pb", ["get", "url"])["url"] == "about:blank"
+    b = bound(srv.cfg, "pb")["detail"]
+    assert b["tab"] != a["tab"] and b["daemon"] != a["daemon"], (a, b)
+    assert srv.ok("pb", ["back"]) is not None
+    assert srv.ok("pb", ["get", "url"])["url"] == "about:blank", "a pooled tab has no history to go back to"
+    assert tabs(chromium.port)[a["tab"]]["url"] == web.url("/form")
+
+    # The binding precedes the session's first intent, and the session's calls name the agent's id.
+    log = records(srv.cfg)
+    first_intent = next(i for i, r in enumerate(log) if r["phase"] == "intent" and r.get("session_id") == "pa")
+    binding = next(i for i, r in enumerate(log) if r.get("outcome") == "bound" and r.get("session_id") == "pa")
+    assert binding < first_intent
+    warming = [r for r in log if r.get("outcome") == "warming"]
+    assert {r["detail"]["daemon"] for r in warming} >= {a["daemon"], b["daemon"]}
+
+    # A session's second call uses its daemon: no second binding.
+    srv.ok("pa", ["get", "url"])
+    bound(srv.cfg, "pa")
+
+    # close: the pooled tab is closed (recorded first), and the next call of the id binds anew.
+    srv.ok("pa", ["close"])
+    deadline = time.monotonic() + 15
+    while a["tab"] in tabs(chromium.port):
+        assert time.monotonic() < deadline, "the closed pooled session's tab is still open"
+        time.sleep(0.1)
+    closed = [r for r in pool_records(srv.cfg, "closed") if r.get("session_id") == "pa"]
+    assert closed and a["daemon"] in closed[0]["reason"], closed
+    wait_pooled(srv.cfg, 3)  # refilled after the first take
+    assert srv.ok("pa", ["get", "url"])["url"] == "about:blank"
+    again = [r["detail"] for r in pool_records(srv.cfg, "bound") if r.get("session_id") == "pa"]
+    assert len(again) == 2 and again[1]["tab"] not in (a["tab"], b["tab"]), again
+
+    # At exit, unbound pooled daemons and their tabs are closed. (Refills wait for a quiet moment.)
+    deadline = time.monotonic() + 30
+    while len(pool_records(srv.cfg, "pooled")) - len(pool_records(srv.cfg, "bound")) < 2:
+        assert time.monotonic() < deadline, "the pool did not refill"
+        time.sleep(0.1)
+    srv.stop()
+    still_ready = {r["detail"]["tab"] for r in pool_records(srv.cfg, "pooled")} - {
+        r["detail"]["tab"] for r in pool_records(srv.cfg, "bound")}
+    assert still_ready, "the pool should have held a ready daemon at exit"
+    assert not still_ready & set(tabs(chromium.port)), "an unbound pooled tab outlived its server"
+    verify = subprocess.run([str(binaries.server), "audit", "verify", str(srv.cfg.audit_log)], capture_output=True, text=True)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
