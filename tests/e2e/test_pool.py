@@ -9,9 +9,11 @@ import subprocess
 import time
 import urllib.request
 
+import anyio
 import pytest
 
 import harness
+from server import call
 
 pytestmark = pytest.mark.chromium
 
@@ -106,3 +108,44 @@ def test_pooled_sessions_start_on_fresh_blank_tabs_of_their_own_and_are_bound_on
     assert not still_ready & set(tabs(chromium.port)), "an unbound pooled tab outlived its server"
     verify = subprocess.run([str(binaries.server), "audit", "verify", str(srv.cfg.audit_log)], capture_output=True, text=True)
     assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+def test_new_sessions_arriving_at_once_never_share_a_daemon_or_a_tab(
+    start_server, chromium: harness.Chromium, web: harness.WebServer
+) -> None:
+    """Six new sessions call at the same moment on a pool of three: each gets a daemon and a tab of its
+    own (three pooled, the rest their own), and each reads back only its own page."""
+    srv = start_server(extra_args=["--pool", "3"])
+    wait_pooled(srv.cfg, 3)
+    sids = [f"burst{i}" for i in range(6)]
+    own = {sid: web.url(f"/next?owner={sid}") for sid in sids}
+
+    async def scenario(session) -> dict[str, list]:
+        seen: dict[str, list] = {}
+
+        async def one(sid: str) -> None:
+            first = await call(session, sid, ["get", "url"], 60)
+            opened = await call(session, sid, ["open", own[sid]], 60)
+            again = await call(session, sid, ["get", "url"], 60)
+            seen[sid] = [first, opened, again]
+
+        with anyio.fail_after(300):
+            async with anyio.create_task_group() as tg:
+                for sid in sids:
+                    tg.start_soon(one, sid)
+        return seen
+
+    seen = srv.run(scenario)
+    for sid, replies in seen.items():
+        for is_error, reply in replies:
+            assert not is_error and reply["exit_code"] == 0, (sid, reply)
+        assert json.loads(replies[0][1]["stdout"]) == {"url": "about:blank"}, (sid, replies[0])
+        assert json.loads(replies[2][1]["stdout"]) == {"url": own[sid]}, (sid, replies[2])
+    bindings = [r for r in pool_records(srv.cfg, "bound") if r.get("session_id") in own]
+    assert len(bindings) == 3, bindings
+    assert len({r["detail"]["daemon"] for r in bindings}) == 3
+    assert len({r["detail"]["tab"] for r in bindings}) == 3
+    # Every session's page is in a tab of its own.
+    pages = [t["url"] for t in tabs(chromium.port).values()]
+    for sid in sids:
+        assert pages.count(own[sid]) == 1, (sid, pages)
