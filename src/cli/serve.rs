@@ -34,7 +34,17 @@ pub(super) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             )
         })
     };
-    let mut parts = args.prepare()?;
+    let starting = args.start()?;
+    // Built while the self-test runs: neither needs anything from it.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    // OTLP exporters must be built inside the runtime (tonic spawns a task).
+    let telemetry = {
+        let _entered = runtime.enter();
+        Telemetry::from_env().context("bad OTEL_* configuration")?
+    };
+    let mut parts = starting.finish()?;
     let gate = parts
         .gate
         .take()
@@ -48,14 +58,6 @@ pub(super) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         audit_log = %parts.audit.path().display(),
         "browser-shell ready on stdio"
     );
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    // OTLP exporters must be built inside the runtime (tonic spawns a task).
-    let telemetry = {
-        let _entered = runtime.enter();
-        Telemetry::from_env().context("bad OTEL_* configuration")?
-    };
     if telemetry.is_enabled() {
         tracing::info!("OTLP export on (best effort; the audit log is the record)");
     }
