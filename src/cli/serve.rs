@@ -19,9 +19,23 @@ use crate::{
 };
 
 pub(super) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
-    // Hashing the binaries (tens of MiB, ~20 ms) runs beside the start, not
-    // in it: the `started` record follows when it is done, and tool calls
-    // wait for that record (`Server::wait_started`), not the handshake.
+    let starting = args.start()?;
+    // Built while the self-test runs: neither needs anything from it.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    // OTLP exporters must be built inside the runtime (tonic spawns a task).
+    let telemetry = {
+        let _entered = runtime.enter();
+        Telemetry::from_env().context("bad OTEL_* configuration")?
+    };
+    let mut parts = starting.finish()?;
+    // Hashing the binaries (tens of MiB, ~20 ms of CPU) runs beside the
+    // handshake, not in the start: the `started` record follows when it is
+    // done, and tool calls wait for that record (`Server::wait_started`),
+    // not the handshake. It begins after the self-test, which it would
+    // otherwise slow down on a small machine (a nice value does not keep
+    // the scheduler from waking the child on another busy core).
     let digests = {
         let agent_browser = args.agent_browser.clone();
         std::thread::spawn(move || {
@@ -34,17 +48,6 @@ pub(super) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             )
         })
     };
-    let starting = args.start()?;
-    // Built while the self-test runs: neither needs anything from it.
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    // OTLP exporters must be built inside the runtime (tonic spawns a task).
-    let telemetry = {
-        let _entered = runtime.enter();
-        Telemetry::from_env().context("bad OTEL_* configuration")?
-    };
-    let mut parts = starting.finish()?;
     let gate = parts
         .gate
         .take()
