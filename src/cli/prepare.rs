@@ -94,10 +94,12 @@ impl ServeArgs {
         self.check_inputs_outside(&child_writable_roots(&dirs.state, &dirs.output))?;
         // Checked before the audit log is opened; loaded for good below.
         UrlPolicy::load(&self.policy)?;
-        let (audit, key_path, key) = self.open_audit()?;
+        // The log's directory exists before the evidence is checked, so
+        // that its path is checked resolved.
+        self.audit_dir()?;
         let gate = self.bind_gate(&dirs.state)?;
         let policy = self.confinement_policy(&dirs.state, &dirs.output, gate.port())?;
-        self.check_evidence_outside(&policy, &key_path)?;
+        self.check_evidence_outside(&policy, &self.audit_key_path())?;
         // Absolute: the child's cwd is its private HOME, where a relative
         // program path would resolve to nothing (or to something planted).
         let agent_browser = self
@@ -108,8 +110,8 @@ impl ServeArgs {
             .context("cannot serialise the confinement policy")?;
         let idle_timeout_ms = self.idle_timeout_sec * 1000;
         // Every check that may refuse to run agent-browser is behind us: the
-        // self-test runs while the rules and this side's confinement are
-        // built, which need nothing from it.
+        // self-test runs while the audit log is opened and the rules and
+        // this side's confinement are built, which need nothing from it.
         let self_test = Launch {
             trampoline: &trampoline,
             agent_browser: &agent_browser,
@@ -121,6 +123,7 @@ impl ServeArgs {
         }
         .start_self_test()
         .map_err(|e| anyhow::anyhow!("the confined agent-browser does not start: {e}"))?;
+        let (audit, key) = self.open_audit()?;
         let rules = rules::Current::load(rules::Source {
             policy_file: self.policy.clone(),
             secrets_file: self.secrets.clone(),
@@ -237,9 +240,8 @@ impl ServeArgs {
         Ok(gate)
     }
 
-    /// The audit log (writable before any call can run), its key, and the
-    /// key's path.
-    fn open_audit(&self) -> anyhow::Result<(audit::Sink, PathBuf, audit::Key)> {
+    /// The audit log's directory, made private when it is created.
+    fn audit_dir(&self) -> anyhow::Result<()> {
         if let Some(parent) = self
             .audit_log
             .parent()
@@ -247,6 +249,12 @@ impl ServeArgs {
         {
             private_dir(parent)?;
         }
+        Ok(())
+    }
+
+    /// The audit log (writable before any call can run) and its key, in the
+    /// directory [`ServeArgs::audit_dir`] made.
+    fn open_audit(&self) -> anyhow::Result<(audit::Sink, audit::Key)> {
         let key_path = self.audit_key_path();
         let key = audit::Key::load_or_create(&key_path).with_context(|| {
             format!("cannot load or create the audit key {}", key_path.display())
@@ -257,7 +265,7 @@ impl ServeArgs {
         });
         let sink = audit::Sink::open(&self.audit_log, Some(key.clone()), rotation)
             .with_context(|| "the audit log must be writable before any call can run")?;
-        Ok((sink, key_path, key))
+        Ok((sink, key))
     }
 
     fn limits(&self) -> Limits {
