@@ -18,7 +18,7 @@ use super::flags::ServeArgs;
 use crate::{
     gate::Gate,
     policy::{outputs::Quota, rules, url_policy::UrlPolicy},
-    runner::{Runner, RunnerConfig},
+    runner::{Launch, Runner, RunnerConfig, SelfTest},
     server::{Limits, Parts},
     session_id::MAX_DAEMON_NAME_LEN,
 };
@@ -45,9 +45,48 @@ struct StateDirs {
     config_file: PathBuf,
 }
 
+/// A start whose self-test is still running: [`Starting::finish`] waits
+/// for it and gives the [`Parts`].
+pub(crate) struct Starting {
+    parts: Parts,
+    self_test: SelfTest,
+    agent_browser: PathBuf,
+}
+
+impl Starting {
+    /// Wait for the self-test: the parts, or why agent-browser does not
+    /// start confined.
+    pub(crate) fn finish(self) -> anyhow::Result<Parts> {
+        let Self {
+            mut parts,
+            self_test,
+            agent_browser,
+        } = self;
+        parts.agent_browser_version = self_test.finish().map_err(|e| {
+            anyhow::anyhow!(
+                "the confined agent-browser does not start: {e}{}",
+                script_hint(&agent_browser)
+            )
+        })?;
+        tracing::info!(
+            version = parts.agent_browser_version,
+            confinement = %parts.runner.confinement().report().summary(),
+            "agent-browser starts confined"
+        );
+        Ok(parts)
+    }
+}
+
 impl ServeArgs {
     /// Check the configuration and prepare everything the server is built from.
     pub(crate) fn prepare(&self) -> anyhow::Result<Parts> {
+        self.start()?.finish()
+    }
+
+    /// [`ServeArgs::prepare`], returning as soon as everything is checked and
+    /// built while the confined self-test may still be running, so that the
+    /// caller can do its own preparation meanwhile.
+    pub(crate) fn start(&self) -> anyhow::Result<Starting> {
         check_executable(&self.agent_browser)?;
         let dirs = self.prepare_dirs()?;
         // Before the policy and the key are read: a file the child could
@@ -55,8 +94,36 @@ impl ServeArgs {
         self.check_inputs_outside(&child_writable_roots(&dirs.state, &dirs.output))?;
         // Checked before the audit log is opened; loaded for good below.
         UrlPolicy::load(&self.policy)?;
-        let (audit, key_path, key) = self.open_audit()?;
+        // The log's directory exists before the evidence is checked, so
+        // that its path is checked resolved.
+        self.audit_dir()?;
         let gate = self.bind_gate(&dirs.state)?;
+        let policy = self.confinement_policy(&dirs.state, &dirs.output, gate.port())?;
+        self.check_evidence_outside(&policy, &self.audit_key_path())?;
+        // Absolute: the child's cwd is its private HOME, where a relative
+        // program path would resolve to nothing (or to something planted).
+        let agent_browser = self
+            .agent_browser
+            .canonicalize()
+            .with_context(|| format!("cannot resolve {}", self.agent_browser.display()))?;
+        let trampoline = hardening::Trampoline::new("/proc/self/exe", &policy)
+            .context("cannot serialise the confinement policy")?;
+        let idle_timeout_ms = self.idle_timeout_sec * 1000;
+        // Every check that may refuse to run agent-browser is behind us: the
+        // self-test runs while the audit log is opened and the rules and
+        // this side's confinement are built, which need nothing from it.
+        let self_test = Launch {
+            trampoline: &trampoline,
+            agent_browser: &agent_browser,
+            home_dir: &dirs.home,
+            socket_dir: &dirs.socket,
+            config_file: &dirs.config_file,
+            output_dir: &dirs.output,
+            idle_timeout_ms,
+        }
+        .start_self_test()
+        .map_err(|e| anyhow::anyhow!("the confined agent-browser does not start: {e}"))?;
+        let (audit, key) = self.open_audit()?;
         let rules = rules::Current::load(rules::Source {
             policy_file: self.policy.clone(),
             secrets_file: self.secrets.clone(),
@@ -67,23 +134,40 @@ impl ServeArgs {
             extra_secret_params: self.audit_secret_param.clone(),
             key,
         })?;
-        let policy = self.confinement_policy(&dirs.state, &dirs.output, gate.port())?;
-        self.check_evidence_outside(&policy, &key_path)?;
-        let (runner, agent_browser_version) = self.build_runner(&policy, &dirs, gate.port())?;
-        Ok(Parts {
-            gate: Some(gate),
-            runner,
-            agent_browser_version,
-            audit,
-            rules: Arc::new(rules),
-            limits: self.limits(),
-            output_dir: dirs.output,
-            max_output_bytes: usize::try_from(self.max_output_bytes).unwrap_or(usize::MAX),
-            max_image_bytes: self.max_image_bytes,
-            pool: crate::server::pool::PoolSettings {
-                size: self.pool as usize,
-                idle: Duration::from_secs(self.pool_idle_sec),
+        let confinement = Arc::new(
+            hardening::prepare(&policy).context("cannot confine agent-browser on this machine")?,
+        );
+        let runner = Runner::new(RunnerConfig {
+            agent_browser: agent_browser.clone(),
+            cdp_port: self.cdp_port,
+            gate_port: gate.port(),
+            home_dir: dirs.home.clone(),
+            socket_dir: dirs.socket.clone(),
+            config_file: dirs.config_file.clone(),
+            output_dir: dirs.output.clone(),
+            idle_timeout_ms,
+            confinement,
+            trampoline,
+        })
+        .map_err(|e| anyhow::anyhow!(e))?;
+        Ok(Starting {
+            parts: Parts {
+                gate: Some(gate),
+                runner,
+                agent_browser_version: String::new(),
+                audit,
+                rules: Arc::new(rules),
+                limits: self.limits(),
+                output_dir: dirs.output,
+                max_output_bytes: usize::try_from(self.max_output_bytes).unwrap_or(usize::MAX),
+                max_image_bytes: self.max_image_bytes,
+                pool: crate::server::pool::PoolSettings {
+                    size: self.pool as usize,
+                    idle: Duration::from_secs(self.pool_idle_sec),
+                },
             },
+            self_test,
+            agent_browser: self.agent_browser.clone(),
         })
     }
 
@@ -160,9 +244,8 @@ impl ServeArgs {
         Ok(gate)
     }
 
-    /// The audit log (writable before any call can run), its key, and the
-    /// key's path.
-    fn open_audit(&self) -> anyhow::Result<(audit::Sink, PathBuf, audit::Key)> {
+    /// The audit log's directory, made private when it is created.
+    fn audit_dir(&self) -> anyhow::Result<()> {
         if let Some(parent) = self
             .audit_log
             .parent()
@@ -170,6 +253,12 @@ impl ServeArgs {
         {
             private_dir(parent)?;
         }
+        Ok(())
+    }
+
+    /// The audit log (writable before any call can run) and its key, in the
+    /// directory [`ServeArgs::audit_dir`] made.
+    fn open_audit(&self) -> anyhow::Result<(audit::Sink, audit::Key)> {
         let key_path = self.audit_key_path();
         let key = audit::Key::load_or_create(&key_path).with_context(|| {
             format!("cannot load or create the audit key {}", key_path.display())
@@ -180,46 +269,7 @@ impl ServeArgs {
         });
         let sink = audit::Sink::open(&self.audit_log, Some(key.clone()), rotation)
             .with_context(|| "the audit log must be writable before any call can run")?;
-        Ok((sink, key_path, key))
-    }
-
-    /// The runner, after its self-test: agent-browser `--version`, confined.
-    fn build_runner(
-        &self,
-        policy: &hardening::Policy,
-        dirs: &StateDirs,
-        gate_port: u16,
-    ) -> anyhow::Result<(Runner, String)> {
-        let confinement = Arc::new(
-            hardening::prepare(policy).context("cannot confine agent-browser on this machine")?,
-        );
-        let runner = Runner::new(RunnerConfig {
-            // Absolute: the child's cwd is its private HOME, where a relative
-            // program path would resolve to nothing (or to something planted).
-            agent_browser: self
-                .agent_browser
-                .canonicalize()
-                .with_context(|| format!("cannot resolve {}", self.agent_browser.display()))?,
-            cdp_port: self.cdp_port,
-            gate_port,
-            home_dir: dirs.home.clone(),
-            socket_dir: dirs.socket.clone(),
-            config_file: dirs.config_file.clone(),
-            output_dir: dirs.output.clone(),
-            idle_timeout_ms: self.idle_timeout_sec * 1000,
-            confinement: Arc::clone(&confinement),
-            trampoline: hardening::Trampoline::new("/proc/self/exe", policy)
-                .context("cannot serialise the confinement policy")?,
-        })
-        .map_err(|e| anyhow::anyhow!(e))?;
-        let version = runner.self_test().map_err(|e| {
-            anyhow::anyhow!(
-                "the confined agent-browser does not start: {e}{}",
-                script_hint(&self.agent_browser)
-            )
-        })?;
-        tracing::info!(version, confinement = %confinement.report().summary(), "agent-browser starts confined");
-        Ok((runner, version))
+        Ok((sink, key))
     }
 
     fn limits(&self) -> Limits {

@@ -19,22 +19,41 @@ use crate::{
 };
 
 pub(super) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
-    // Hashing the binaries (tens of MiB, ~20 ms) runs beside the start, not
-    // in it: the `started` record follows when it is done, and tool calls
-    // wait for that record (`Server::wait_started`), not the handshake.
-    let digests = {
-        let agent_browser = args.agent_browser.clone();
-        std::thread::spawn(move || {
-            // On Linux a nice value is per thread: this one yields to the
-            // start path (and to calls) on a busy machine.
-            let _ = rustix::process::setpriority_process(None, 19);
-            (
-                file_sha256(std::path::Path::new("/proc/self/exe")),
-                file_sha256(&agent_browser),
-            )
-        })
+    let starting = args.start()?;
+    // Built while the self-test runs: neither needs anything from it.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    // OTLP exporters must be built inside the runtime (tonic spawns a task).
+    let telemetry = {
+        let _entered = runtime.enter();
+        Telemetry::from_env().context("bad OTEL_* configuration")?
     };
-    let mut parts = args.prepare()?;
+    // Hashing the binaries (tens of MiB, ~20 ms of CPU) is for the `started`
+    // record, which tool calls wait for (`Server::wait_started`), not the
+    // handshake: it starts once the handshake is answered, so that it slows
+    // neither the self-test nor the handshake on a small machine (a nice
+    // value does not keep the scheduler from waking them on its core). The
+    // thread is made now, while the self-test runs.
+    let (hand_over, handed) = std::sync::mpsc::sync_channel::<(Arc<Server>, StartFacts)>(1);
+    {
+        let agent_browser = args.agent_browser.clone();
+        let runtime = runtime.handle().clone();
+        std::thread::spawn(move || {
+            // No server: the start failed, and there is nothing to record.
+            let Ok((server, mut facts)) = handed.recv() else {
+                return;
+            };
+            // On Linux a nice value is per thread: this one yields to calls
+            // on a busy machine.
+            let _ = rustix::process::setpriority_process(None, 19);
+            facts.browser_shell_sha256 = file_sha256(std::path::Path::new("/proc/self/exe"));
+            facts.agent_browser.sha256 = file_sha256(&agent_browser);
+            let _entered = runtime.enter();
+            server.record_started(&facts);
+        });
+    }
+    let mut parts = starting.finish()?;
     let gate = parts
         .gate
         .take()
@@ -48,14 +67,6 @@ pub(super) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         audit_log = %parts.audit.path().display(),
         "browser-shell ready on stdio"
     );
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    // OTLP exporters must be built inside the runtime (tonic spawns a task).
-    let telemetry = {
-        let _entered = runtime.enter();
-        Telemetry::from_env().context("bad OTEL_* configuration")?
-    };
     if telemetry.is_enabled() {
         tracing::info!("OTLP export on (best effort; the audit log is the record)");
     }
@@ -66,26 +77,17 @@ pub(super) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     };
     let (otlp, gate_port) = (telemetry.is_enabled(), gate.port());
     let server = Arc::new(Server::new(parts, telemetry.clone()));
-    {
-        let server = Arc::clone(&server);
-        let _entered = runtime.enter();
-        tokio::task::spawn_blocking(move || {
-            let (own_sha256, agent_browser_sha256) = digests
-                .join()
-                .unwrap_or_else(|_| (Err("hashing failed".into()), Err("hashing failed".into())));
-            server.record_started(&StartFacts {
-                browser_shell_sha256: own_sha256,
-                agent_browser: BinaryFacts {
-                    sha256: agent_browser_sha256,
-                    ..agent_browser
-                },
-                otlp,
-                gate_port,
-            });
-        });
-    }
+    let facts = StartFacts {
+        browser_shell_sha256: Err("not hashed yet".into()),
+        agent_browser,
+        otlp,
+        gate_port,
+    };
     let grace = Duration::from_secs(args.shutdown_grace_sec);
-    let served = runtime.block_on(run(server, gate, grace));
+    let hashing = move |server: &Arc<Server>| {
+        let _ = hand_over.send((Arc::clone(server), facts));
+    };
+    let served = runtime.block_on(run(server, gate, grace, hashing));
     pid_file.remove();
     served?;
     // Flush OTLP with a bound; a dead collector cannot hold the exit longer.
@@ -99,7 +101,15 @@ pub(super) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
 
 /// stdin → wire → rmcp → wire → stdout, plus the reaper, until the client
 /// hangs up or SIGTERM drains the calls in flight.
-async fn run(server: Arc<Server>, gate: Gate, grace: Duration) -> anyhow::Result<()> {
+///
+/// `start_hashing` is called once the handshake has been answered (or has
+/// failed): the `started` record follows it.
+async fn run(
+    server: Arc<Server>,
+    gate: Gate,
+    grace: Duration,
+    start_hashing: impl FnOnce(&Arc<Server>),
+) -> anyhow::Result<()> {
     let gate_kept = gate.same_port_as_before();
     let mut refusals = gate
         .serve(
@@ -146,10 +156,11 @@ async fn run(server: Arc<Server>, gate: Gate, grace: Duration) -> anyhow::Result
             server.keep_pool().await;
         })
     };
-    let stopped = match mcp::BrowserShellServer::new(Arc::clone(&server))
+    let served = mcp::BrowserShellServer::new(Arc::clone(&server))
         .serve(transport)
-        .await
-    {
+        .await;
+    start_hashing(&server);
+    let stopped = match served {
         Ok(service) => {
             let stop = service.cancellation_token();
             let mut sigterm = signal(SignalKind::terminate())?;

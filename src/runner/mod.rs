@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::session_id::SessionId;
 use capture::{Captured, capture, join_capture};
+pub(crate) use spawn::{Launch, SelfTest};
 use standby::Standbys;
 
 /// What the runner is built from (the operator's configuration, prepared).

@@ -9,7 +9,12 @@
 //! it started. Every child starts as the trampoline, which confines itself
 //! and execs agent-browser (see docs/design.md, "The trampoline").
 
-use std::{process::Stdio, sync::Arc, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    process::Stdio,
+    sync::Arc,
+    time::Duration,
+};
 
 use tokio::process::Command;
 
@@ -37,21 +42,17 @@ impl Runner {
         ]
     }
 
-    /// The complete child environment (after `env_clear`).
-    pub(crate) fn environment(&self) -> Vec<(&'static str, String)> {
-        let path = |p: &std::path::Path| p.display().to_string();
-        vec![
-            ("HOME", path(&self.home_dir)),
-            ("PATH", "/usr/bin:/bin".into()),
-            ("AGENT_BROWSER_CONFIG", path(&self.config_file)),
-            ("AGENT_BROWSER_SOCKET_DIR", path(&self.socket_dir)),
-            ("AGENT_BROWSER_NO_VERSION_CHECK", "1".into()),
-            (
-                "AGENT_BROWSER_IDLE_TIMEOUT_MS",
-                self.idle_timeout_ms.to_string(),
-            ),
-            ("AGENT_BROWSER_SCREENSHOT_DIR", path(&self.output_dir)),
-        ]
+    /// How this runner starts agent-browser.
+    fn launch(&self) -> Launch<'_> {
+        Launch {
+            trampoline: &self.trampoline,
+            agent_browser: &self.agent_browser,
+            home_dir: &self.home_dir,
+            socket_dir: &self.socket_dir,
+            config_file: &self.config_file,
+            output_dir: &self.output_dir,
+            idle_timeout_ms: self.idle_timeout_ms,
+        }
     }
 
     /// agent-browser, confined, in its clean environment and private
@@ -59,12 +60,7 @@ impl Runner {
     /// trampoline cannot confine itself, agent-browser never runs and
     /// [`hardening::trampoline::failure`] says why.
     pub(crate) fn confined_command(&self) -> std::process::Command {
-        let mut command = self.trampoline.command(&self.agent_browser);
-        command
-            .env_clear()
-            .envs(self.environment())
-            .current_dir(&self.home_dir);
-        command
+        self.launch().confined_command()
     }
 
     /// Spawn agent-browser, confined, for `session`: the one place a child
@@ -120,19 +116,95 @@ impl Runner {
             self.agent_browser.display()
         )
     }
+}
 
-    /// Run `agent-browser --version` exactly as calls will run it (same
+/// What every agent-browser child is started from: a [`Runner`]'s, or the
+/// start's before the runner exists (see [`Launch::start_self_test`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Launch<'a> {
+    pub(crate) trampoline: &'a hardening::Trampoline,
+    /// Absolute: the child's cwd is its private HOME.
+    pub(crate) agent_browser: &'a Path,
+    pub(crate) home_dir: &'a Path,
+    pub(crate) socket_dir: &'a Path,
+    pub(crate) config_file: &'a Path,
+    pub(crate) output_dir: &'a Path,
+    pub(crate) idle_timeout_ms: u64,
+}
+
+impl Launch<'_> {
+    /// The complete child environment (after `env_clear`).
+    fn environment(&self) -> Vec<(&'static str, String)> {
+        let path = |p: &Path| p.display().to_string();
+        vec![
+            ("HOME", path(self.home_dir)),
+            ("PATH", "/usr/bin:/bin".into()),
+            ("AGENT_BROWSER_CONFIG", path(self.config_file)),
+            ("AGENT_BROWSER_SOCKET_DIR", path(self.socket_dir)),
+            ("AGENT_BROWSER_NO_VERSION_CHECK", "1".into()),
+            (
+                "AGENT_BROWSER_IDLE_TIMEOUT_MS",
+                self.idle_timeout_ms.to_string(),
+            ),
+            ("AGENT_BROWSER_SCREENSHOT_DIR", path(self.output_dir)),
+        ]
+    }
+
+    fn confined_command(&self) -> std::process::Command {
+        let mut command = self.trampoline.command(self.agent_browser);
+        command
+            .env_clear()
+            .envs(self.environment())
+            .current_dir(self.home_dir);
+        command
+    }
+
+    /// Start `agent-browser --version` exactly as calls will run it (same
     /// environment, same confinement), so a machine that cannot confine it,
     /// or a binary that cannot run confined, fails at start rather than at
-    /// the first call.
-    pub(crate) fn self_test(&self) -> Result<String, String> {
+    /// the first call. It runs while the caller prepares the rest of the
+    /// start; [`SelfTest::finish`] gives its verdict.
+    pub(crate) fn start_self_test(&self) -> Result<SelfTest, String> {
         let mut command = self.confined_command();
         command
             .arg("--version")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let output = command.output().map_err(|e| self.spawn_error(&e))?;
+        let child = command.spawn().map_err(|e| {
+            format!(
+                "cannot start the confinement trampoline for {}: {e}",
+                self.agent_browser.display()
+            )
+        })?;
+        Ok(SelfTest {
+            child: Some(child),
+            agent_browser: self.agent_browser.to_owned(),
+        })
+    }
+}
+
+/// The self-test's `agent-browser --version`, running. Dropped unfinished
+/// (the start failed elsewhere), it is killed and reaped.
+#[derive(Debug)]
+pub(crate) struct SelfTest {
+    child: Option<std::process::Child>,
+    agent_browser: PathBuf,
+}
+
+impl SelfTest {
+    /// Wait for it: agent-browser's version, or why it did not run confined.
+    pub(crate) fn finish(mut self) -> Result<String, String> {
+        let child = self
+            .child
+            .take()
+            .ok_or("the self-test was already finished")?;
+        let output = child.wait_with_output().map_err(|e| {
+            format!(
+                "cannot read the self-test of {}: {e}",
+                self.agent_browser.display()
+            )
+        })?;
         if let Some(why) = hardening::trampoline::failure(output.status.code(), &output.stderr) {
             return Err(why);
         }
@@ -146,6 +218,15 @@ impl Runner {
                 output.status,
                 String::from_utf8_lossy(&output.stderr).trim()
             ))
+        }
+    }
+}
+
+impl Drop for SelfTest {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
         }
     }
 }
