@@ -32,15 +32,11 @@ pub(crate) async fn execute(
     planned: &Planned,
     intent: Intent,
     guard: Guard,
-    just_bound: bool,
 ) -> Executed {
-    // A pooled tab was opened in the background; like a tab opened for a new
-    // session, it comes to the front on the session's first call.
-    let front = just_bound
-        || planned
-            .tokens
-            .first()
-            .is_some_and(|t| !BACKGROUND_OK.contains(&t.as_str()));
+    let front = planned
+        .tokens
+        .first()
+        .is_some_and(|t| !BACKGROUND_OK.contains(&t.as_str()));
     let mut tokens = planned.tokens.clone();
     if !planned.secrets.is_empty()
         && let Some(text) = tokens.last_mut()

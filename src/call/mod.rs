@@ -121,16 +121,7 @@ async fn run(
         Err(e) => return audit_unavailable(&request, subcommand, &e.to_string()),
     };
     let guard = Guard::for_command(&planned.tokens, call.rules.url.navigation_guard);
-    let executed = execute::execute(
-        server,
-        call,
-        &request,
-        &planned,
-        intent,
-        guard,
-        turn.just_bound,
-    )
-    .await;
+    let executed = execute::execute(server, call, &request, &planned, intent, guard).await;
     laps.lap("agent_browser");
     if let Termination::Withheld(Withhold::Audit(why)) = &executed.raw.termination {
         return audit_unavailable(&request, subcommand, why);
