@@ -13,7 +13,7 @@ import anyio
 import pytest
 
 import harness
-from server import call
+from server import BlockingServer, call
 
 pytestmark = pytest.mark.chromium
 
@@ -149,3 +149,36 @@ def test_new_sessions_arriving_at_once_never_share_a_daemon_or_a_tab(
     pages = [t["url"] for t in tabs(chromium.port).values()]
     for sid in sids:
         assert pages.count(own[sid]) == 1, (sid, pages)
+
+
+def test_a_restart_closes_the_previous_servers_pooled_daemons_and_their_tabs(
+    server_config, chromium: harness.Chromium
+) -> None:
+    """Which session a pooled daemon served does not survive a restart: the next server closes it (on the
+    record) instead of adopting it; the session id starts anew. The unbound ones went at the first exit."""
+    cfg = server_config(tag="bsp")
+    cfg.extra_args = [*cfg.extra_args, "--pool", "1"]
+    first = BlockingServer(cfg).start()
+    try:
+        wait_pooled(cfg, 1)
+        assert first.ok("kept", ["get", "url"])["url"] == "about:blank"
+        taken = bound(cfg, "kept")["detail"]
+        wait_pooled(cfg, 2)  # the refill, unbound at exit
+    finally:
+        first.stop()
+    spare = next(r["detail"] for r in pool_records(cfg, "pooled") if r["detail"]["daemon"] != taken["daemon"])
+    assert spare["tab"] not in tabs(chromium.port), "an unbound pooled tab outlived its server"
+    assert taken["tab"] in tabs(chromium.port), "a bound session outlives its server, like any other"
+
+    cfg.extra_args = [a for a in cfg.extra_args if a not in ("--pool", "1")]
+    second = BlockingServer(cfg).start()
+    try:
+        closed = [r for r in pool_records(cfg, "closed") if r.get("session_id") == taken["daemon"]]
+        assert closed and "previous server" in closed[0]["reason"], closed
+        deadline = time.monotonic() + 15
+        while taken["tab"] in tabs(chromium.port):
+            assert time.monotonic() < deadline, "the previous server's pooled tab is still open"
+            time.sleep(0.1)
+        assert second.ok("kept", ["get", "url"])["url"] == "about:blank"
+    finally:
+        second.stop()
