@@ -22,6 +22,9 @@ pub(crate) struct Admitted<'s> {
     _slot: SemaphorePermit<'s>,
     /// The session as its daemon runs it (bound to a pooled one or not).
     pub(crate) session: SessionId,
+    /// Bound to a pooled daemon by this call: its tab is still in the
+    /// background.
+    pub(crate) just_bound: bool,
 }
 
 /// How often a call starts over when its session is retired while it waits.
@@ -36,6 +39,7 @@ pub(crate) async fn admit<'s>(
     // One bound for the whole admission, however often it starts over.
     let give_up = tokio::time::Instant::now() + wait;
     let mut tries = 0;
+    let mut just_bound = false;
     let (turn, name) = loop {
         let turn = match server
             .sessions
@@ -59,6 +63,7 @@ pub(crate) async fn admit<'s>(
         };
         if let Some(pooled) = &turn.bound {
             server.record_bound(request.session.as_str(), pooled);
+            just_bound = true;
         }
         let (lock, name) = (turn.lock, turn.daemon_name);
         let turn = tokio::select! {
@@ -105,5 +110,6 @@ pub(crate) async fn admit<'s>(
         _turn: turn,
         _slot: slot,
         session: request.session.run_by(&name),
+        just_bound,
     })
 }

@@ -176,6 +176,9 @@ async fn run(
     laps.lap("outcome");
     laps.report();
     conclude::prepare_next(server, &request, &executed);
+    if turn.just_bound && subcommand != "close" {
+        server.runner.foreground_after_reply(&request.session);
+    }
     let error_type = conclude::error_type(outcome);
     (
         reply,

@@ -282,8 +282,8 @@ async fn judge(mut request: Value, conn: &Connection, shared: &Arc<Shared>) -> J
 
 /// A pooled daemon's tab waits unseen: opened in front, it would push the
 /// tab a session works in to the background, where Chromium stops rendering
-/// it and a click waits out agent-browser's 5 s timeout. Like any session's
-/// tab, it comes forward for its session's first command that needs it.
+/// it and a click waits out agent-browser's 5 s timeout. It comes forward
+/// once the first call of the session it is bound to has been answered.
 fn open_in_background(request: &mut Value) {
     if let Some(params) = request.get_mut("params").and_then(Value::as_object_mut) {
         params.insert("background".to_owned(), Value::Bool(true));

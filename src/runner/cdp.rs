@@ -20,6 +20,19 @@ impl Runner {
         }
     }
 
+    /// Bring the session's tab forward once the call's reply is out: a tab a
+    /// new session was just bound to waits in the background, and the person
+    /// watching the browser should see that session's page. Done after the
+    /// reply because Chromium renders a tab for the first time before it
+    /// answers (about 28 ms, docs/design.md "The daemon pool").
+    pub(crate) fn foreground_after_reply(&self, session: &SessionId) {
+        let (runner, session) = (self.clone(), session.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            runner.foreground(&session).await;
+        });
+    }
+
     /// Close the session's pinned tab, if it has one.
     pub(super) async fn close_tab(&self, daemon_name: &str) -> Result<(), String> {
         match self.target_of(daemon_name) {
