@@ -111,10 +111,7 @@ impl Runner {
     /// confinement step that fails is the trampoline's refusal, read from
     /// its exit with `hardening::trampoline::failure`.)
     pub(super) fn spawn_error(&self, err: &std::io::Error) -> String {
-        format!(
-            "cannot start the confinement trampoline for {}: {err}",
-            self.agent_browser.display()
-        )
+        self.launch().spawn_error(err)
     }
 }
 
@@ -150,6 +147,13 @@ impl Launch<'_> {
         ]
     }
 
+    fn spawn_error(&self, err: &std::io::Error) -> String {
+        format!(
+            "cannot start the confinement trampoline for {}: {err}",
+            self.agent_browser.display()
+        )
+    }
+
     fn confined_command(&self) -> std::process::Command {
         let mut command = self.trampoline.command(self.agent_browser);
         command
@@ -171,12 +175,7 @@ impl Launch<'_> {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let child = command.spawn().map_err(|e| {
-            format!(
-                "cannot start the confinement trampoline for {}: {e}",
-                self.agent_browser.display()
-            )
-        })?;
+        let child = command.spawn().map_err(|e| self.spawn_error(&e))?;
         Ok(SelfTest {
             child: Some(child),
             agent_browser: self.agent_browser.to_owned(),

@@ -203,6 +203,8 @@ impl Sessions {
     ) -> Admission {
         let mut map = self.map();
         let own = session.own_name();
+        // Its own name (one lookup, the usual case), or the pooled daemon it
+        // was bound to.
         let known = if map.contains_key(own) {
             Some(own.to_owned())
         } else {
@@ -210,8 +212,9 @@ impl Sessions {
                 .find(|(_, e)| e.pooled && e.session_id == session.as_str())
                 .map(|(name, _)| name.clone())
         };
-        if let Some(entry) = known.and_then(|name| Some((map.get_mut(&name)?, name))) {
-            let (entry, daemon_name) = entry;
+        if let Some(daemon_name) = known
+            && let Some(entry) = map.get_mut(&daemon_name)
+        {
             entry.last_used = Instant::now();
             return Admission::Go(Turn {
                 lock: Arc::clone(&entry.lock),
