@@ -21,15 +21,21 @@
 use std::{
     convert::Infallible,
     ffi::OsString,
-    os::unix::process::CommandExt,
+    fs::File,
+    os::{fd::AsRawFd, unix::process::CommandExt},
     path::{Path, PathBuf},
     process::Command,
+    sync::Arc,
 };
 
 use crate::{ConfineError, Policy};
 
 /// `argv[0]` under which an executable must run [`main`] and nothing else.
 pub const ARG0: &str = "hardening-trampoline";
+
+/// File name of the small trampoline executable (browser-shell's
+/// `src/bin/hardening-trampoline.rs`), which calls [`main`] and nothing else.
+pub const BINARY: &str = "hardening-trampoline";
 
 /// The trampoline's exit status when it refused to run the program.
 pub const EXIT_REFUSED: i32 = 126;
@@ -45,6 +51,9 @@ pub const STDERR_PREFIX: &str = "hardening-trampoline: ";
 pub struct Trampoline {
     exe: PathBuf,
     policy: String,
+    /// The executable opened once, for [`Trampoline::pinned`]: `exe` names
+    /// this descriptor, which must stay open as long as the trampoline.
+    _pinned: Option<Arc<File>>,
 }
 
 impl Trampoline {
@@ -59,7 +68,36 @@ impl Trampoline {
         Ok(Self {
             exe: exe.into(),
             policy: serde_json::to_string(policy)?,
+            _pinned: None,
         })
+    }
+
+    /// A trampoline run from the executable at `path` as it is now: the file
+    /// is opened here, and every spawn execs that open file
+    /// (`/proc/self/fd/N`, which a spawned child resolves to its own copy of
+    /// the descriptor, still open until its exec). An upgrade that replaces
+    /// the file later changes nothing for this process, as `/proc/self/exe`
+    /// keeps naming a running binary.
+    ///
+    /// # Errors
+    /// When the file cannot be opened for reading (the policy always
+    /// serialises).
+    pub fn pinned(path: &Path, policy: &Policy) -> std::io::Result<Self> {
+        // `File::open` sets O_CLOEXEC: no child keeps the descriptor past
+        // its own exec.
+        let file = File::open(path)?;
+        let exe = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+        Ok(Self {
+            _pinned: Some(Arc::new(file)),
+            ..Self::new(exe, policy).map_err(std::io::Error::other)?
+        })
+    }
+
+    /// The path every spawn execs: for a [`Trampoline::pinned`] one, a path
+    /// to its open file (valid in this process only), so that hashing it
+    /// reads what runs rather than what the original path names now.
+    pub fn exe(&self) -> &Path {
+        &self.exe
     }
 
     /// A command that runs `program` confined. Add the program's arguments,

@@ -11,6 +11,7 @@ use std::{
     collections::BTreeMap,
     io::Write,
     net::TcpListener,
+    os::unix::fs::PermissionsExt,
     path::{Path, PathBuf},
     process::{Command, Stdio},
     sync::Arc,
@@ -200,6 +201,44 @@ fn a_probe_started_through_the_trampoline_fails_every_escape_too() {
     let mut command = trampoline.command(Path::new(PROBE));
     let probes = run_probe(&mut command, f.writable.path(), port, f.protected.path());
     assert_every_escape_refused(&probes);
+}
+
+/// An upgrade that replaces the trampoline's file while a server runs must
+/// not change what that server's spawns run: the pinned file is the one
+/// opened at start.
+#[test]
+fn a_pinned_trampoline_runs_the_file_it_opened_after_the_path_is_replaced() {
+    if !can_run() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // The probe binary is its own trampoline (it dispatches on argv[0]).
+    let path = dir.path().join("trampoline");
+    std::fs::copy(PROBE, &path).unwrap();
+    let mut policy = hardening::Policy::default();
+    policy.read_exec_paths = vec!["/usr".into(), "/lib".into()];
+    policy.read_paths = vec!["/proc".into()];
+    let trampoline = hardening::Trampoline::pinned(&path, &policy).unwrap();
+    let replacement = dir.path().join("replacement");
+    std::fs::write(&replacement, "#!/bin/sh\necho replaced\nexit 3\n").unwrap();
+    std::fs::set_permissions(&replacement, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::rename(&replacement, &path).unwrap();
+    let output = trampoline
+        .command(Path::new("/usr/bin/cat"))
+        .arg("/proc/self/status")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{output:?}");
+    // cat ran, and ran confined: no capabilities, no_new_privs, seccomp on.
+    assert!(status.contains("NoNewPrivs:\t1"), "{status}");
+    assert!(status.contains("Seccomp:\t2"), "{status}");
+    assert!(status.contains("CapEff:\t0000000000000000"), "{status}");
+    assert!(hardening::trampoline::failure(output.status.code(), &output.stderr).is_none());
+    // The file the pinned trampoline runs is the original, not the replacement.
+    let pinned = std::fs::read(trampoline.exe()).unwrap();
+    assert_eq!(pinned, std::fs::read(PROBE).unwrap());
 }
 
 /// The server's limits are out of the child's reach: a confined child once

@@ -18,6 +18,14 @@ pub(crate) struct ServeArgs {
     )]
     pub(crate) agent_browser: PathBuf,
 
+    /// The confinement trampoline every agent-browser child starts as: it
+    /// confines itself, then execs agent-browser. By default
+    /// `hardening-trampoline` beside browser-shell's own binary (built with
+    /// it), else browser-shell's own binary, which can act as one but,
+    /// larger, takes ~1 ms longer to start each child.
+    #[arg(long, env = "BROWSER_SHELL_TRAMPOLINE", value_name = "PATH")]
+    pub(crate) trampoline: Option<PathBuf>,
+
     /// Chromium's remote-debugging port on 127.0.0.1. Only browser-shell
     /// connects to it; agent-browser reaches Chromium through the gate.
     #[arg(long, env = "BROWSER_SHELL_CDP_PORT", value_name = "PORT", default_value_t = 9222,

@@ -57,6 +57,13 @@ impl ServeArgs {
                 "read or replace the key that authenticates the audit log",
             ),
         ];
+        if let Some(trampoline) = self.trampoline_file()? {
+            inputs.push(Input::new(
+                "the confinement trampoline",
+                &trampoline,
+                "replace the program every child starts as, unconfined, from the next start",
+            ));
+        }
         if let Some(secrets) = &self.secrets {
             inputs.push(Input::new(
                 "the secrets file",

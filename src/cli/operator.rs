@@ -132,7 +132,9 @@ fn run_probe(
     // Prepared here only to fail early and plainly; the child prepares it
     // again for itself, through the same trampoline every call's child uses.
     hardening::prepare(&probe_policy)?;
-    let mut command = hardening::Trampoline::new("/proc/self/exe", &probe_policy)?.command(&me);
+    let trampoline =
+        super::prepare::trampoline_from(prepared.trampoline_file.as_deref(), &probe_policy)?;
+    let mut command = trampoline.command(&me);
     command
         .arg("__probe")
         .args([

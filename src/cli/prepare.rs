@@ -106,8 +106,8 @@ impl ServeArgs {
             .agent_browser
             .canonicalize()
             .with_context(|| format!("cannot resolve {}", self.agent_browser.display()))?;
-        let trampoline = hardening::Trampoline::new("/proc/self/exe", &policy)
-            .context("cannot serialise the confinement policy")?;
+        let trampoline_file = self.trampoline_file()?;
+        let trampoline = trampoline_from(trampoline_file.as_deref(), &policy)?;
         let idle_timeout_ms = self.idle_timeout_sec * 1000;
         // Every check that may refuse to run agent-browser is behind us: the
         // self-test runs while the audit log is opened and the rules and
@@ -155,6 +155,7 @@ impl ServeArgs {
                 gate: Some(gate),
                 runner,
                 agent_browser_version: String::new(),
+                trampoline_file,
                 audit,
                 rules: Arc::new(rules),
                 limits: self.limits(),
@@ -169,6 +170,21 @@ impl ServeArgs {
             self_test,
             agent_browser: self.agent_browser.clone(),
         })
+    }
+
+    /// The trampoline's file: `--trampoline`, else `hardening-trampoline`
+    /// beside this binary if there is one; `None` when this binary is its
+    /// own trampoline.
+    pub(crate) fn trampoline_file(&self) -> anyhow::Result<Option<PathBuf>> {
+        if let Some(path) = &self.trampoline {
+            return absolute(path, "--trampoline").map(Some);
+        }
+        let me = std::env::current_exe()
+            .context("cannot locate browser-shell's own binary (/proc/self/exe)")?;
+        Ok(me
+            .parent()
+            .map(|dir| dir.join(hardening::trampoline::BINARY))
+            .filter(|sibling| sibling.is_file()))
     }
 
     /// The state, HOME, socket and output dirs, private (0700) and ours
@@ -424,6 +440,40 @@ fn check_executable(path: &Path) -> anyhow::Result<()> {
     })?;
     if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
         bail!("{} is not an executable file", path.display());
+    }
+    Ok(())
+}
+
+/// The trampoline run from `file` (pinned: opened now), or from this
+/// binary when there is no file.
+pub(crate) fn trampoline_from(
+    file: Option<&Path>,
+    policy: &hardening::Policy,
+) -> anyhow::Result<hardening::Trampoline> {
+    match file {
+        Some(path) => {
+            check_trampoline(path)?;
+            hardening::Trampoline::pinned(path, policy)
+                .with_context(|| format!("cannot open the trampoline {}", path.display()))
+        }
+        None => hardening::Trampoline::new("/proc/self/exe", policy)
+            .context("cannot serialise the confinement policy"),
+    }
+}
+
+fn check_trampoline(path: &Path) -> anyhow::Result<()> {
+    let meta = fs::metadata(path).with_context(|| {
+        format!(
+            "the trampoline {} is not there (set --trampoline or BROWSER_SHELL_TRAMPOLINE to \
+             hardening-trampoline, built beside browser-shell)",
+            path.display()
+        )
+    })?;
+    if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
+        bail!(
+            "the trampoline {} is not an executable file",
+            path.display()
+        );
     }
     Ok(())
 }

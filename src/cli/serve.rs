@@ -1,6 +1,6 @@
 //! `serve`: prepare, then run the MCP server on stdio until EOF or SIGTERM.
 
-use std::{sync::Arc, time::Duration};
+use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::Context;
 use rmcp::ServiceExt;
@@ -13,7 +13,7 @@ use crate::{
     obs::telemetry::Telemetry,
     server::{
         Server,
-        chronicle::{BinaryFacts, StartFacts, file_sha256},
+        chronicle::{BinaryFacts, StartFacts, TrampolineFacts, file_sha256},
     },
     transport::{mcp, stdio, wire},
 };
@@ -35,13 +35,14 @@ pub(super) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     // neither the self-test nor the handshake on a small machine (a nice
     // value does not keep the scheduler from waking them on its core). The
     // thread is made now, while the self-test runs.
-    let (hand_over, handed) = std::sync::mpsc::sync_channel::<(Arc<Server>, StartFacts)>(1);
+    let (hand_over, handed) =
+        std::sync::mpsc::sync_channel::<(Arc<Server>, StartFacts, PathBuf)>(1);
     {
         let agent_browser = args.agent_browser.clone();
         let runtime = runtime.handle().clone();
         std::thread::spawn(move || {
             // No server: the start failed, and there is nothing to record.
-            let Ok((server, mut facts)) = handed.recv() else {
+            let Ok((server, mut facts, trampoline)) = handed.recv() else {
                 return;
             };
             // On Linux a nice value is per thread: this one yields to calls
@@ -49,6 +50,11 @@ pub(super) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             let _ = rustix::process::setpriority_process(None, 19);
             facts.browser_shell_sha256 = file_sha256(std::path::Path::new("/proc/self/exe"));
             facts.agent_browser.sha256 = file_sha256(&agent_browser);
+            facts.trampoline.sha256 = if facts.trampoline.path.is_some() {
+                file_sha256(&trampoline)
+            } else {
+                facts.browser_shell_sha256.clone()
+            };
             let _entered = runtime.enter();
             server.record_started(&facts);
         });
@@ -62,6 +68,10 @@ pub(super) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let pid_file = super::reload::PidFile::write(&args.audit_log, &args.policy)?;
     tracing::info!(
         agent_browser = %parts.runner.agent_browser().display(),
+        trampoline = %parts.trampoline_file.as_deref().map_or_else(
+            || "browser-shell's own binary".to_owned(),
+            |p| p.display().to_string()
+        ),
         cdp_port = parts.runner.cdp_port(),
         gate_port = gate.port(),
         audit_log = %parts.audit.path().display(),
@@ -75,17 +85,28 @@ pub(super) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         version: std::mem::take(&mut parts.agent_browser_version),
         sha256: Err("not hashed yet".into()),
     };
+    let trampoline = TrampolineFacts {
+        path: parts
+            .trampoline_file
+            .as_ref()
+            .map(|p| p.display().to_string()),
+        sha256: Err("not hashed yet".into()),
+    };
+    // The open file every spawn execs, not the path, which may have been
+    // replaced since.
+    let trampoline_exe = parts.runner.trampoline_exe().to_owned();
     let (otlp, gate_port) = (telemetry.is_enabled(), gate.port());
     let server = Arc::new(Server::new(parts, telemetry.clone()));
     let facts = StartFacts {
         browser_shell_sha256: Err("not hashed yet".into()),
         agent_browser,
+        trampoline,
         otlp,
         gate_port,
     };
     let grace = Duration::from_secs(args.shutdown_grace_sec);
     let hashing = move |server: &Arc<Server>| {
-        let _ = hand_over.send((Arc::clone(server), facts));
+        let _ = hand_over.send((Arc::clone(server), facts, trampoline_exe));
     };
     let served = runtime.block_on(run(server, gate, grace, hashing));
     pid_file.remove();

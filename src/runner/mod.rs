@@ -169,6 +169,11 @@ impl Runner {
         &self.agent_browser
     }
 
+    /// The path every spawn execs as the trampoline.
+    pub(crate) fn trampoline_exe(&self) -> &std::path::Path {
+        self.trampoline.exe()
+    }
+
     pub(crate) fn cdp_port(&self) -> u16 {
         self.cdp_port
     }

@@ -27,6 +27,7 @@ pub(crate) struct StartFacts {
     /// SHA-256 of browser-shell's own binary (or why it could not be read).
     pub(crate) browser_shell_sha256: Result<String, String>,
     pub(crate) agent_browser: BinaryFacts,
+    pub(crate) trampoline: TrampolineFacts,
     pub(crate) otlp: bool,
     pub(crate) gate_port: u16,
 }
@@ -36,6 +37,16 @@ pub(crate) struct StartFacts {
 pub(crate) struct BinaryFacts {
     pub(crate) path: String,
     pub(crate) version: String,
+    pub(crate) sha256: Result<String, String>,
+}
+
+/// The program every child starts as, unconfined, before it confines
+/// itself and execs agent-browser.
+#[derive(Debug)]
+pub(crate) struct TrampolineFacts {
+    /// Its file; `None` when it is browser-shell's own binary.
+    pub(crate) path: Option<String>,
+    /// Of the file as opened at start (what every spawn runs).
     pub(crate) sha256: Result<String, String>,
 }
 
@@ -67,6 +78,10 @@ impl Server {
                 "path": facts.agent_browser.path,
                 "version": facts.agent_browser.version,
                 "sha256": digest(&facts.agent_browser.sha256),
+            },
+            "trampoline": {
+                "path": facts.trampoline.path,
+                "sha256": digest(&facts.trampoline.sha256),
             },
             "policy": rules.describe(self.rules.policy_file()),
             "limits": {

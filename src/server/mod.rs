@@ -49,6 +49,9 @@ pub(crate) struct Parts {
     pub(crate) runner: Runner,
     /// What the self-test's `agent-browser --version` said.
     pub(crate) agent_browser_version: String,
+    /// The trampoline's file, or `None` when browser-shell's own binary is
+    /// the trampoline.
+    pub(crate) trampoline_file: Option<PathBuf>,
     pub(crate) audit: audit::Sink,
     pub(crate) output_dir: PathBuf,
     pub(crate) max_output_bytes: usize,

@@ -122,6 +122,9 @@ def test_the_servers_start_and_stop_are_on_the_record_and_verify_in_the_chain(
     assert facts["browser_shell"]["sha256"] == sha256_of(server_bin)
     assert facts["agent_browser"]["sha256"] == sha256_of(agent_browser_bin.resolve())
     assert facts["agent_browser"]["version"]
+    # Every child started as the small trampoline built beside the server, hashed as opened.
+    trampoline = server_bin.parent / "hardening-trampoline"
+    assert facts["trampoline"] == {"path": str(trampoline), "sha256": sha256_of(trampoline)}, facts["trampoline"]
     assert facts["policy"]["file"] == str(srv.cfg.policy)
     assert facts["policy"]["file_sha256"] == sha256_of(srv.cfg.policy)
     assert facts["policy"]["effective"]["allow_private_cidrs"] == ["127.0.0.1/32"]

@@ -167,6 +167,8 @@ def test_a_screenshot_through_the_gateway_is_an_image_whose_digest_is_on_record(
     # The stack keeps a pool of two ready daemons (its hub config sets BROWSER_SHELL_POOL).
     started = [r for r in log if r.get("outcome") == "started"]
     assert started and all(r["detail"]["limits"]["pool"] == 2 for r in started), started
+    # Its children start as the small trampoline the stack installed beside the server.
+    assert all((r["detail"]["trampoline"]["path"] or "").endswith("/hardening-trampoline") for r in started), started
     deadline = time.monotonic() + 30
     while not any(json.loads(line).get("outcome") == "pooled"
                   for line in (stack.run_dir / "audit.jsonl").read_text().splitlines()):

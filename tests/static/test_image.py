@@ -78,7 +78,7 @@ def test_rust_builder_stage_builds_for_targetarch(dockerfile):
     runs = " ".join(build.of("RUN"))
     assert "amd64) triple=x86_64-unknown-linux-gnu" in runs
     assert "arm64) triple=aarch64-unknown-linux-gnu" in runs
-    assert re.search(r"cargo build --release --locked --target \"\$triple\" --bin browser-shell", runs)
+    assert re.search(r"cargo build --release --locked --target \"\$triple\" --bin browser-shell --bin hardening-trampoline", runs)
     assert 'rustup target add "$triple"' in runs
 
 
@@ -105,7 +105,8 @@ def test_final_image_has_no_toolchain_and_no_extra_browser(dockerfile):
         assert word not in text, f"the final stage mentions '{word.strip()}'"
     for flags, srcs, _ in (copy_parts(a) for a in final.of("COPY")):
         if flags.get("from") == "build":
-            assert srcs == ["/out/browser-shell"], f"only the browser-shell binary may leave the build stage, not {srcs}"
+            assert srcs in (["/out/browser-shell"], ["/out/hardening-trampoline"]), \
+                f"only browser-shell and its trampoline may leave the build stage, not {srcs}"
 
 
 def test_binaries_land_where_the_hub_and_env_say(dockerfile, final_env, hub):
@@ -117,6 +118,8 @@ def test_binaries_land_where_the_hub_and_env_say(dockerfile, final_env, hub):
     server = hub["mcpServers"]["browser-shell"]
     assert server["command"] == "${BROWSER_SHELL_BIN}"
     assert dests[("build", ("/out/browser-shell",))] == final_env["BROWSER_SHELL_BIN"]
+    # Beside the server: where it finds the trampoline without a flag.
+    assert dests[("build", ("/out/hardening-trampoline",))] == str(Path(final_env["BROWSER_SHELL_BIN"]).parent / "hardening-trampoline")
     assert dests[("agent-browser", ("/out/agent-browser",))] == final_env["BROWSER_SHELL_AGENT_BROWSER"]
     assert dests[("mcp-hub", ("/opt/browser-shell/hub-venv",))] == "/opt/browser-shell/hub-venv"
 

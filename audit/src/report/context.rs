@@ -49,6 +49,12 @@ pub(super) fn servers(records: &[Value]) -> Vec<Server> {
                 s.agent_browser_path = at(record, "/detail/agent_browser/path");
                 s.agent_browser_version = at(record, "/detail/agent_browser/version");
                 s.agent_browser_sha256 = at(record, "/detail/agent_browser/sha256");
+                s.trampoline_path = record.pointer("/detail/trampoline").map(|t| {
+                    t.get("path")
+                        .and_then(Value::as_str)
+                        .map_or_else(|| "browser-shell's own binary".to_owned(), str::to_owned)
+                });
+                s.trampoline_sha256 = at(record, "/detail/trampoline/sha256");
                 s.otlp = record.pointer("/detail/otlp").and_then(Value::as_bool);
                 s.confinement = record.pointer("/detail/confinement").map(confinement);
             }

@@ -111,6 +111,11 @@ pub struct Server {
     pub agent_browser_version: Option<String>,
     /// SHA-256 of the agent-browser binary.
     pub agent_browser_sha256: Option<String>,
+    /// The trampoline every child started as: its file, or
+    /// `browser-shell's own binary`.
+    pub trampoline_path: Option<String>,
+    /// SHA-256 of the trampoline as the server opened it.
+    pub trampoline_sha256: Option<String>,
     /// The confinement it applied, in short.
     pub confinement: Option<String>,
     /// Whether it copied records to OTLP.

@@ -221,6 +221,13 @@ fn server_line(s: &Server) -> String {
             s.agent_browser_sha256.as_deref().unwrap_or("?")
         );
     }
+    if let Some(t) = &s.trampoline_path {
+        let _ = write!(
+            line,
+            "; trampoline {t} (sha256 {})",
+            s.trampoline_sha256.as_deref().unwrap_or("?")
+        );
+    }
     if let Some(c) = &s.confinement {
         let _ = write!(line, "; {c}");
     }

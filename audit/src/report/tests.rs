@@ -87,6 +87,7 @@ fn run() -> Vec<Value> {
             json!({"outcome": "started", "reason": "the server is ready", "detail": {
                 "browser_shell": {"version": "0.1.0", "sha256": "b".repeat(64)},
                 "agent_browser": {"path": "/opt/ab", "version": "agent-browser 0.41.2", "sha256": "a".repeat(64)},
+                "trampoline": {"path": "/opt/hardening-trampoline", "sha256": "t".repeat(64)},
                 "confinement": {"landlock": "enforced", "landlock_abi": 7, "seccomp": "enforced", "capabilities": "cleared", "degraded": false},
                 "otlp": false,
                 "policy": {"file": "/etc/p.json", "file_sha256": "f".repeat(64), "source": "file", "sha256": "p1".repeat(32), "effective": {"allow_schemes": ["http"]}}}}),
@@ -235,6 +236,14 @@ fn servers_and_policies_come_from_the_lifecycle_records() {
         Some("agent-browser 0.41.2")
     );
     assert_eq!(s.calls_served, Some(4));
+    assert_eq!(
+        s.trampoline_path.as_deref(),
+        Some("/opt/hardening-trampoline")
+    );
+    assert_eq!(
+        s.trampoline_sha256.as_deref(),
+        Some("t".repeat(64).as_str())
+    );
     assert!(s.started.is_some() && s.stopped.is_some());
     assert_eq!(
         s.confinement.as_deref(),
@@ -432,4 +441,18 @@ fn ocsf_server_lifecycle_is_application_lifecycle() {
         (json!(4), json!(600_204))
     );
     assert_eq!(events[7]["activity_id"], 99, "reloaded");
+}
+
+#[test]
+fn a_server_that_was_its_own_trampoline_is_reported_as_such() {
+    let mut records = run();
+    records[0]["detail"]["trampoline"]["path"] = Value::Null;
+    records[0]["detail"]["trampoline"]["sha256"] = json!("b".repeat(64));
+    let report = build(&records, &Filter::default());
+    let s = &report.servers[0];
+    assert_eq!(
+        s.trampoline_path.as_deref(),
+        Some("browser-shell's own binary")
+    );
+    assert_eq!(s.trampoline_sha256, s.sha256);
 }

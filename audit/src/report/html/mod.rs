@@ -275,6 +275,8 @@ impl Report {
             let ab_path = opt(&s.agent_browser_path);
             let ab_sha = opt(&s.agent_browser_sha256);
             let confinement = opt(&s.confinement);
+            let trampoline = opt(&s.trampoline_path);
+            let trampoline_sha = opt(&s.trampoline_sha256);
             let otlp = s.otlp.map_or("-", |on| if on { "on" } else { "off" });
             let (started, stopped) = (esc(&started), esc(&stopped));
             let _ = write!(
@@ -284,7 +286,9 @@ impl Report {
                  <code class=\"digest\" title=\"{sha}\">{sha}</code></div></td>\
                  <td>{ab_version}<div class=\"muted wrap\">{ab_path}</div><div><span class=\"label\">sha256</span> \
                  <code class=\"digest\" title=\"{ab_sha}\">{ab_sha}</code></div></td>\
-                 <td>{confinement}<div class=\"muted\">OTLP copy {otlp}</div></td>\
+                 <td>{confinement}<div class=\"muted\">OTLP copy {otlp}</div>\
+                 <div class=\"muted wrap\">trampoline {trampoline}</div><div><span class=\"label\">sha256</span> \
+                 <code class=\"digest\" title=\"{trampoline_sha}\">{trampoline_sha}</code></div></td>\
                  <td>{started}<br>{stopped}</td><td class=\"num\">{}</td></tr>",
                 s.records,
             );
