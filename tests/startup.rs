@@ -297,6 +297,11 @@ fn an_agent_browser_that_cannot_run_confined_is_refused_at_start() {
     std::fs::set_permissions(&script, perms).unwrap();
     let output = run(&d, &[("--agent-browser", script.display().to_string())]);
     assert_refused_at_start(&output, "the confined agent-browser does not start");
+    // The start failed as a bad configuration does: the `initialize`
+    // waiting on stdin was never answered, and the server never said ready.
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("ready on stdio"), "{stderr}");
 }
 
 #[test]
