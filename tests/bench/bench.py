@@ -32,8 +32,9 @@ to the results (✓/✗ where the table can tell). What each section measures:
   audit    synced audit appends with the OTLP exporter off / up / down,
            `cargo run --release --example audit_otlp_throughput`.
   confine  confinement cost: /usr/bin/true spawned plainly, through a pre_exec hook (fork), and through
-           browser-shell's binary as the trampoline (what every agent-browser spawn does),
-           `cargo run --release -p hardening --example spawn_cost`.
+           the trampoline, `cargo run --release -p hardening --example spawn_cost`: once with
+           hardening-trampoline (what every agent-browser spawn runs), once with browser-shell's own
+           binary (what a server installed without it falls back to).
 
 The MCP client is the raw JSON-RPC-over-stdio one below (no client library in the timing), the same
 for browser-shell and the peers. Everything talks to 127.0.0.1 only.
@@ -929,8 +930,11 @@ def main() -> None:
               " (target ≥ 2,000 events/s at 32 writers, 0 lost):")
         print(example("browser-shell", "audit_otlp_throughput", "/var/tmp", "100"))
     if "confine" in only:
-        print("\nconfinement cost, `cargo run --release -p hardening --example spawn_cost 300 target/release/browser-shell`"
-              " (browser-shell's binary as the trampoline, as in production):")
+        trampoline = BIN.parent / "hardening-trampoline"
+        print("\nconfinement cost, `cargo run --release -p hardening --example spawn_cost 300 target/release/hardening-trampoline`"
+              " (the trampoline every agent-browser spawn runs):")
+        print(example("hardening", "spawn_cost", "300", str(trampoline)))
+        print("\nthe same with browser-shell's own binary as the trampoline (its fallback when installed alone):")
         print(example("hardening", "spawn_cost", "300", str(BIN)))
 
 
