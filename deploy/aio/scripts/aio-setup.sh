@@ -166,6 +166,9 @@ fi
 
 # --------------------------------------------------------------------------- binaries
 "$share/bin/browser-shell" --version >&2 || die "browser-shell does not run on this base (glibc?)"
+# Run with no arguments, the trampoline refuses (126) with its one line: proof it runs on this base.
+tr=$("$share/bin/hardening-trampoline" 2>&1) && die "hardening-trampoline ran without a policy"
+[[ $tr == "hardening-trampoline: "* ]] || die "hardening-trampoline does not run on this base: $tr"
 ab=$("${BROWSER_SHELL_AGENT_BROWSER:?}" --version)
 [ "$ab" = "agent-browser 0.41.2" ] || die "agent-browser is '$ab', expected 0.41.2"
 hub_version=$("$share/hub-venv/bin/mcp-proxy" --version) || die "the MCP hub (mcp-proxy) does not run on this base"
