@@ -87,7 +87,14 @@ impl ServeArgs {
     /// built while the confined self-test may still be running, so that the
     /// caller can do its own preparation meanwhile.
     pub(crate) fn start(&self) -> anyhow::Result<Starting> {
-        check_executable(&self.agent_browser)?;
+        executable_file(
+            &self.agent_browser,
+            &format!(
+                "agent-browser binary not found at {} (set --agent-browser or \
+                 BROWSER_SHELL_AGENT_BROWSER)",
+                self.agent_browser.display()
+            ),
+        )?;
         let dirs = self.prepare_dirs()?;
         // Before the policy and the key are read: a file the child could
         // have written is not to be trusted even once.
@@ -431,13 +438,10 @@ fn canonical_in_parent(path: &Path) -> PathBuf {
         )
 }
 
-fn check_executable(path: &Path) -> anyhow::Result<()> {
-    let meta = fs::metadata(path).with_context(|| {
-        format!(
-            "agent-browser binary not found at {} (set --agent-browser or BROWSER_SHELL_AGENT_BROWSER)",
-            path.display()
-        )
-    })?;
+/// `path` is a file someone may execute; `missing` says what to do when it
+/// is not there.
+fn executable_file(path: &Path, missing: &str) -> anyhow::Result<()> {
+    let meta = fs::metadata(path).context(missing.to_owned())?;
     if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
         bail!("{} is not an executable file", path.display());
     }
@@ -452,30 +456,20 @@ pub(crate) fn trampoline_from(
 ) -> anyhow::Result<hardening::Trampoline> {
     match file {
         Some(path) => {
-            check_trampoline(path)?;
+            executable_file(
+                path,
+                &format!(
+                    "the trampoline {} is not there (set --trampoline or \
+                     BROWSER_SHELL_TRAMPOLINE to hardening-trampoline, built beside browser-shell)",
+                    path.display()
+                ),
+            )?;
             hardening::Trampoline::pinned(path, policy)
                 .with_context(|| format!("cannot open the trampoline {}", path.display()))
         }
         None => hardening::Trampoline::new("/proc/self/exe", policy)
             .context("cannot serialise the confinement policy"),
     }
-}
-
-fn check_trampoline(path: &Path) -> anyhow::Result<()> {
-    let meta = fs::metadata(path).with_context(|| {
-        format!(
-            "the trampoline {} is not there (set --trampoline or BROWSER_SHELL_TRAMPOLINE to \
-             hardening-trampoline, built beside browser-shell)",
-            path.display()
-        )
-    })?;
-    if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
-        bail!(
-            "the trampoline {} is not an executable file",
-            path.display()
-        );
-    }
-    Ok(())
 }
 
 /// A script (the npm package's Node shim, say) needs an interpreter the
