@@ -30,12 +30,10 @@ use std::{
 
 use crate::{ConfineError, Policy};
 
-/// `argv[0]` under which an executable must run [`main`] and nothing else.
+/// `argv[0]` under which an executable must run [`main`] and nothing else;
+/// also the file name of browser-shell's small trampoline executable
+/// (`src/bin/hardening-trampoline.rs`), which runs nothing but [`main`].
 pub const ARG0: &str = "hardening-trampoline";
-
-/// File name of the small trampoline executable (browser-shell's
-/// `src/bin/hardening-trampoline.rs`), which calls [`main`] and nothing else.
-pub const BINARY: &str = "hardening-trampoline";
 
 /// The trampoline's exit status when it refused to run the program.
 pub const EXIT_REFUSED: i32 = 126;

@@ -22,7 +22,7 @@ pub(crate) struct ServeArgs {
     /// confines itself, then execs agent-browser. By default
     /// `hardening-trampoline` beside browser-shell's own binary (built with
     /// it), else browser-shell's own binary, which can act as one but,
-    /// larger, takes ~1 ms longer to start each child.
+    /// larger, is slower to start each child.
     #[arg(long, env = "BROWSER_SHELL_TRAMPOLINE", value_name = "PATH")]
     pub(crate) trampoline: Option<PathBuf>,
 

@@ -190,7 +190,7 @@ impl ServeArgs {
             .context("cannot locate browser-shell's own binary (/proc/self/exe)")?;
         Ok(me
             .parent()
-            .map(|dir| dir.join(hardening::trampoline::BINARY))
+            .map(|dir| dir.join(hardening::trampoline::ARG0))
             .filter(|sibling| sibling.is_file()))
     }
 

@@ -1,6 +1,6 @@
 //! `serve`: prepare, then run the MCP server on stdio until EOF or SIGTERM.
 
-use std::{path::PathBuf, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 
 use anyhow::Context;
 use rmcp::ServiceExt;
@@ -35,14 +35,13 @@ pub(super) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     // neither the self-test nor the handshake on a small machine (a nice
     // value does not keep the scheduler from waking them on its core). The
     // thread is made now, while the self-test runs.
-    let (hand_over, handed) =
-        std::sync::mpsc::sync_channel::<(Arc<Server>, StartFacts, PathBuf)>(1);
+    let (hand_over, handed) = std::sync::mpsc::sync_channel::<(Arc<Server>, StartFacts)>(1);
     {
         let agent_browser = args.agent_browser.clone();
         let runtime = runtime.handle().clone();
         std::thread::spawn(move || {
             // No server: the start failed, and there is nothing to record.
-            let Ok((server, mut facts, trampoline)) = handed.recv() else {
+            let Ok((server, mut facts)) = handed.recv() else {
                 return;
             };
             // On Linux a nice value is per thread: this one yields to calls
@@ -51,7 +50,7 @@ pub(super) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             facts.browser_shell_sha256 = file_sha256(std::path::Path::new("/proc/self/exe"));
             facts.agent_browser.sha256 = file_sha256(&agent_browser);
             facts.trampoline.sha256 = if facts.trampoline.path.is_some() {
-                file_sha256(&trampoline)
+                file_sha256(&facts.trampoline.exe)
             } else {
                 facts.browser_shell_sha256.clone()
             };
@@ -90,11 +89,11 @@ pub(super) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             .trampoline_file
             .as_ref()
             .map(|p| p.display().to_string()),
+        // The open file every spawn execs, not the path, which may have
+        // been replaced since.
+        exe: parts.runner.trampoline_exe().to_owned(),
         sha256: Err("not hashed yet".into()),
     };
-    // The open file every spawn execs, not the path, which may have been
-    // replaced since.
-    let trampoline_exe = parts.runner.trampoline_exe().to_owned();
     let (otlp, gate_port) = (telemetry.is_enabled(), gate.port());
     let server = Arc::new(Server::new(parts, telemetry.clone()));
     let facts = StartFacts {
@@ -106,7 +105,7 @@ pub(super) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     };
     let grace = Duration::from_secs(args.shutdown_grace_sec);
     let hashing = move |server: &Arc<Server>| {
-        let _ = hand_over.send((Arc::clone(server), facts, trampoline_exe));
+        let _ = hand_over.send((Arc::clone(server), facts));
     };
     let served = runtime.block_on(run(server, gate, grace, hashing));
     pid_file.remove();

@@ -46,6 +46,8 @@ pub(crate) struct BinaryFacts {
 pub(crate) struct TrampolineFacts {
     /// Its file; `None` when it is browser-shell's own binary.
     pub(crate) path: Option<String>,
+    /// What every spawn execs (the file as opened at start), to hash.
+    pub(crate) exe: std::path::PathBuf,
     /// Of the file as opened at start (what every spawn runs).
     pub(crate) sha256: Result<String, String>,
 }
