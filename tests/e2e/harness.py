@@ -6,6 +6,7 @@ Everything here talks to loopback only: Chromium's DevTools endpoint is bound to
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 import os
@@ -528,3 +529,8 @@ class ProcessWatcher:
         """Recorded processes that still exist and are not zombies, with the same argv."""
         now = proc_cmdlines()
         return {pid: argv for pid, argv in self.seen.items() if now.get(pid) == argv and not is_zombie(pid)}
+
+
+def sha256_of(path: Path) -> str:
+    """Hex SHA-256 of a file's bytes (what the audit records carry for binaries and policies)."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()

@@ -5,7 +5,6 @@ names the policy it was decided under. Real server, real Chromium, loopback only
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
@@ -45,10 +44,6 @@ def reload_cli(server_bin: Path, audit_log: Path) -> subprocess.CompletedProcess
     )
 
 
-def sha256_of(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def test_a_reload_changes_the_verdict_of_the_next_call_and_records_both_digests(
     start_server, server_bin: Path, web: harness.WebServer
 ) -> None:
@@ -71,7 +66,7 @@ def test_a_reload_changes_the_verdict_of_the_next_call_and_records_both_digests(
     (reloaded,) = lifecycle(srv.cfg.audit_log, "reloaded")
     after = reloaded["policy_sha256"]
     assert reloaded["detail"]["previous_policy_sha256"] == before != after
-    assert reloaded["detail"]["policy"]["file_sha256"] == sha256_of(srv.cfg.policy)
+    assert reloaded["detail"]["policy"]["file_sha256"] == harness.sha256_of(srv.cfg.policy)
     assert f"127.0.0.1/32:{other.port}" in reloaded["detail"]["policy"]["effective"]["allow_private_cidrs"]
     assert before in run.stdout and after in run.stdout, run.stdout
     intent = [r for r in records(srv.cfg.audit_log) if r["phase"] == "intent"][-1]
@@ -119,14 +114,14 @@ def test_the_servers_start_and_stop_are_on_the_record_and_verify_in_the_chain(
     assert (started["phase"], started["outcome"]) == ("lifecycle", "started")
     assert (stopped["phase"], stopped["outcome"]) == ("lifecycle", "stopped")
     facts = started["detail"]
-    assert facts["browser_shell"]["sha256"] == sha256_of(server_bin)
-    assert facts["agent_browser"]["sha256"] == sha256_of(agent_browser_bin.resolve())
+    assert facts["browser_shell"]["sha256"] == harness.sha256_of(server_bin)
+    assert facts["agent_browser"]["sha256"] == harness.sha256_of(agent_browser_bin.resolve())
     assert facts["agent_browser"]["version"]
     # Every child started as the small trampoline built beside the server, hashed as opened.
     trampoline = server_bin.parent / "hardening-trampoline"
-    assert facts["trampoline"] == {"path": str(trampoline), "sha256": sha256_of(trampoline)}, facts["trampoline"]
+    assert facts["trampoline"] == {"path": str(trampoline), "sha256": harness.sha256_of(trampoline)}, facts["trampoline"]
     assert facts["policy"]["file"] == str(srv.cfg.policy)
-    assert facts["policy"]["file_sha256"] == sha256_of(srv.cfg.policy)
+    assert facts["policy"]["file_sha256"] == harness.sha256_of(srv.cfg.policy)
     assert facts["policy"]["effective"]["allow_private_cidrs"] == ["127.0.0.1/32"]
     assert facts["confinement"]["landlock"] and facts["otlp"] is False
     assert facts["limits"]["max_sessions"] > 0

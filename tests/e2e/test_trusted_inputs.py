@@ -7,7 +7,6 @@ with the flag the server starts, works, and names each such file in a warning on
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import shutil
@@ -65,10 +64,6 @@ def started_record(cfg: ServerConfig) -> dict:
     return next(r for r in map(json.loads, cfg.audit_log.read_text().splitlines()) if r.get("outcome") == "started")
 
 
-def sha256_of(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def test_a_trampoline_under_tmp_stops_the_start_naming_it_and_the_flag(
     server_config, scratch, server_bin: Path, web: harness.WebServer
 ) -> None:
@@ -78,7 +73,7 @@ def test_a_trampoline_under_tmp_stops_the_start_naming_it_and_the_flag(
     cfg.extra_args = ["--trampoline", str(copy)]
     assert_refused_naming(start_strict(cfg), "the confinement trampoline", copy)
     assert_starts_with_warning(cfg, web, "trtmp", "the confinement trampoline", copy)
-    assert started_record(cfg)["detail"]["trampoline"] == {"path": str(copy), "sha256": sha256_of(copy)}
+    assert started_record(cfg)["detail"]["trampoline"] == {"path": str(copy), "sha256": harness.sha256_of(copy)}
 
 
 def test_a_missing_trampoline_stops_the_start_saying_what_to_set(server_config, scratch) -> None:
@@ -110,7 +105,7 @@ def test_a_server_binary_without_the_trampoline_beside_it_is_its_own(
         srv.stop()
     detail = started_record(cfg)["detail"]
     assert detail["trampoline"] == {"path": None, "sha256": detail["browser_shell"]["sha256"]}, detail
-    assert detail["browser_shell"]["sha256"] == sha256_of(alone)
+    assert detail["browser_shell"]["sha256"] == harness.sha256_of(alone)
 
 
 def test_a_policy_file_under_tmp_stops_the_start_naming_it_and_the_flag(
