@@ -60,7 +60,7 @@ pub(crate) async fn handle(
 ) -> Reply {
     let hint = request::session_hint(arguments);
     let active = span::start(server, ctx, hint.as_ref().map(SessionId::as_str));
-    server.wait_started().await;
+    server.need_started().await;
     server
         .calls_served
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);

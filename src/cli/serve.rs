@@ -18,6 +18,10 @@ use crate::{
     transport::{mcp, stdio, wire},
 };
 
+/// How long the binaries' hashing waits after the handshake, unless a call
+/// needs the `started` record first.
+const HASH_AFTER_HANDSHAKE: Duration = Duration::from_millis(50);
+
 pub(super) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let starting = args.start()?;
     // Built while the self-test runs: neither needs anything from it.
@@ -30,11 +34,11 @@ pub(super) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         Telemetry::from_env().context("bad OTEL_* configuration")?
     };
     // Hashing the binaries (tens of MiB, ~20 ms of CPU) is for the `started`
-    // record, which tool calls wait for (`Server::wait_started`), not the
-    // handshake: it starts once the handshake is answered, so that it slows
-    // neither the self-test nor the handshake on a small machine (a nice
-    // value does not keep the scheduler from waking them on its core). The
-    // thread is made now, while the self-test runs.
+    // record, which tool calls wait for (`Server::need_started`), not the
+    // handshake: `run` starts it once the client's first request is past,
+    // so that it slows neither the self-test nor the handshake on a small
+    // machine (a nice value does not keep the scheduler from waking them on
+    // its core). The thread is made now, while the self-test runs.
     let (hand_over, handed) = std::sync::mpsc::sync_channel::<(Arc<Server>, StartFacts)>(1);
     {
         let agent_browser = args.agent_browser.clone();
@@ -122,13 +126,14 @@ pub(super) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
 /// stdin → wire → rmcp → wire → stdout, plus the reaper, until the client
 /// hangs up or SIGTERM drains the calls in flight.
 ///
-/// `start_hashing` is called once the handshake has been answered (or has
-/// failed): the `started` record follows it.
+/// `start_hashing` is called [`HASH_AFTER_HANDSHAKE`] after the handshake
+/// was answered (or failed), or sooner when a call needs the `started`
+/// record, which follows it.
 async fn run(
     server: Arc<Server>,
     gate: Gate,
     grace: Duration,
-    start_hashing: impl FnOnce(&Arc<Server>),
+    start_hashing: impl FnOnce(&Arc<Server>) + Send + 'static,
 ) -> anyhow::Result<()> {
     let gate_kept = gate.same_port_as_before();
     let mut refusals = gate
@@ -179,7 +184,21 @@ async fn run(
     let served = mcp::BrowserShellServer::new(Arc::clone(&server))
         .serve(transport)
         .await;
-    start_hashing(&server);
+    // Hashing ~20 ms of CPU beside the client's first request (its
+    // `tools/list` follows the handshake at once) slows that request's
+    // answer on two cores, nice value or not (docs/benchmarks.md, "A smaller
+    // start"): it waits for that moment to pass, or for a call that needs
+    // the record.
+    {
+        let server = Arc::clone(&server);
+        tokio::spawn(async move {
+            tokio::select! {
+                () = tokio::time::sleep(HASH_AFTER_HANDSHAKE) => {}
+                () = server.started_needed() => {}
+            }
+            start_hashing(&server);
+        });
+    }
     let stopped = match served {
         Ok(service) => {
             let stop = service.cancellation_token();
@@ -226,7 +245,7 @@ async fn run(
     let _ = tokio::time::timeout(Duration::from_secs(5), server.empty_pool()).await;
     // The life's last record follows its first, even for a client that left
     // before the binaries were hashed.
-    server.wait_started().await;
+    server.need_started().await;
     server.record_stopped(stopped);
     server.close();
     tracing::info!("browser-shell exiting");

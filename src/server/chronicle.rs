@@ -121,6 +121,19 @@ impl Server {
         let _ = tokio::time::timeout(STARTED_WITHIN, written).await;
     }
 
+    /// [`Server::wait_started`] for one that needs the record now (a call,
+    /// the exit): the binaries are hashed at once if they were not yet.
+    pub(crate) async fn need_started(&self) {
+        // A permit is kept when nothing waits yet: the need is not lost.
+        self.started_needed.notify_one();
+        self.wait_started().await;
+    }
+
+    /// Until something needs the `started` record ([`Server::need_started`]).
+    pub(crate) async fn started_needed(&self) {
+        self.started_needed.notified().await;
+    }
+
     /// Read the policy file again (SIGHUP, `browser-shell policy reload`):
     /// a valid file replaces the rules for the next call; an invalid one
     /// keeps them and says why, on stderr and in the record.

@@ -85,6 +85,9 @@ pub(crate) struct Server {
     gate_unrecorded: std::sync::atomic::AtomicU64,
     /// Set once the `started` record is written.
     started: tokio::sync::watch::Sender<bool>,
+    /// A call (or the exit) needs the `started` record now: its hashing
+    /// starts at once rather than after the client's first moments.
+    started_needed: tokio::sync::Notify,
     /// Tool calls handled, for the `stopped` record.
     pub(crate) calls_served: std::sync::atomic::AtomicU64,
     /// Set on SIGTERM: new calls are refused.
@@ -122,6 +125,7 @@ impl Server {
             gate_pace: pace::RefusalPace::default(),
             gate_unrecorded: std::sync::atomic::AtomicU64::new(0),
             started: tokio::sync::watch::Sender::new(false),
+            started_needed: tokio::sync::Notify::new(),
             calls_served: std::sync::atomic::AtomicU64::new(0),
             draining: std::sync::atomic::AtomicBool::new(false),
             shutdown: CancellationToken::new(),
