@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import threading
@@ -534,3 +535,19 @@ class ProcessWatcher:
 def sha256_of(path: Path) -> str:
     """Hex SHA-256 of a file's bytes (what the audit records carry for binaries and policies)."""
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def elf_interpreter(path: Path) -> str | None:
+    """The dynamic loader a 64-bit little-endian ELF executable asks for (its PT_INTERP), or None when
+    it is statically linked."""
+    data = path.read_bytes()
+    assert data[:6] == b"\x7fELF\x02\x01", f"{path} is not a 64-bit little-endian ELF file"
+    (phoff,) = struct.unpack_from("<Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    for i in range(phnum):
+        header = phoff + i * phentsize
+        (p_type,) = struct.unpack_from("<I", data, header)
+        if p_type == 3:  # PT_INTERP
+            offset, _, _, filesz = struct.unpack_from("<QQQQ", data, header + 8)
+            return data[offset:offset + filesz].rstrip(b"\0").decode()
+    return None

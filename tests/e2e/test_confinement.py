@@ -53,6 +53,16 @@ EXPECTED = {
 }
 
 
+def test_the_trampoline_as_built_for_the_tests_starts_without_a_dynamic_loader(binaries) -> None:
+    """tests/run relinks it as it ships (deploy/static-trampoline), so every confined spawn in this suite
+    goes through the static trampoline."""
+    trampoline = binaries.server.parent / "hardening-trampoline"
+    # The check can fail: the server's own binary is dynamically linked.
+    assert (harness.elf_interpreter(binaries.server) or "").startswith("/lib"), binaries.server
+    assert harness.elf_interpreter(trampoline) is None, (
+        f"{trampoline} is dynamically linked: run deploy/static-trampoline after cargo build")
+
+
 def test_probe_spawned_like_agent_browser_cannot_escape_or_touch_the_audit_log(start_server) -> None:
     assert PROBE.is_file(), f"{PROBE} missing: run `cargo build --workspace`"
     # The probe is dynamically linked; agent-browser (static musl) needs no such extra.
