@@ -186,7 +186,7 @@ async fn run(
         .await;
     // Hashing ~20 ms of CPU beside the client's first request (its
     // `tools/list` follows the handshake at once) slows that request's
-    // answer on two cores, nice value or not (docs/benchmarks.md, "A smaller
+    // answer on two cores, nice value or not (docs/benchmarks.md, "A quieter
     // start"): it waits for that moment to pass, or for a call that needs
     // the record.
     {
