@@ -55,6 +55,7 @@ pub mod probe;
 mod process_group;
 mod rlimits;
 mod seccomp;
+mod seccomp_dispatch;
 mod step;
 pub mod trampoline;
 

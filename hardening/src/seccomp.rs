@@ -7,7 +7,11 @@
 //! front of it: ONE program, attached once. Every attached filter costs the
 //! child a BPF conversion, a JIT and the kernel's per-syscall action-cache
 //! emulation; three stacked filters cost about three times that on every
-//! spawn. Compiled in the parent; the child only attaches it.
+//! spawn. Between the prefix and seccompiler's program, a binary search
+//! decides every syscall whose arguments do not matter, so seccompiler's
+//! linear chain holds only the rules with conditions
+//! ([`crate::seccomp_dispatch`]). Compiled in the parent; the child only
+//! attaches it.
 
 use std::collections::BTreeMap;
 
@@ -16,7 +20,12 @@ use seccompiler::{
     SeccompRule, TargetArch, sock_filter,
 };
 
-use crate::{PrepareError, policy::SocketFamily, step::Step};
+use crate::{
+    PrepareError,
+    policy::SocketFamily,
+    seccomp_dispatch::{self, Listed, Verdicts},
+    step::Step,
+};
 
 #[cfg(target_arch = "x86_64")]
 const ARCH: TargetArch = TargetArch::x86_64;
@@ -116,7 +125,8 @@ const CLONE_NEW_FLAGS: &[u64] = &[
 const HARMLESS_PERSONALITIES: &[u64] = &[0x0, 0x8, 0x2_0000, 0x2_0008, 0xffff_ffff];
 
 /// The compiled filter: the hand-built prefix (x32 guard, `clone3` →
-/// ENOSYS), then seccompiler's denylist program.
+/// ENOSYS), the search over the denylist's numbers, then seccompiler's
+/// program of the rules with conditions.
 #[derive(Debug, Clone)]
 pub(crate) struct Filters {
     program: BpfProgram,
@@ -290,8 +300,31 @@ fn inet_socket_types(families: &[SocketFamily]) -> Vec<(u64, Vec<(u64, u64)>)> {
 
 /// Parent side: compile the filter.
 pub(crate) fn build(families: &[SocketFamily]) -> Result<Filters, PrepareError> {
+    let rules = denylist_rules(families)?;
+    let listed = rules
+        .iter()
+        .map(|(nr, chain)| {
+            let what = if chain.is_empty() {
+                Listed::Denied
+            } else {
+                Listed::Conditional
+            };
+            u32::try_from(*nr).map(|nr| (nr, what)).map_err(compile_err)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let verdicts = Verdicts {
+        allow: u32::from(SeccompAction::Allow),
+        deny: u32::from(SeccompAction::Errno(errno_u32(libc::EPERM))),
+    };
+    let search = seccomp_dispatch::search(&listed, verdicts);
+    // The search decides the rest; seccompiler's chain costs four
+    // instructions per syscall in it.
+    let conditional: BTreeMap<i64, Vec<SeccompRule>> = rules
+        .into_iter()
+        .filter(|(_, chain)| !chain.is_empty())
+        .collect();
     let denylist: BpfProgram = SeccompFilter::new(
-        denylist_rules(families)?,
+        conditional,
         SeccompAction::Allow,
         SeccompAction::Errno(errno_u32(libc::EPERM)),
         ARCH,
@@ -299,10 +332,12 @@ pub(crate) fn build(families: &[SocketFamily]) -> Result<Filters, PrepareError> 
     .map_err(compile_err)?
     .try_into()
     .map_err(compile_err)?;
-    // The prefix only returns or falls through to its end, and seccompiler's
-    // jumps are relative within its own program, which starts by reloading
-    // the arch and the number: appending it unchanged is sound.
+    // The prefix and the search only return or fall through to their end,
+    // and seccompiler's jumps are relative within its own program, which
+    // starts by reloading the arch and the number: appending it unchanged is
+    // sound.
     let mut program = prefix();
+    program.extend(search);
     program.extend(denylist);
     // The kernel's limit (BPF_MAXINSNS); seccompiler checked only its part.
     if program.len() > 4096 {
@@ -329,7 +364,8 @@ fn errno_u32(errno: i32) -> u32 {
 ///   read; ENOSYS makes every libc fall back to `clone(2)`, whose flags the
 ///   denylist does check.
 ///
-/// Any other arch falls through untouched to seccompiler's own arch check.
+/// Any other arch falls through untouched (past the search, which checks
+/// the arch too) to seccompiler's own arch check.
 fn prefix() -> BpfProgram {
     const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
     const X32_SYSCALL_BIT: u32 = 0x4000_0000;
@@ -409,6 +445,16 @@ mod tests {
     /// Run a classic BPF seccomp `program` on one syscall: `Ok(ret)` when
     /// it returns, `Err(pc)` when it runs off its end at `pc`.
     fn run(program: &[sock_filter], arch: u32, nr: u32, args: [u64; 6]) -> Result<u32, usize> {
+        run_counted(program, arch, nr, args).0
+    }
+
+    /// [`run`], and how many instructions it executed.
+    fn run_counted(
+        program: &[sock_filter],
+        arch: u32,
+        nr: u32,
+        args: [u64; 6],
+    ) -> (Result<u32, usize>, usize) {
         // struct seccomp_data: nr, arch, instruction pointer, args (LE).
         let word = |offset: u32| -> u32 {
             match offset {
@@ -422,10 +468,11 @@ mod tests {
                 other => panic!("unexpected offset {other}"),
             }
         };
-        let (mut pc, mut a) = (0usize, 0u32);
+        let (mut pc, mut a, mut steps) = (0usize, 0u32, 0usize);
         while pc < program.len() {
             let i = &program[pc];
             pc += 1;
+            steps += 1;
             let jump = |taken: bool| usize::from(if taken { i.jt } else { i.jf });
             match i.code {
                 0x20 => a = word(i.k),                       // LD W ABS
@@ -434,11 +481,11 @@ mod tests {
                 0x15 => pc += jump(a == i.k),                // JEQ K
                 0x25 => pc += jump(a > i.k),                 // JGT K
                 0x35 => pc += jump(a >= i.k),                // JGE K
-                0x06 => return Ok(i.k),                      // RET K
+                0x06 => return (Ok(i.k), steps),             // RET K
                 other => panic!("unexpected opcode {other:#x}"),
             }
         }
-        Err(pc)
+        (Err(pc), steps)
     }
 
     /// Where the prefix sends a syscall (the denylist must start exactly at
@@ -574,5 +621,149 @@ mod tests {
             // i386 numbers go to seccompiler's arch check untouched.
             assert_eq!(run_prefix(0x4000_0003, clone3), Err(end));
         }
+    }
+
+    const NATIVE: u32 = if cfg!(target_arch = "x86_64") {
+        0xc000_003e
+    } else {
+        0xc000_00b7
+    };
+
+    /// The filter as it was before the search: the prefix, then
+    /// seccompiler's chain.
+    fn without_search(families: &[SocketFamily]) -> BpfProgram {
+        let chain: BpfProgram = SeccompFilter::new(
+            denylist_rules(families).unwrap(),
+            SeccompAction::Allow,
+            SeccompAction::Errno(errno_u32(libc::EPERM)),
+            ARCH,
+        )
+        .unwrap()
+        .try_into()
+        .unwrap();
+        let mut program = prefix();
+        program.extend(chain);
+        program
+    }
+
+    /// Argument vectors that reach every rule of the denylist: namespace
+    /// flags, personalities, prlimit64's pid, and socket triples.
+    fn interesting_args() -> Vec<[u64; 6]> {
+        let arg = |v: libc::c_int| u64::try_from(v).unwrap();
+        let mut all = vec![[0; 6], [u64::MAX; 6], [1, 1, 1, 1, 1, 1]];
+        all.extend(CLONE_NEW_FLAGS.iter().map(|f| [*f | 0x11, 0, 0, 0, 0, 0]));
+        all.extend(
+            HARMLESS_PERSONALITIES
+                .iter()
+                .chain(&[0x1, 0x40_0000])
+                .map(|p| [*p, 0, 0, 0, 0, 0]),
+        );
+        all.extend([1 << 32, (1 << 32) | 1, 4_194_304].map(|pid| [pid, 1, 0, 0, 0, 0]));
+        let domains = [
+            libc::AF_UNIX,
+            libc::AF_INET,
+            libc::AF_INET6,
+            libc::AF_NETLINK,
+            libc::AF_PACKET,
+        ];
+        let protocols = [
+            0,
+            libc::IPPROTO_TCP,
+            libc::IPPROTO_UDP,
+            libc::IPPROTO_MPTCP,
+            libc::IPPROTO_ICMP,
+            libc::NETLINK_ROUTE,
+            libc::NETLINK_AUDIT,
+        ];
+        for af in domains {
+            for ty in 0..16 {
+                for flags in sock_type_flags() {
+                    for protocol in protocols {
+                        all.push([arg(af), arg(ty) | flags, arg(protocol), 0, 0, 0]);
+                    }
+                }
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn the_search_changes_no_verdict_of_the_filter() {
+        let families_sets: [&[SocketFamily]; 3] = [
+            &[SocketFamily::Unix],
+            &[SocketFamily::Unix, SocketFamily::InetTcp],
+            &[
+                SocketFamily::Unix,
+                SocketFamily::Inet,
+                SocketFamily::Inet6,
+                SocketFamily::NetlinkRoute,
+            ],
+        ];
+        let args = interesting_args();
+        let few = &args[..3];
+        // Every number of every arch the kernel has, x32 numbers and edges;
+        // i386 and a foreign arch, whose numbers mean other syscalls.
+        let numbers: Vec<u32> = (0..1100)
+            .chain(0x4000_0000..0x4000_0000 + 1100)
+            .chain([0x3fff_ffff, 0x7fff_ffff, u32::MAX])
+            .collect();
+        let arches = [NATIVE, 0x4000_0003, 0xc000_00b7 ^ 0xc000_003e ^ NATIVE, 0];
+        for families in families_sets {
+            let listed = denylist_rules(families).unwrap();
+            let (with, without) = (build(families).unwrap().program, without_search(families));
+            for arch in arches {
+                for nr in &numbers {
+                    let listed_here = listed.contains_key(&i64::from(*nr));
+                    for a in if listed_here { &args[..] } else { few } {
+                        assert_eq!(
+                            run(&with, arch, *nr, *a),
+                            run(&without, arch, *nr, *a),
+                            "families {families:?}, arch {arch:#x}, nr {nr}, args {a:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_syscall_whose_arguments_do_not_matter_is_decided_without_the_chain() {
+        let families = [SocketFamily::Unix, SocketFamily::InetTcp];
+        let with = build(&families).unwrap().program;
+        let without = without_search(&families);
+        for nr in [
+            libc::SYS_read,
+            libc::SYS_openat,
+            libc::SYS_futex,
+            libc::SYS_epoll_wait,
+        ] {
+            let nr = u32::try_from(nr).unwrap();
+            let (verdict, steps) = run_counted(&with, NATIVE, nr, [0; 6]);
+            let (old_verdict, old_steps) = run_counted(&without, NATIVE, nr, [0; 6]);
+            assert_eq!(
+                (verdict, old_verdict),
+                (Ok(ALLOW), Ok(ALLOW)),
+                "syscall {nr}"
+            );
+            assert!(steps <= 25, "syscall {nr}: {steps} instructions");
+            assert!(
+                old_steps > 100,
+                "syscall {nr}: the chain took only {old_steps}"
+            );
+        }
+        // Denied outright, as quickly.
+        for nr in [libc::SYS_ptrace, libc::SYS_mount, libc::SYS_bpf] {
+            let nr = u32::try_from(nr).unwrap();
+            let (verdict, steps) = run_counted(&with, NATIVE, nr, [0; 6]);
+            assert_eq!(verdict, Ok(EPERM), "syscall {nr}");
+            assert!(steps <= 25, "syscall {nr}: {steps} instructions");
+        }
+        // The chain holds only the rules with conditions.
+        assert!(
+            with.len() < without.len(),
+            "{} ≥ {}",
+            with.len(),
+            without.len()
+        );
     }
 }
