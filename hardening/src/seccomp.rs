@@ -495,17 +495,18 @@ mod tests {
     }
 
     const ALLOW: u32 = 0x7fff_0000;
+    /// The audit arch of native syscalls.
+    const NATIVE: u32 = if cfg!(target_arch = "x86_64") {
+        0xc000_003e
+    } else {
+        0xc000_00b7
+    };
     const EPERM: u32 = 0x0005_0000 | 1;
 
     /// The verdict of the whole filter for `families` on one native syscall.
     fn verdict(families: &[SocketFamily], nr: libc::c_long, args: [u64; 6]) -> u32 {
-        let arch = if cfg!(target_arch = "x86_64") {
-            0xc000_003e
-        } else {
-            0xc000_00b7
-        };
         let program = build(families).unwrap().program;
-        run(&program, arch, u32::try_from(nr).unwrap(), args).unwrap()
+        run(&program, NATIVE, u32::try_from(nr).unwrap(), args).unwrap()
     }
 
     #[test]
@@ -593,11 +594,7 @@ mod tests {
         let end = prefix().len();
         let errno = |e: i32| 0x0005_0000 | errno_u32(e);
         let clone3 = u32::try_from(libc::SYS_clone3).unwrap();
-        let arch = if cfg!(target_arch = "x86_64") {
-            X86_64
-        } else {
-            0xc000_00b7
-        };
+        let arch = NATIVE;
         assert_eq!(run_prefix(arch, clone3), Ok(errno(libc::ENOSYS)));
         for nr in [
             libc::SYS_read,
@@ -622,12 +619,6 @@ mod tests {
             assert_eq!(run_prefix(0x4000_0003, clone3), Err(end));
         }
     }
-
-    const NATIVE: u32 = if cfg!(target_arch = "x86_64") {
-        0xc000_003e
-    } else {
-        0xc000_00b7
-    };
 
     /// The filter as it was before the search: the prefix, then
     /// seccompiler's chain.
