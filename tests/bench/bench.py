@@ -25,10 +25,10 @@ to the results (✓/✗ where the table can tell). What each section measures:
            (VmRSS after start + 5 `tools/list`, and for browser-shell after its `started` record,
            whose hashing follows the handshake), of browser-shell vs a minimal Node MCP stdio server
            on @modelcontextprotocol/sdk (tests/bench/peers/node-peer.mjs) vs playwright-mcp;
-           3×N starts of each, interleaved (a start's p50 moves by ~2 ms from run to run on a
-           2-vCPU VM, so N = 10 alone decides little). browser-shell starts two ways: again on one
-           audit log, as an MCP Hub restarts it, and first on a new log, which also creates the
-           log's key (a file written and fsync'd once).
+           3×N starts of each, interleaved in an order that rotates each round (a start's p50 moves
+           by ~2 ms from run to run on a 2-vCPU VM, so N = 10 alone decides little). browser-shell
+           starts two ways: again on one audit log, as an MCP Hub restarts it, and first on a new
+           log, which also creates the log's key (a file written and fsync'd once).
   screenshot  what the image in a `screenshot` reply costs: N interleaved calls on a server with images
            (the default bound) and on one without (`--max-image-bytes 0`), each on its own session:
            viewport screenshots of the loopback form page and of a noise page (a large PNG within the
@@ -845,8 +845,12 @@ def bench_peer(ab: Path, chromium, evidence: Path, n: int, notes: list[str]) -> 
     rss: dict[str, list[float]] = {k: [] for k in makers}
     for make in makers.values():  # warm the page cache, untimed
         cold_start(make)
-    for _ in range(3 * n):
-        for name, make in makers.items():
+    # The order rotates each round, so that every flavour follows every other equally often: a start right
+    # after playwright-mcp's exit measured up to ~1 ms slower (docs/benchmarks.md, "A shorter seccomp path").
+    flavours = list(makers.items())
+    for round_ in range(3 * n):
+        shift = round_ % len(flavours)
+        for name, make in flavours[shift:] + flavours[:shift]:
             t, r = cold_start(make)
             ms[name].append(t)
             rss[name].append(r)
