@@ -23,7 +23,7 @@ use seccompiler::{
 use crate::{
     PrepareError,
     policy::SocketFamily,
-    seccomp_dispatch::{self, Listed, Verdicts},
+    seccomp_dispatch::{self, JEQ_K, JGE_K, LD_W_ABS, Listed, NATIVE_ARCH, RET_K, Verdicts},
     step::Step,
 };
 
@@ -311,7 +311,7 @@ pub(crate) fn build(families: &[SocketFamily]) -> Result<Filters, PrepareError> 
             };
             u32::try_from(*nr).map(|nr| (nr, what)).map_err(compile_err)
         })
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Result<BTreeMap<_, _>, _>>()?;
     let verdicts = Verdicts {
         allow: u32::from(SeccompAction::Allow),
         deny: u32::from(SeccompAction::Errno(errno_u32(libc::EPERM))),
@@ -367,19 +367,14 @@ fn errno_u32(errno: i32) -> u32 {
 /// Any other arch falls through untouched (past the search, which checks
 /// the arch too) to seccompiler's own arch check.
 fn prefix() -> BpfProgram {
-    const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
     const X32_SYSCALL_BIT: u32 = 0x4000_0000;
-    const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
-    const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
-    const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
-    const RET_K: u16 = 0x06; // BPF_RET | BPF_K
     const RET_ERRNO: u32 = 0x0005_0000; // SECCOMP_RET_ERRNO
     let op = |code, jt, jf, k| sock_filter { code, jt, jf, k };
     let clone3 = u32::try_from(libc::SYS_clone3).unwrap_or(u32::MAX);
     if cfg!(target_arch = "x86_64") {
         vec![
             op(LD_W_ABS, 0, 0, 4),                               // 0: A = seccomp_data.arch
-            op(JEQ_K, 0, 5, AUDIT_ARCH_X86_64),                  // 1: not x86_64 → 7 (denylist)
+            op(JEQ_K, 0, 5, NATIVE_ARCH),                        // 1: not x86_64 → 7 (denylist)
             op(LD_W_ABS, 0, 0, 0),                               // 2: A = seccomp_data.nr
             op(JGE_K, 0, 1, X32_SYSCALL_BIT),                    // 3: x32 number? → 4, else 5
             op(RET_K, 0, 0, RET_ERRNO | errno_u32(libc::EPERM)), // 4
@@ -495,12 +490,10 @@ mod tests {
     }
 
     const ALLOW: u32 = 0x7fff_0000;
-    /// The audit arch of native syscalls.
-    const NATIVE: u32 = if cfg!(target_arch = "x86_64") {
-        0xc000_003e
-    } else {
-        0xc000_00b7
-    };
+    const NATIVE: u32 = NATIVE_ARCH;
+    /// The other of the two arches this crate builds for: its numbers mean
+    /// other syscalls.
+    const FOREIGN: u32 = 0xc000_00b7 ^ 0xc000_003e ^ NATIVE;
     const EPERM: u32 = 0x0005_0000 | 1;
 
     /// The verdict of the whole filter for `families` on one native syscall.
@@ -590,7 +583,6 @@ mod tests {
 
     #[test]
     fn the_prefix_returns_its_two_verdicts_and_otherwise_falls_into_the_denylist() {
-        const X86_64: u32 = 0xc000_003e;
         let end = prefix().len();
         let errno = |e: i32| 0x0005_0000 | errno_u32(e);
         let clone3 = u32::try_from(libc::SYS_clone3).unwrap();
@@ -608,11 +600,11 @@ mod tests {
         if cfg!(target_arch = "x86_64") {
             // x32 numbers, including x32 clone3, never reach the denylist.
             assert_eq!(
-                run_prefix(X86_64, 0x4000_0000 | 101),
+                run_prefix(NATIVE, 0x4000_0000 | 101),
                 Ok(errno(libc::EPERM))
             );
             assert_eq!(
-                run_prefix(X86_64, 0x4000_0000 | clone3),
+                run_prefix(NATIVE, 0x4000_0000 | clone3),
                 Ok(errno(libc::EPERM))
             );
             // i386 numbers go to seccompiler's arch check untouched.
@@ -698,7 +690,7 @@ mod tests {
             .chain(0x4000_0000..0x4000_0000 + 1100)
             .chain([0x3fff_ffff, 0x7fff_ffff, u32::MAX])
             .collect();
-        let arches = [NATIVE, 0x4000_0003, 0xc000_00b7 ^ 0xc000_003e ^ NATIVE, 0];
+        let arches = [NATIVE, 0x4000_0003, FOREIGN, 0];
         for families in families_sets {
             let listed = denylist_rules(families).unwrap();
             let (with, without) = (build(families).unwrap().program, without_search(families));

@@ -12,18 +12,21 @@
 //! sends the rest — numbers whose arguments decide, other arches — into
 //! seccompiler's program, which holds only the rules with conditions.
 
+use std::collections::BTreeMap;
+
 use seccompiler::{BpfProgram, sock_filter};
 
+// The classic BPF this crate builds by hand (here and in seccomp.rs's
+// prefix), from include/uapi/linux/{filter,audit,seccomp}.h.
 #[cfg(target_arch = "x86_64")]
-const NATIVE_ARCH: u32 = 0xc000_003e; // AUDIT_ARCH_X86_64
+pub(crate) const NATIVE_ARCH: u32 = 0xc000_003e; // AUDIT_ARCH_X86_64
 #[cfg(target_arch = "aarch64")]
-const NATIVE_ARCH: u32 = 0xc000_00b7; // AUDIT_ARCH_AARCH64
-
-const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
-const JA: u16 = 0x05; // BPF_JMP | BPF_JA
-const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
-const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
-const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+pub(crate) const NATIVE_ARCH: u32 = 0xc000_00b7; // AUDIT_ARCH_AARCH64
+pub(crate) const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+pub(crate) const JA: u16 = 0x05; // BPF_JMP | BPF_JA
+pub(crate) const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+pub(crate) const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
+pub(crate) const RET_K: u16 = 0x06; // BPF_RET | BPF_K
 
 /// At most this many numbers are compared one by one at a leaf.
 const LEAF: usize = 3;
@@ -55,14 +58,12 @@ fn op(code: u16, jt: u8, jf: u8, k: u32) -> Slot {
     Slot::Op(sock_filter { code, jt, jf, k })
 }
 
-/// The search over `listed` (syscall number → what to do with it). It
-/// returns, or falls off its end into the program that follows it for a
-/// conditional number or another arch. It makes no assumption about the
-/// accumulator on entry.
-pub(crate) fn search(listed: &[(u32, Listed)], verdicts: Verdicts) -> BpfProgram {
-    let mut listed = listed.to_vec();
-    listed.sort_unstable_by_key(|(nr, _)| *nr);
-    listed.dedup_by_key(|(nr, _)| *nr);
+/// The search over `listed` (syscall number → what to do with it; a map,
+/// so the numbers come sorted and once each). It returns, or falls off its
+/// end into the program that follows it for a conditional number or
+/// another arch. It makes no assumption about the accumulator on entry.
+pub(crate) fn search(listed: &BTreeMap<u32, Listed>, verdicts: Verdicts) -> BpfProgram {
+    let listed: Vec<(u32, Listed)> = listed.iter().map(|(nr, what)| (*nr, *what)).collect();
     let mut slots = vec![
         op(LD_W_ABS, 0, 0, 4), // A = seccomp_data.arch
         op(JEQ_K, 1, 0, NATIVE_ARCH),
