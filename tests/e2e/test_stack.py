@@ -144,6 +144,10 @@ def test_a_screenshot_through_the_gateway_is_an_image_whose_digest_is_on_record(
     sid = "stack-shot"
 
     async def go(session: ClientSession) -> tuple[dict[str, Any], Any]:
+        # A pooled tab waits in the background, where Chromium sizes it like the window's front tab: the
+        # first tab's --no-sandbox infobar makes that 56 px shorter. A command that needs rendering brings
+        # the tab forward first, so the page is measured at the size the screenshot will have.
+        await ok(session, sid, ["wait", "50"])
         await ok(session, sid, ["open", web.url("/measure?w=640&h=480")])
         metrics = json.loads(unmarked(await ok(session, sid, ["get", "title"]))["title"])
         with anyio.fail_after(120):
