@@ -37,6 +37,11 @@ pub(crate) async fn execute(
         .tokens
         .first()
         .is_some_and(|t| !BACKGROUND_OK.contains(&t.as_str()));
+    // From now on no record holds this call's typed text in clear, not
+    // even in the URL of the page a form sends it to.
+    for text in super::record::free_text(&request.argv) {
+        server.journal.remember_typed(text);
+    }
     let mut tokens = planned.tokens.clone();
     if !planned.secrets.is_empty()
         && let Some(text) = tokens.last_mut()

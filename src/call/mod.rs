@@ -67,7 +67,7 @@ pub(crate) async fn handle(
     let rules = server.rules.get();
     let call = Call::new(ctx, &active, Arc::clone(&rules));
     let (reply, verdict) = run(server, arguments, &call, hint.as_ref()).await;
-    span::finish(&rules.redactor, active, &reply, &verdict);
+    span::finish(&rules.redactor, &server.journal, active, &reply, &verdict);
     reply
 }
 
@@ -139,6 +139,7 @@ async fn run(
         server.max_output_bytes,
         guard,
         marked,
+        &call.rules.secrets,
     );
     let verdict = guard::judge(
         server,
@@ -151,8 +152,8 @@ async fn run(
     .await;
     let (reply, blocked) =
         conclude::enforce(server, call, &request, &planned, &executed, &verdict, reply).await;
-    // No reply or record carries a secret's value back (snapshot, `get
-    // value`, an error message, a URL the form put it in).
+    // No reply carries a secret's value back: the page data was scrubbed
+    // when normalised; a refusal that replaced it may quote the page's URL.
     let mut reply = reply.scrubbed(&call.rules.secrets);
     let blocked = blocked.map(|r| Refusal::new(r.rule, call.rules.secrets.scrub(&r.message)));
     laps.lap("guard");

@@ -68,10 +68,7 @@ impl CallRecord {
 /// (`open`, `wait --url`) lose userinfo and secret-looking query values.
 pub(super) fn redact_argv(redactor: &audit::Redactor, argv: &[String]) -> Vec<Value> {
     let subcommand = argv.first().map(String::as_str);
-    let secret_from = match subcommand {
-        Some("fill" | "type" | "select" | "keyboard") => 2,
-        _ => usize::MAX,
-    };
+    let secret_from = argv.len() - free_text(argv).len();
     argv.iter()
         .enumerate()
         .map(|(i, arg)| {
@@ -87,6 +84,15 @@ pub(super) fn redact_argv(redactor: &audit::Redactor, argv: &[String]) -> Vec<Va
             }
         })
         .collect()
+}
+
+/// The arguments of `argv` that are text put into a page (what `fill`,
+/// `type`, `select`, `keyboard` type or choose): never stored in clear.
+pub(super) fn free_text(argv: &[String]) -> &[String] {
+    match argv.first().map(String::as_str) {
+        Some("fill" | "type" | "select" | "keyboard") => argv.get(2..).unwrap_or_default(),
+        _ => &[],
+    }
 }
 
 /// Redacted free text that holds `{{secret:NAME}}` placeholders also names

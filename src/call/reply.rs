@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use super::guard::{Guard, GuardRead, guard_read};
 use crate::{
+    policy::secrets::Secrets,
     refusal::{Refusal, exit_code},
     runner::{RawOutcome, Termination, Withhold},
 };
@@ -43,10 +44,12 @@ impl Reply {
         }
     }
 
-    /// This reply with every secret's value replaced by its placeholder.
-    pub(crate) fn scrubbed(mut self, secrets: &crate::policy::secrets::Secrets) -> Self {
+    /// This reply with every secret's value in `stderr` replaced by its
+    /// placeholder: a refusal that replaced the reply may quote the page's
+    /// URL. (`stdout` is page data, scrubbed value by value when it was
+    /// normalised, before truncation could cut a value in two.)
+    pub(crate) fn scrubbed(mut self, secrets: &Secrets) -> Self {
         if !secrets.is_empty() {
-            self.stdout = secrets.scrub(&self.stdout).into_owned();
             self.stderr = secrets.scrub(&self.stderr).into_owned();
         }
         self
@@ -85,18 +88,20 @@ pub(crate) fn normalize(
     max_bytes: usize,
     guard: Guard,
 ) -> Reply {
-    normalize_marked(session_id, raw, max_bytes, guard, None)
+    normalize_marked(session_id, raw, max_bytes, guard, None, &Secrets::default())
 }
 
 /// [`normalize`], with the page text of `marked`'s command (when given)
-/// wrapped in content boundaries ([`super::boundary`]) before truncation, so
-/// a cut reply keeps its opening marker.
+/// wrapped in content boundaries ([`super::boundary`]) and every secret's
+/// value replaced by its placeholder, both before truncation: a cut reply
+/// keeps its opening marker, and a cut can never leave half a secret.
 pub(crate) fn normalize_marked(
     session_id: &str,
     raw: &RawOutcome,
     max_bytes: usize,
     guard: Guard,
     marked: Option<&[String]>,
+    secrets: &Secrets,
 ) -> Reply {
     let raw_stderr = String::from_utf8_lossy(&raw.stderr);
     let (exit_code, stdout, stderr) = match &raw.termination {
@@ -154,9 +159,10 @@ pub(crate) fn normalize_marked(
                 _ => None,
             };
             let mark = marked.map(|command| (command, page.as_deref()));
-            from_envelope(*code, &raw.stdout, &raw_stderr, skip_guard, mark)
+            from_envelope(*code, &raw.stdout, &raw_stderr, skip_guard, mark, secrets)
         }
     };
+    let stderr = secrets.scrub(&stderr);
     let stdout = truncate(
         &stdout,
         max_bytes,
@@ -181,6 +187,7 @@ fn from_envelope(
     stderr: &str,
     skip_guard: bool,
     mark: Option<(&[String], Option<&str>)>,
+    secrets: &Secrets,
 ) -> (i32, String, String) {
     let parsed: Option<Value> = serde_json::from_slice(stdout).ok();
     let entry = match parsed {
@@ -219,6 +226,7 @@ fn from_envelope(
     if let Value::Object(map) = &mut data {
         map.remove("lifecycle");
     }
+    secrets.scrub_value(&mut data);
     if success {
         if let Some((command, page)) = mark {
             super::boundary::mark(&mut data, command, page);

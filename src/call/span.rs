@@ -2,6 +2,7 @@
 //! the call ended (redacted: the error text only through the redactor, and
 //! only its first line).
 
+use crate::obs::journal::Journal;
 use super::{context::CallContext, record, reply::Reply};
 use crate::{
     obs::telemetry::{ActiveCall, CallMeta, CallOutcome},
@@ -41,11 +42,17 @@ pub(crate) fn start(server: &Server, ctx: &CallContext, session_id: Option<&str>
 
 pub(crate) fn finish(
     redactor: &audit::Redactor,
+    journal: &Journal,
     span: ActiveCall,
     reply: &Reply,
     verdict: &Verdict,
 ) {
-    let message = reply.stderr.lines().next().map(|l| redactor.text(l));
+    // The span is a record too: no secret, no typed text in a URL.
+    let message = reply
+        .stderr
+        .lines()
+        .next()
+        .map(|l| journal.shielded(&redactor.text(l)));
     let message: Option<String> = message.map(|m| m.chars().take(200).collect());
     let outcome = match verdict {
         Verdict::Allowed {

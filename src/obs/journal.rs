@@ -14,21 +14,38 @@ use std::{borrow::Cow, sync::Arc};
 
 use audit::{AuditError, IntentSynced, IntentWritten};
 
-use super::telemetry::{ActiveCall, Telemetry};
+use super::{
+    shield::Shield,
+    telemetry::{ActiveCall, Telemetry},
+};
 
-/// The audit sink and the OTLP exporter, written to together.
+/// The audit sink and the OTLP exporter, written to together, behind the
+/// shield that keeps secrets and typed text out of both.
 #[derive(Debug, Clone)]
 pub(crate) struct Journal {
     sink: Arc<audit::Sink>,
     telemetry: Telemetry,
+    shield: Arc<Shield>,
 }
 
 impl Journal {
-    pub(crate) fn new(sink: audit::Sink, telemetry: Telemetry) -> Self {
+    pub(crate) fn new(sink: audit::Sink, telemetry: Telemetry, shield: Shield) -> Self {
         Self {
             sink: Arc::new(sink),
             telemetry,
+            shield: Arc::new(shield),
         }
+    }
+
+    /// `text` as a record may keep it ([`Shield`]).
+    pub(crate) fn shielded(&self, text: &str) -> String {
+        self.shield.text(text)
+    }
+
+    /// Text the agent had typed into a page: no record will hold it in
+    /// clear from now on ([`Shield`]).
+    pub(crate) fn remember_typed(&self, text: &str) {
+        self.shield.remember_typed(text);
     }
 
     pub(crate) fn telemetry(&self) -> &Telemetry {
@@ -37,7 +54,12 @@ impl Journal {
 
     /// Append a record of a call (deferred durability); copy it into the
     /// call's span.
-    pub(crate) fn append(&self, event: audit::Event, span: &ActiveCall) -> Result<(), AuditError> {
+    pub(crate) fn append(
+        &self,
+        mut event: audit::Event,
+        span: &ActiveCall,
+    ) -> Result<(), AuditError> {
+        self.shield.apply(&mut event);
         self.write(span, |sink| {
             sink.append_with(event, audit::Durability::Deferred)
                 .map(|sealed| (sealed, ()))
@@ -45,7 +67,8 @@ impl Journal {
     }
 
     /// Append a record that belongs to no call (a session's lifecycle).
-    pub(crate) fn append_unattached(&self, event: audit::Event) -> Result<(), AuditError> {
+    pub(crate) fn append_unattached(&self, mut event: audit::Event) -> Result<(), AuditError> {
+        self.shield.apply(&mut event);
         let sealed = off_the_workers(|| self.sink.append_with(event, audit::Durability::Deferred))?;
         self.telemetry.log_audit_event(&sealed.record);
         Ok(())
@@ -55,8 +78,9 @@ impl Journal {
     /// (a pooled daemon's warm-up): the proof a child needs to run.
     pub(crate) fn append_unattached_synced(
         &self,
-        event: audit::Event,
+        mut event: audit::Event,
     ) -> Result<IntentSynced, AuditError> {
+        self.shield.apply(&mut event);
         let (sealed, proof) = off_the_workers(|| self.sink.append_intent_synced(event))?;
         self.telemetry.log_audit_event(&sealed.record);
         Ok(proof)
@@ -65,9 +89,10 @@ impl Journal {
     /// Append a call's intent and sync it in the same step.
     pub(crate) fn intent_synced(
         &self,
-        event: audit::Event,
+        mut event: audit::Event,
         span: &ActiveCall,
     ) -> Result<IntentSynced, AuditError> {
+        self.shield.apply(&mut event);
         self.write(span, |sink| sink.append_intent_synced(event))
     }
 
@@ -75,9 +100,10 @@ impl Journal {
     /// while it prepares the command.
     pub(crate) fn intent_written(
         &self,
-        event: audit::Event,
+        mut event: audit::Event,
         span: &ActiveCall,
     ) -> Result<IntentWritten, AuditError> {
+        self.shield.apply(&mut event);
         self.write(span, |sink| sink.append_intent(event))
     }
 

@@ -3,4 +3,5 @@
 //! per call ([`telemetry`]).
 
 pub(crate) mod journal;
+pub(crate) mod shield;
 pub mod telemetry;

@@ -9,4 +9,5 @@ pub(crate) mod outputs;
 pub(crate) mod resolve;
 pub(crate) mod rules;
 pub(crate) mod secrets;
+pub(crate) mod spellings;
 pub(crate) mod url_policy;

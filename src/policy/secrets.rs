@@ -10,6 +10,7 @@ use std::{borrow::Cow, collections::BTreeMap, fmt, path::Path};
 
 use serde::Deserialize;
 
+use super::spellings::Spellings;
 use crate::refusal::{Refusal, Rule};
 
 /// How a placeholder starts and ends: `{{secret:NAME}}`. Doubled braces and
@@ -33,6 +34,8 @@ pub(crate) struct SecretsError {
 /// One secret. Its value never reaches a `Debug` output, a record or a reply.
 struct Secret {
     value: String,
+    /// The value in every spelling a page or a serialiser may give it.
+    spellings: Spellings,
     hosts: Vec<HostPort>,
 }
 
@@ -91,6 +94,12 @@ impl Secrets {
                      are scrubbed of every occurrence, and so short a value would mangle them"
                 )));
             }
+            let Some(spellings) = Spellings::of(&entry.value) else {
+                return Err(error(format!(
+                    "the value of {name} is too long to be found in every spelling a page \
+                     may give it: at most 256 characters"
+                )));
+            };
             if entry.value.contains(OPEN) {
                 return Err(error(format!("the value of {name} contains a placeholder")));
             }
@@ -108,6 +117,7 @@ impl Secrets {
                 name,
                 Secret {
                     value: entry.value,
+                    spellings,
                     hosts,
                 },
             );
@@ -181,16 +191,36 @@ impl Secrets {
         text
     }
 
-    /// `text` with every secret's value replaced by its placeholder: what a
-    /// reply or a record may carry.
+    /// `text` with every secret's value, in any spelling (URL-encoded in
+    /// any charset, JSON-escaped, an HTML reference), replaced by its
+    /// placeholder: what a reply or a record may carry.
     pub(crate) fn scrub<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let mut text = Cow::Borrowed(text);
         for (name, secret) in &self.by_name {
-            if text.contains(secret.value.as_str()) {
-                text = Cow::Owned(text.replace(secret.value.as_str(), &placeholder(name)));
+            if let Cow::Owned(scrubbed) = secret.spellings.replace_all(&text, &placeholder(name)) {
+                text = Cow::Owned(scrubbed);
             }
         }
         text
+    }
+
+    /// [`Self::scrub`] every string in `value` (decoded, so an escape of
+    /// the serialisation cannot hide a value, nor a replacement break it).
+    pub(crate) fn scrub_value(&self, value: &mut serde_json::Value) {
+        use serde_json::Value;
+        if self.is_empty() {
+            return;
+        }
+        match value {
+            Value::String(text) => {
+                if let Cow::Owned(scrubbed) = self.scrub(text) {
+                    *text = scrubbed;
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|v| self.scrub_value(v)),
+            Value::Object(map) => map.values_mut().for_each(|v| self.scrub_value(v)),
+            _ => {}
+        }
     }
 
     /// Is any secret configured?
@@ -410,6 +440,27 @@ mod tests {
             r#"{"value":"{{secret:pw}}","again":"x{{secret:pw}}x"}"#
         );
         assert!(matches!(s.scrub("nothing here"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn a_value_with_quotes_and_spaces_is_scrubbed_from_decoded_strings_and_urls() {
+        let s = secrets(
+            r#"{"pw": {"value": "pa\"ss w\\0rd", "hosts": ["127.0.0.1"]}}"#,
+        );
+        let mut data = serde_json::json!({
+            "value": "pa\"ss w\\0rd",
+            "origin": "http://127.0.0.1/s?pw=pa%22ss+w%5C0rd",
+            "refs": {"e1": {"name": "xpa\"ss w\\0rdx"}},
+        });
+        s.scrub_value(&mut data);
+        assert_eq!(
+            data,
+            serde_json::json!({
+                "value": "{{secret:pw}}",
+                "origin": "http://127.0.0.1/s?pw={{secret:pw}}",
+                "refs": {"e1": {"name": "x{{secret:pw}}x"}},
+            })
+        );
     }
 
     #[test]

@@ -109,7 +109,11 @@ impl Server {
     pub(crate) fn new(parts: Parts, telemetry: crate::obs::telemetry::Telemetry) -> Self {
         Self {
             runner: parts.runner,
-            journal: Journal::new(parts.audit, telemetry),
+            journal: Journal::new(
+                parts.audit,
+                telemetry,
+                crate::obs::shield::Shield::new(Arc::clone(&parts.rules)),
+            ),
             resolver: Arc::new(SystemResolver {
                 timeout: parts.rules.get().url.dns_timeout,
             }),

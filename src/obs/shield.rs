@@ -1,0 +1,187 @@
+//! What a record may keep of what the agent typed: nothing in clear.
+//!
+//! Every record passes through [`Shield::apply`] on its way to the log (and
+//! so to its OTLP copy and every report made from the log). It replaces each
+//! secret's value, in any spelling, with its placeholder, and in every URL a
+//! record quotes (a page URL, a refusal's reason, a lifecycle detail) a query
+//! or fragment value that holds text typed by `fill`, `type`, `select` or
+//! `keyboard`, in any spelling, with the marker the intent record used for
+//! that text (its length and keyed MAC): a GET form puts what was typed into
+//! the next page's URL, and the log must not become a copy of it. Replies
+//! are not shielded from typed text: the agent may see what it typed.
+
+use std::{
+    borrow::Cow,
+    collections::VecDeque,
+    sync::{Arc, Mutex, PoisonError},
+};
+
+use serde_json::Value;
+
+use crate::policy::{rules, spellings::Spellings};
+
+/// How many typed texts are remembered (the most recent): enough for the
+/// forms of every live session, bounded so a client cannot grow it.
+const REMEMBERED: usize = 128;
+/// Characters of a typed text that are matched: a value holding the whole
+/// text holds its start (matching more costs memory and buys nothing).
+const MATCHED_CHARS: usize = 64;
+/// A typed text shorter than this masks a value only when it is the whole
+/// value: a one-letter text would otherwise mask every value holding it.
+const SHORT_CHARS: usize = 4;
+
+/// One typed text: how to find it, and what stands for it in a record.
+struct Typed {
+    spellings: Spellings,
+    short: bool,
+    marker: String,
+}
+
+/// The secrets in force and the texts typed lately (see the module's doc).
+pub(crate) struct Shield {
+    rules: Arc<rules::Current>,
+    typed: Mutex<VecDeque<Typed>>,
+}
+
+impl std::fmt::Debug for Shield {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shield").finish_non_exhaustive()
+    }
+}
+
+impl Shield {
+    pub(crate) fn new(rules: Arc<rules::Current>) -> Self {
+        Self {
+            rules,
+            typed: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    /// Remember `text`, typed into a page as the agent wrote it (with its
+    /// `{{secret:NAME}}` placeholders: a record's secrets are placeholders
+    /// by the time typed text is looked for).
+    pub(crate) fn remember_typed(&self, text: &str) {
+        let Some(spellings) = Spellings::of_prefix(text, MATCHED_CHARS) else {
+            return;
+        };
+        let mac = self.rules.get().redactor.secret(text);
+        let marker = format!(
+            "[typed:len={}:mac={}]",
+            mac["len"],
+            mac["mac"].as_str().unwrap_or_default()
+        );
+        let mut typed = self.typed.lock().unwrap_or_else(PoisonError::into_inner);
+        if typed.iter().any(|t| t.marker == marker) {
+            return;
+        }
+        if typed.len() == REMEMBERED {
+            typed.pop_front();
+        }
+        typed.push_back(Typed {
+            spellings,
+            short: text.chars().count() < SHORT_CHARS,
+            marker,
+        });
+    }
+
+    /// `text` as a record may keep it.
+    pub(crate) fn text(&self, text: &str) -> String {
+        let rules = self.rules.get();
+        let typed = self.typed.lock().unwrap_or_else(PoisonError::into_inner);
+        shield_text(text, &rules, &typed).unwrap_or_else(|| text.to_owned())
+    }
+
+    /// Shield `event` before it is written (see the module's doc).
+    pub(crate) fn apply(&self, event: &mut audit::Event) {
+        let rules = self.rules.get();
+        let typed = self.typed.lock().unwrap_or_else(PoisonError::into_inner);
+        let shield = |text: &str| shield_text(text, &rules, &typed);
+        for field in [&mut event.reason, &mut event.page_url] {
+            if let Some(text) = field.as_deref().and_then(shield) {
+                *field = Some(text);
+            }
+        }
+        for value in event.detail.iter_mut().chain(event.argv.iter_mut().flatten()) {
+            shield_strings(value, &shield);
+        }
+    }
+}
+
+/// `text` without secrets and typed text; `None` when nothing changed.
+fn shield_text(text: &str, rules: &rules::Rules, typed: &VecDeque<Typed>) -> Option<String> {
+    let scrubbed = rules.secrets.scrub(text);
+    match mask_typed(&scrubbed, typed) {
+        Cow::Owned(masked) => Some(masked),
+        Cow::Borrowed(_) => match scrubbed {
+            Cow::Owned(scrubbed) => Some(scrubbed),
+            Cow::Borrowed(_) => None,
+        },
+    }
+}
+
+fn shield_strings(value: &mut Value, shield: &impl Fn(&str) -> Option<String>) {
+    match value {
+        Value::String(text) => {
+            if let Some(shielded) = shield(text) {
+                *text = shielded;
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| shield_strings(v, shield)),
+        Value::Object(map) => map.values_mut().for_each(|v| shield_strings(v, shield)),
+        _ => {}
+    }
+}
+
+/// `text` with every query and fragment value (of each URL in it) that
+/// holds a typed text replaced by that text's marker.
+fn mask_typed<'a>(text: &'a str, typed: &VecDeque<Typed>) -> Cow<'a, str> {
+    if typed.is_empty() || !text.contains(['?', '#']) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut changed = false;
+    // Values run to the next separator; whitespace and quotes end a URL.
+    for piece in text.split_inclusive(['?', '#', '&', ';', ' ', '\n', '"', '\'']) {
+        let (body, end) = match piece.char_indices().last() {
+            Some((i, c)) if "?#&; \n\"'".contains(c) => (&piece[..i], &piece[i..]),
+            _ => (piece, ""),
+        };
+        match body.split_once('=') {
+            Some((name, value)) if !value.is_empty() => match marker_for(value, typed) {
+                Some(marker) => {
+                    changed = true;
+                    out.push_str(name);
+                    out.push('=');
+                    out.push_str(marker);
+                }
+                None => out.push_str(body),
+            },
+            _ => out.push_str(body),
+        }
+        out.push_str(end);
+    }
+    if changed {
+        Cow::Owned(out)
+    } else {
+        Cow::Borrowed(text)
+    }
+}
+
+/// The marker of the first typed text `value` holds (a short text only as
+/// the whole value).
+fn marker_for<'t>(value: &str, typed: &'t VecDeque<Typed>) -> Option<&'t str> {
+    typed
+        .iter()
+        .find(|t| {
+            if t.short {
+                t.spellings.is_all_of(value)
+            } else {
+                t.spellings.is_in(value)
+            }
+        })
+        .map(|t| t.marker.as_str())
+}
+
+#[cfg(test)]
+#[path = "shield_tests.rs"]
+mod tests;

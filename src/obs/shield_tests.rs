@@ -1,0 +1,95 @@
+//! A record keeps neither a secret nor typed text, whatever URL, reason or
+//! detail carries them; everything else in it stays as it was.
+
+use std::os::unix::fs::PermissionsExt;
+
+use super::*;
+
+const SECRET: &str = "correct horse battery";
+
+fn shield(dir: &std::path::Path) -> Shield {
+    let secrets = dir.join("secrets.json");
+    std::fs::write(
+        &secrets,
+        format!(r#"{{"pw": {{"value": "{SECRET}", "hosts": ["127.0.0.1"]}}}}"#),
+    )
+    .expect("write");
+    std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let source = rules::Source {
+        policy_file: dir.join("policy.json"),
+        secrets_file: Some(secrets),
+        protected_ports: vec![],
+        extra_secret_params: vec![],
+        key: audit::Key::load_or_create(&dir.join("key")).expect("key"),
+    };
+    Shield::new(Arc::new(rules::Current::load(source).expect("rules")))
+}
+
+fn outcome(page_url: &str, reason: &str) -> audit::Event {
+    let mut event = audit::Event::new(audit::Phase::Outcome, "c".to_owned());
+    event.page_url = Some(page_url.to_owned());
+    event.reason = Some(reason.to_owned());
+    event.detail = Some(serde_json::json!({"url": page_url}));
+    event
+}
+
+#[test]
+fn a_secret_in_a_page_url_becomes_its_placeholder_in_every_field() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shield = shield(dir.path());
+    let url = "http://127.0.0.1:8765/s?pw=correct+horse+battery&q=1";
+    let mut event = outcome(url, &format!("the page navigated to {url}: refused"));
+    shield.apply(&mut event);
+    let want = "http://127.0.0.1:8765/s?pw={{secret:pw}}&q=1";
+    assert_eq!(event.page_url.as_deref(), Some(want));
+    assert_eq!(
+        event.reason.as_deref(),
+        Some(format!("the page navigated to {want}: refused").as_str())
+    );
+    assert_eq!(event.detail, Some(serde_json::json!({"url": want})));
+}
+
+#[test]
+fn typed_text_in_a_url_becomes_the_intents_marker_and_other_values_stay() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shield = shield(dir.path());
+    let typed = "my search, über";
+    shield.remember_typed(typed);
+    shield.remember_typed("ab");
+    let mac = shield.rules.get().redactor.secret(typed);
+    let marker = format!("[typed:len=15:mac={}]", mac["mac"].as_str().expect("mac"));
+    for (url, want) in [
+        (
+            "http://h/s?q=my+search%2C+%C3%BCber&page=2",
+            format!("http://h/s?q={marker}&page=2"),
+        ),
+        (
+            "http://h/s?x=1&q=pre-my%20search,%20%FCber-post#frag",
+            format!("http://h/s?x=1&q={marker}#frag"),
+        ),
+        (
+            "http://h/s?q=ab&r=abc",
+            "http://h/s?q=[typed:len=2:mac=".to_owned(),
+        ),
+    ] {
+        let mut event = outcome(url, "r");
+        shield.apply(&mut event);
+        let got = event.page_url.expect("page_url");
+        assert!(got.starts_with(&want), "{url} -> {got}");
+        assert!(!got.contains("search") && !got.contains("q=ab&"), "{got}");
+    }
+    let mut untouched = outcome("http://h/s?page=2&r=abc", "plain reason");
+    shield.apply(&mut untouched);
+    assert_eq!(untouched.page_url.as_deref(), Some("http://h/s?page=2&r=abc"));
+    assert_eq!(untouched.reason.as_deref(), Some("plain reason"));
+}
+
+#[test]
+fn the_typed_memory_is_bounded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shield = shield(dir.path());
+    for i in 0..REMEMBERED + 10 {
+        shield.remember_typed(&format!("text number {i}"));
+    }
+    assert_eq!(shield.typed.lock().expect("lock").len(), REMEMBERED);
+}

@@ -1,0 +1,252 @@
+"""A secret, and text the agent typed, in whatever spelling the page gives them back.
+
+A GET form puts a filled value into the next page's URL: `+` for a space, percent-encoded in UTF-8
+or in the page's legacy charset, or as `&#N;` where that charset cannot hold a character. JSON
+escapes quotes and backslashes. Each value of a table, filled on pages of several charsets and
+read back every way an agent can, must appear in no reply, audit record, OTLP export, report or
+server stderr, in any spelling; typed text (not a secret) may come back to the agent but never
+reaches a record in clear. Real Chromium and agent-browser, a real OTLP/HTTP receiver, loopback
+only."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.parse
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from server import BlockingServer, describe
+from test_secrets import otlp_receiver
+
+pytestmark = pytest.mark.chromium
+
+# Spaces, quotes, backslash, `+`, `&`, `=`, `%`, non-ASCII (Latin-1, beyond it), four characters.
+VALUES = [
+    "correct horse battery",
+    'pa"ss\\w0rd',
+    "a+b+c+d plus",
+    "me&you=us;ok",
+    "100%sure #1",
+    "pässwörd Ünï",
+    "€uro–Łódź",
+    "q~ß!",
+]
+# The Content-Type charset of the login page; "" declares none (Chromium then reads it as windows-1252).
+CHARSETS = ["utf-8", "", "iso-8859-2"]
+
+
+def spellings(value: str) -> set[str]:
+    """Every spelling of `value` a browser or serialiser is known to produce."""
+    forms = {value}
+    inner = json.dumps(value)[1:-1]
+    forms |= {inner, json.dumps(inner)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
+    forms.add(html.escape(value, quote=True))
+    for charset in ("utf-8", "windows-1252", "iso-8859-2"):
+        raw = value.encode(charset, errors="xmlcharrefreplace")
+        for quote in (urllib.parse.quote_plus, urllib.parse.quote):
+            once = quote(raw, safe="")
+            forms |= {once, once.lower(), quote(once, safe="")}
+    # What survives a lossy decode of a legacy-charset spelling must not be the value either.
+    return {f for f in forms if f}
+
+
+def leaks(value: str, texts: dict[str, str | bytes]) -> list[str]:
+    found = []
+    for where, text in texts.items():
+        haystack = text.encode() if isinstance(text, str) else text
+        for form in spellings(value):
+            if form.encode() in haystack:
+                found.append(f"{where}: {form!r}")
+    return found
+
+
+@dataclass
+class Site:
+    """Login pages in a chosen charset, and what their forms sent."""
+
+    port: int = 0
+    received: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+
+@contextmanager
+def login_site() -> Iterator[Site]:
+    site = Site()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, fmt: str, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802
+            parsed = urllib.parse.urlsplit(self.path)
+            query = urllib.parse.parse_qs(parsed.query)
+            if parsed.path == "/login":
+                charset = query.get("cs", [""])[0]
+                body = (
+                    "<!doctype html><html><head><title>Login</title></head><body>"
+                    '<form action="/landing" method="get"><label for=pw>Password</label>'
+                    '<input id="pw" name="pw"><button id="go" type="submit">Go</button></form>'
+                    "</body></html>"
+                ).encode()
+                ctype = f"text/html; charset={charset}" if charset else "text/html"
+            elif parsed.path == "/landing":
+                with site.lock:
+                    site.received.append(parsed.query)
+                shown = html.escape(urllib.parse.unquote_plus(parsed.query, encoding="latin-1"))
+                body = f"<!doctype html><title>Landing</title><p id=got>{shown}</p>".encode()
+                ctype = "text/html; charset=utf-8"
+            else:
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            self.wfile.write(body)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    site.port = httpd.server_address[1]
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield site
+    finally:
+        httpd.shutdown()
+
+
+def secrets_file(site: Site) -> Path:
+    directory = Path(tempfile.mkdtemp(prefix="bs-spellings-", dir="/var/tmp"))
+    path = directory / "secrets.json"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump({f"s{i}": {"value": v, "hosts": [f"127.0.0.1:{site.port}"]} for i, v in enumerate(VALUES)}, fh)
+    return path
+
+
+def reports(srv: BlockingServer) -> dict[str, str]:
+    made = {}
+    for fmt in ("table", "json", "html", "ocsf"):
+        done = subprocess.run(
+            [str(srv.cfg.server_bin), "audit", "report", "--format", fmt, str(srv.cfg.audit_log)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.stdout.strip(), f"the {fmt} report is empty: {done.stderr}"
+        made[f"report {fmt}"] = done.stdout
+    return made
+
+
+def submit(srv: BlockingServer, sid: str, site: Site, charset: str, text: str) -> list[dict]:
+    """Fill the login form with `text`, send it, and read the result every way an agent can."""
+    replies = []
+
+    def call(argv: list[str]) -> dict:
+        is_error, reply = srv.call(sid, argv)
+        assert not is_error and reply["exit_code"] == 0, (argv, describe(reply))
+        replies.append(reply)
+        return reply
+
+    call(["open", site.url(f"/login?cs={urllib.parse.quote(charset)}")])
+    call(["fill", "#pw", text])
+    call(["get", "value", "#pw"])
+    call(["snapshot", "-i"])
+    call(["click", "#go"])
+    call(["wait", "--url", "**/landing**"])
+    call(["get", "url"])
+    call(["get", "text", "#got"])
+    call(["get", "title"])
+    call(["close"])
+    return replies
+
+
+def test_a_secret_is_in_no_reply_record_export_report_or_log_in_any_spelling(start_server) -> None:
+    with otlp_receiver() as (bodies, otlp_port), login_site() as site:
+        srv = start_server(
+            extra_args=["--secrets", str(secrets_file(site))],
+            env_extra={
+                "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{otlp_port}",
+                "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+            },
+        )
+        replies: list[dict] = []
+        for c, charset in enumerate(CHARSETS):
+            for i, _ in enumerate(VALUES):
+                replies += submit(srv, f"sp-{c}-{i}", site, charset, f"{{{{secret:s{i}}}}}")
+        srv.stop()
+        deadline = time.monotonic() + 10
+        while not any(b"browser_shell.audit" in b for b in bodies) and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+    # Positive control: the page really sent every value (so each spelling was there to leak).
+    assert len(site.received) == len(CHARSETS) * len(VALUES), site.received
+    for query, value in zip(site.received, VALUES * len(CHARSETS)):
+        sent = urllib.parse.parse_qs(query, encoding="latin-1")["pw"][0]
+        assert sent in {
+            value.encode(cs, errors="xmlcharrefreplace").decode("latin-1") for cs in ("utf-8", "cp1252", "iso-8859-2")
+        }, (query, value)
+    assert any(b"browser_shell.audit" in b for b in bodies), "the OTLP receiver got no records"
+    assert any("{{secret:s0}}" in r["stdout"] for r in replies), "no reply showed a placeholder"
+
+    texts: dict[str, str | bytes] = {
+        "replies": json.dumps(replies, ensure_ascii=False),
+        "audit log": srv.cfg.audit_log.read_text(),
+        "server stderr": srv.cfg.stderr_log.read_text(),
+        **reports(srv),
+    }
+    texts |= {f"OTLP body {n}": body for n, body in enumerate(bodies)}
+    found = [leak for value in VALUES for leak in leaks(value, texts)]
+    assert not found, found
+
+
+def test_typed_text_comes_back_to_the_agent_but_no_record_holds_it(start_server) -> None:
+    typed = "my quiet search é+&=x"
+    with otlp_receiver() as (bodies, otlp_port), login_site() as site:
+        srv = start_server(
+            env_extra={
+                "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{otlp_port}",
+                "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+            },
+        )
+        replies = []
+        for c, charset in enumerate(CHARSETS):
+            replies += submit(srv, f"ty-{c}", site, charset, typed)
+        srv.stop()
+        deadline = time.monotonic() + 10
+        while not any(b"browser_shell.audit" in b for b in bodies) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    assert len(site.received) == len(CHARSETS), site.received
+    # The agent may see what it typed: the page's URL carries it.
+    urls = [json.loads(r["stdout"]).get("url", "") for r in replies if '"url"' in r["stdout"]]
+    assert any("quiet" in url for url in urls), urls
+
+    records = [json.loads(line) for line in srv.cfg.audit_log.read_text().splitlines()]
+    landed = [r["page_url"] for r in records if "/landing" in r.get("page_url", "")]
+    assert landed and all("[typed:len=21:mac=" in url for url in landed), landed
+    intents = [r for r in records if r["phase"] == "intent" and r["argv"][0] == "fill"]
+    marker_mac = intents[0]["argv"][2]["mac"]
+    assert all(f"mac={marker_mac}]" in url for url in landed), (marker_mac, landed)
+
+    texts: dict[str, str | bytes] = {
+        "audit log": srv.cfg.audit_log.read_text(),
+        "server stderr": srv.cfg.stderr_log.read_text(),
+        **reports(srv),
+    }
+    texts |= {f"OTLP body {n}": body for n, body in enumerate(bodies)}
+    assert any(b"browser_shell.audit" in b for b in bodies), "the OTLP receiver got no records"
+    found = leaks(typed, texts) + leaks("quiet search", texts)
+    assert not found, found
