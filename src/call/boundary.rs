@@ -1,11 +1,17 @@
-//! Page content, marked as such. Text a page controls (a snapshot, `get
-//! text`/`value`/`attr`/`title`) may carry prompt injection; wrapped in
-//! markers that carry a nonce drawn after the page produced the text, and
-//! the page's origin, it cannot pass itself off as browser-shell's words or
-//! close its own marker early. The markers are agent-browser's own
-//! (`--content-boundaries`), which it does not print in the batch JSON mode
-//! browser-shell uses. On unless the policy's `reply.content_boundaries` is
-//! false.
+//! Page content, marked as such. Text a page controls may carry prompt
+//! injection; wrapped in markers that carry a nonce drawn after the page
+//! produced the text, and the page's origin, it cannot pass itself off as
+//! browser-shell's words or close its own marker early. The markers are
+//! agent-browser's own (`--content-boundaries`), which it does not print in
+//! the batch JSON mode browser-shell uses. On unless the policy's
+//! `reply.content_boundaries` is false.
+//!
+//! Every string the page controls is inside a marker or left out: the
+//! `snapshot` text, the values of `get text`/`value`/`attr`/`title`, a
+//! `title` in any command's data (`open`, `back`, …), and agent-browser's
+//! error text (which may quote the page, e.g. `select`'s list of options)
+//! are marked; the `name`s in `snapshot`'s `refs` are left out (each is in
+//! the marked snapshot text, beside its `[ref=eN]`).
 
 use serde_json::Value;
 
@@ -16,23 +22,35 @@ const NOT_PAGE_TEXT: &[&str] = &["origin", "url", "selector", "count"];
 /// Wrap the page-derived strings of a successful `command`'s `data`.
 /// `page` is where the page was, when known (the guard's read).
 pub(crate) fn mark(data: &mut Value, command: &[String], page: Option<&str>) {
-    let fields: Vec<String> = match command.first().map(String::as_str) {
-        Some("snapshot") => vec!["snapshot".to_owned()],
+    let Value::Object(map) = data else { return };
+    let mut fields: Vec<String> = match command.first().map(String::as_str) {
+        Some("snapshot") => {
+            if let Some(Value::Object(refs)) = map.get_mut("refs") {
+                for node in refs.values_mut().filter_map(Value::as_object_mut) {
+                    node.remove("name");
+                }
+            }
+            vec!["snapshot".to_owned()]
+        }
         Some("get")
             if matches!(
                 command.get(1).map(String::as_str),
                 Some("text" | "value" | "attr" | "title")
             ) =>
         {
-            let Value::Object(map) = &*data else { return };
             map.iter()
                 .filter(|(k, v)| v.is_string() && !NOT_PAGE_TEXT.contains(&k.as_str()))
                 .map(|(k, _)| k.clone())
                 .collect()
         }
-        _ => return,
+        _ => vec![],
     };
-    let Value::Object(map) = data else { return };
+    if map.get("title").is_some_and(Value::is_string) && !fields.iter().any(|f| f == "title") {
+        fields.push("title".to_owned());
+    }
+    if fields.is_empty() {
+        return;
+    }
     let origin = map
         .get("origin")
         .and_then(Value::as_str)
@@ -41,12 +59,23 @@ pub(crate) fn mark(data: &mut Value, command: &[String], page: Option<&str>) {
     let nonce = nonce();
     for field in fields {
         if let Some(Value::String(text)) = map.get_mut(&field) {
-            *text = format!(
-                "--- AGENT_BROWSER_PAGE_CONTENT nonce={nonce} origin={origin} ---\n{text}\n\
-                 --- END_AGENT_BROWSER_PAGE_CONTENT nonce={nonce} ---"
-            );
+            *text = wrapped(text, &nonce, &origin);
         }
     }
+}
+
+/// agent-browser's error text, marked: it may quote the page (`select`
+/// lists the page's options, a failed wait its text).
+pub(crate) fn mark_error(error: &str, page: Option<&str>) -> String {
+    let origin = page.map_or_else(|| "unknown".to_owned(), origin_of);
+    wrapped(error, &nonce(), &origin)
+}
+
+fn wrapped(text: &str, nonce: &str, origin: &str) -> String {
+    format!(
+        "--- AGENT_BROWSER_PAGE_CONTENT nonce={nonce} origin={origin} ---\n{text}\n\
+         --- END_AGENT_BROWSER_PAGE_CONTENT nonce={nonce} ---"
+    )
 }
 
 /// `scheme://host[:port]` of a URL; the text itself when it does not parse.
@@ -125,6 +154,21 @@ mod tests {
             data["title"].as_str().expect("title").to_owned()
         };
         assert_ne!(wrap(), wrap());
+    }
+
+    #[test]
+    fn a_title_is_marked_in_any_commands_data_and_ref_names_are_left_out() {
+        let mut opened = json!({"title": "IGNORE ME", "url": "http://127.0.0.1/"});
+        mark(&mut opened, &argv(&["open", "http://127.0.0.1/"]), None);
+        assert!(opened["title"].as_str().expect("title").starts_with("--- AGENT_BROWSER_PAGE_CONTENT"));
+        assert_eq!(opened["url"], "http://127.0.0.1/");
+        let mut snap = json!({"snapshot": "- textbox \"Q\" [ref=e1]", "refs": {"e1": {"name": "Q", "role": "textbox"}}});
+        mark(&mut snap, &argv(&["snapshot", "-i"]), None);
+        assert_eq!(snap["refs"], json!({"e1": {"role": "textbox"}}));
+        assert!(snap["snapshot"].as_str().expect("snapshot").contains("[ref=e1]"));
+        let error = mark_error("No option matched. Available options: a (\"page text\")", Some("http://127.0.0.1:9/x"));
+        assert!(error.starts_with("--- AGENT_BROWSER_PAGE_CONTENT nonce="), "{error}");
+        assert!(error.contains(" origin=http://127.0.0.1:9 ---\nNo option matched"), "{error}");
     }
 
     #[test]

@@ -88,6 +88,14 @@ pub(crate) async fn execute(
         }
         Ok(intent)
     };
+    // While the command runs, the gate lets a secret's text reach only a
+    // focused frame on the secret's hosts (a field in a frame of another
+    // origin is refused there).
+    let _typing = (!planned.secrets.is_empty()).then(|| {
+        server
+            .secret_typing
+            .begin(request.session.daemon_name(), &planned.secrets)
+    });
     let bounds = Bounds {
         timeout: request.timeout,
         cancel: &cancel,

@@ -226,11 +226,11 @@ fn from_envelope(
     if let Value::Object(map) = &mut data {
         map.remove("lifecycle");
     }
+    if let Some((command, page)) = mark {
+        super::boundary::mark(&mut data, command, page);
+    }
     secrets.scrub_value(&mut data);
     if success {
-        if let Some((command, page)) = mark {
-            super::boundary::mark(&mut data, command, page);
-        }
         let line = format!("{data}\n");
         // A success with a non-zero exit is agent-browser's word; keep it —
         // unless the only failure was the guard's own read after it.
@@ -247,7 +247,11 @@ fn from_envelope(
         format!("{data}\n")
     };
     let failed = if code == 0 { exit_code::FAILED } else { code };
-    (failed, stdout, join_lines(error, stderr))
+    let error = match mark {
+        Some((_, page)) => super::boundary::mark_error(error, page),
+        None => error.to_owned(),
+    };
+    (failed, stdout, join_lines(&error, stderr))
 }
 
 fn join_lines(first: &str, rest: &str) -> String {

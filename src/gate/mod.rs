@@ -11,7 +11,9 @@
 //! - before agent-browser's first message reaches a tab, has its warden put
 //!   the tab under the URL policy, so every request of every frame is
 //!   decided before it leaves the browser ([`warden`]);
-//! - hides each session's tabs from the other sessions ([`tabs`]).
+//! - hides each session's tabs from the other sessions ([`tabs`]);
+//! - while a call types secrets, lets its text reach only a focused frame
+//!   on the secrets' hosts ([`typing`]).
 //!
 //! Plain HTTP (`/json/*`, which can open and close tabs) is not served: the
 //! handshake fails. The session in the path attributes audit records; it is
@@ -20,7 +22,10 @@
 mod methods;
 mod relay;
 mod tabs;
+mod typing;
 mod warden;
+
+pub(crate) use typing::SecretTyping;
 
 use std::{
     path::PathBuf,
@@ -81,6 +86,9 @@ struct Shared {
     reporter: Reporter,
     warden: warden::Warden,
     tabs: tabs::Tabs,
+    /// Sessions whose call is typing secrets: their text input waits for
+    /// the focused frame's check.
+    typing: SecretTyping,
     /// The daemons' socket dir, where each writes its pinned tab's id.
     socket_dir: PathBuf,
     http: reqwest::Client,
@@ -199,6 +207,7 @@ impl Gate {
         rules: Arc<rules::Current>,
         resolver: Arc<dyn Resolve>,
         socket_dir: PathBuf,
+        typing: SecretTyping,
     ) -> std::io::Result<mpsc::Receiver<GateEvent>> {
         let listener = tokio::net::TcpListener::from_std(self.listener)?;
         let (tx, rx) = mpsc::channel(REPORT_QUEUE);
@@ -212,6 +221,7 @@ impl Gate {
             },
             warden: warden::Warden::new(),
             tabs: tabs::Tabs::default(),
+            typing,
             socket_dir,
             http: reqwest::Client::builder()
                 .no_proxy()

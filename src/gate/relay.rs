@@ -247,6 +247,25 @@ async fn judge(mut request: Value, conn: &Connection, shared: &Arc<Shared>) -> J
     if method == "Target.createTarget" && crate::session_id::is_pool_name(&conn.session) {
         open_in_background(&mut request);
     }
+    let target_of = |cdp_session: &str| {
+        lock(&conn.attached)
+            .get(cdp_session)
+            .map(|a| a.target_id.clone())
+    };
+    if matches!(method.as_str(), "Input.insertText" | "Input.dispatchKeyEvent")
+        && let Some(names) = shared.typing.names(&conn.session)
+    {
+        let target = request
+            .get("sessionId")
+            .and_then(Value::as_str)
+            .and_then(target_of);
+        if let Err(why) = check_typing_frame(&names, target.as_deref(), shared).await {
+            return Judgement::Refuse {
+                rule: Rule::SecretHost,
+                why,
+            };
+        }
+    }
     // A message for a tab goes to it only once the tab is policed. Every
     // CDP session agent-browser holds was announced on this connection, so
     // one the relay never saw is refused rather than let through unpoliced.
@@ -278,6 +297,28 @@ async fn judge(mut request: Value, conn: &Connection, shared: &Arc<Shared>) -> J
         };
     }
     Judgement::Forward(request)
+}
+
+/// Secrets are being typed: the text goes to the focused field, whose
+/// frame must be on every secret's hosts (the top page may be, and an
+/// embedded frame of another origin not). Anything unknown refuses.
+async fn check_typing_frame(
+    names: &[String],
+    target: Option<&str>,
+    shared: &Arc<Shared>,
+) -> Result<(), String> {
+    let target = target.ok_or("text input for no tab this connection attached; nothing was typed")?;
+    let frame = shared
+        .warden
+        .focused_frame(shared, target)
+        .await
+        .map_err(|e| format!("the frame of the focused field could not be told ({e}); nothing was typed"))?;
+    shared
+        .rules
+        .get()
+        .secrets
+        .check_frame(names, &frame)
+        .map_err(|refusal| refusal.message)
 }
 
 /// A pooled daemon's tab waits unseen: opened in front, it would push the

@@ -31,6 +31,9 @@ use crate::refusal::Rule;
 /// How long one of the warden's own CDP commands may take.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Deepest nesting of frames followed to the focused field.
+const MAX_FRAME_DEPTH: usize = 8;
+
 /// Every request, at the request stage (before it is sent).
 fn intercept_all() -> Value {
     json!({"patterns": [{"urlPattern": "*", "requestStage": "Request"}]})
@@ -54,6 +57,8 @@ struct Link {
     /// The warden's CDP sessions, and the browser-shell session each
     /// polices for (named in audit records of blocked requests).
     owners: Mutex<HashMap<String, String>>,
+    /// The warden's CDP session on each target it is attached to.
+    sessions: Mutex<HashMap<String, String>>,
     alive: tokio_util::sync::CancellationToken,
 }
 
@@ -89,6 +94,76 @@ impl Warden {
         result
     }
 
+    /// The URL of the frame whose element has focus in the tab (or
+    /// out-of-process frame) `target_id`: where Chromium delivers typed
+    /// text. Read in an isolated world, so the page's scripts cannot answer
+    /// for the DOM; each frame owner that has focus is followed into its
+    /// frame, in or out of process.
+    pub(super) async fn focused_frame(
+        &self,
+        shared: &Arc<Shared>,
+        target_id: &str,
+    ) -> Result<String, String> {
+        let link = self.link(shared).await?;
+        let mut session = link
+            .session_of(target_id)
+            .ok_or("the tab is not under the warden")?;
+        let mut frame = None;
+        for _ in 0..MAX_FRAME_DEPTH {
+            let frame_id = match frame.take() {
+                Some(id) => id,
+                None => link.main_frame(&session).await?,
+            };
+            let world = link
+                .call(
+                    Some(&session),
+                    "Page.createIsolatedWorld",
+                    json!({"frameId": frame_id, "worldName": "browser-shell"}),
+                )
+                .await?;
+            let context = world
+                .get("executionContextId")
+                .cloned()
+                .ok_or("Chromium made no isolated world")?;
+            let evaluate = |expression: &str, by_value: bool| {
+                link.call(
+                    Some(&session),
+                    "Runtime.evaluate",
+                    json!({"expression": expression, "contextId": context, "returnByValue": by_value}),
+                )
+            };
+            let focused = evaluate("document.activeElement", false).await?;
+            let owner = match focused.pointer("/result/objectId").and_then(Value::as_str) {
+                Some(object) => {
+                    let node = link
+                        .call(Some(&session), "DOM.describeNode", json!({"objectId": object}))
+                        .await;
+                    let _ = link
+                        .call(Some(&session), "Runtime.releaseObject", json!({"objectId": object}))
+                        .await;
+                    frame_owned(&node?)
+                }
+                None => None,
+            };
+            match owner {
+                // Out of process: the frame is a target of its own.
+                Some(child) if link.session_of(&child).is_some() => {
+                    session = link.session_of(&child).unwrap_or_default();
+                }
+                Some(child) => frame = Some(child),
+                None => {
+                    let href = evaluate("location.href", true).await?;
+                    return href
+                        .pointer("/result/value")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                        .ok_or_else(|| "the frame's URL could not be read".to_owned());
+                }
+            }
+        }
+        Err(format!("frames nested deeper than {MAX_FRAME_DEPTH}"))
+    }
+
     async fn link(&self, shared: &Arc<Shared>) -> Result<Arc<Link>, String> {
         let mut slot = self.link.lock().await;
         if let Some(link) = slot.as_ref().filter(|l| !l.alive.is_cancelled()) {
@@ -114,6 +189,7 @@ impl Link {
             pending: Mutex::default(),
             wards: Mutex::default(),
             owners: Mutex::default(),
+            sessions: Mutex::default(),
             alive: tokio_util::sync::CancellationToken::new(),
         });
         let alive = link.alive.clone();
@@ -170,6 +246,23 @@ impl Link {
         }
     }
 
+    /// The warden's CDP session on a target (a tab, or an out-of-process
+    /// frame it auto-attached).
+    fn session_of(&self, target_id: &str) -> Option<String> {
+        lock(&self.sessions).get(target_id).cloned()
+    }
+
+    /// The id of the main frame of the target behind `cdp_session`.
+    async fn main_frame(&self, cdp_session: &str) -> Result<String, String> {
+        let tree = self
+            .call(Some(cdp_session), "Page.getFrameTree", json!({}))
+            .await?;
+        tree.pointer("/frameTree/frame/id")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .ok_or_else(|| "the target has no main frame".to_owned())
+    }
+
     /// Attach to a tab and police it.
     async fn attach(self: &Arc<Self>, target_id: &str, session: &str) -> Result<(), String> {
         let attached = self
@@ -185,6 +278,7 @@ impl Link {
             .ok_or("Chromium's answer to Target.attachToTarget has no sessionId")?
             .to_owned();
         lock(&self.owners).insert(cdp_session.clone(), session.to_owned());
+        lock(&self.sessions).insert(target_id.to_owned(), cdp_session.clone());
         self.police(&cdp_session).await
     }
 
@@ -229,6 +323,10 @@ impl Link {
                     return;
                 };
                 lock(&self.owners).insert(child.to_owned(), owner);
+                if let Some(target) = params.pointer("/targetInfo/targetId").and_then(Value::as_str)
+                {
+                    lock(&self.sessions).insert(target.to_owned(), child.to_owned());
+                }
                 let (link, child) = (Arc::clone(self), child.to_owned());
                 let waiting = params
                     .get("waitingForDebugger")
@@ -244,6 +342,7 @@ impl Link {
                 }
                 if let Some(target) = params.get("targetId").and_then(Value::as_str) {
                     lock(&self.wards).remove(target);
+                    lock(&self.sessions).remove(target);
                 }
             }
             _ => {}
@@ -304,6 +403,20 @@ impl Link {
             tracing::debug!(error = %e, "a paused request was gone before it was decided");
         }
     }
+}
+
+/// The frame an element owns, when it is a frame owner (`DOM.describeNode`'s
+/// answer): focus inside a frame shows as its owner element outside it.
+fn frame_owned(described: &Value) -> Option<String> {
+    let node = described.get("node")?;
+    let name = node.get("nodeName").and_then(Value::as_str)?;
+    if !matches!(name, "IFRAME" | "FRAME" | "FENCEDFRAME") {
+        return None;
+    }
+    node.get("frameId")
+        .or_else(|| node.pointer("/contentDocument/frameId"))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
 }
 
 /// The policy's verdict on one request's URL. Schemes that load nothing

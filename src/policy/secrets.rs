@@ -148,7 +148,18 @@ impl Secrets {
 
     /// Is the page at `page` on the hosts of every secret in `names`?
     pub(crate) fn check_hosts(&self, names: &[String], page: &str) -> Result<(), Refusal> {
-        let on = url::Url::parse(page).ok();
+        self.check_place(names, page, "the page is on")
+    }
+
+    /// Is the frame at `frame`, which holds the focused field, on the hosts
+    /// of every secret in `names`? (The top page may be, and an embedded
+    /// frame of another origin not.)
+    pub(crate) fn check_frame(&self, names: &[String], frame: &str) -> Result<(), Refusal> {
+        self.check_place(names, frame, "the field is in a frame on")
+    }
+
+    fn check_place(&self, names: &[String], at: &str, place: &str) -> Result<(), Refusal> {
+        let on = url::Url::parse(at).ok();
         let host = on
             .as_ref()
             .and_then(|u| u.host_str())
@@ -168,7 +179,7 @@ impl Secrets {
                 return Err(Refusal::new(
                     Rule::SecretHost,
                     format!(
-                        "the secret {name} may be typed only on {}; the page is on {}; nothing was typed",
+                        "the secret {name} may be typed only on {}; {place} {}; nothing was typed",
                         secret.hosts_shown(),
                         shown_origin(on.as_ref())
                     ),

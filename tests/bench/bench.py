@@ -562,8 +562,9 @@ def payload(stdout: str) -> dict:
 
 
 def query_ref(snapshot: dict) -> str:
-    refs = [r for r, node in (snapshot.get("refs") or {}).items() if node.get("role") == "textbox" and node.get("name") == "Query"]
-    expect(len(refs) == 1, f"no single textbox 'Query' in the snapshot refs: {snapshot.get('refs')}")
+    # browser-shell leaves the page-controlled names out of `refs`; the snapshot text has them.
+    refs = re.findall(r'textbox "Query" \[ref=(e\d+)\]', snapshot.get("snapshot") or "")
+    expect(len(refs) == 1, f"no single textbox 'Query' in the snapshot: {snapshot.get('snapshot')}")
     return "@" + refs[0]
 
 
