@@ -209,8 +209,8 @@ def test_a_secret_is_in_no_reply_record_export_report_or_log_in_any_spelling(sta
         **reports(srv),
     }
     texts |= {f"OTLP body {n}": body for n, body in enumerate(bodies)}
-    found = [leak for value in VALUES for leak in leaks(value, texts)]
-    assert not found, found
+    found = [f"{value!r} in {leak}" for value in VALUES for leak in leaks(value, texts)]
+    assert not found, "\n".join(found)
 
 
 def test_typed_text_comes_back_to_the_agent_but_no_record_holds_it(start_server) -> None:
@@ -249,4 +249,4 @@ def test_typed_text_comes_back_to_the_agent_but_no_record_holds_it(start_server)
     texts |= {f"OTLP body {n}": body for n, body in enumerate(bodies)}
     assert any(b"browser_shell.audit" in b for b in bodies), "the OTLP receiver got no records"
     found = leaks(typed, texts) + leaks("quiet search", texts)
-    assert not found, found
+    assert not found, "\n".join(found)
