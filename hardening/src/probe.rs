@@ -70,6 +70,8 @@ pub const EXPECTED_WHEN_CONFINED: &[(&str, &str)] = &[
     ("mptcp_connect_other_port", "EPERM"),
     // Landlock, execute: writable roots are not executable
     ("exec_written_file", "EACCES"),
+    // seccomp: nor is a file written into memory (a memfd has no path)
+    ("exec_memfd", "EPERM"),
     // seccomp, socket families
     ("socket_unix", "ok"),
     ("socket_inet", "ok"),
@@ -249,6 +251,7 @@ fn filesystem(targets: &Targets, out: &mut Vec<Outcome>) {
             exec_copy_of_true(&dir.join(format!(".bs-probe-exec-{pid}"))),
         ));
     }
+    out.push(outcome("exec_memfd", exec_memfd_copy_of_true()));
     out.push(outcome(
         "write_root_home",
         create_in(Path::new("/root/.bs-probe")),
@@ -441,6 +444,31 @@ fn exec_copy_of_true(path: &Path) -> io::Result<()> {
     match result? {
         status if status.success() => Ok(()),
         status => Err(io::Error::other(format!("ran, {status}"))),
+    }
+}
+
+/// Write `/bin/true` into a memfd and run it through its `/proc/self/fd`
+/// path: `memfd_create`'s own errno when it is filtered.
+fn exec_memfd_copy_of_true() -> io::Result<()> {
+    use std::{io::Write, os::fd::FromRawFd};
+    let name = c"bs-probe".as_ptr() as libc::c_long;
+    let fd = raw_syscall_value(libc::SYS_memfd_create, [name, 0, 0, 0, 0])?;
+    let fd = libc::c_int::try_from(fd).map_err(|e| setup("memfd fd", &io::Error::other(e)))?;
+    // SAFETY: memfd_create just returned this descriptor; nothing else owns it.
+    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
+    let bytes = std::fs::read("/bin/true").map_err(|e| setup("read /bin/true", &e))?;
+    file.write_all(&bytes)
+        .map_err(|e| setup("write the memfd", &e))?;
+    let status = std::process::Command::new(format!("/proc/self/fd/{fd}"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()?;
+    drop(file);
+    if status.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!("ran, {status}")))
     }
 }
 

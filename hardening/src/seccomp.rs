@@ -77,6 +77,9 @@ const DENIED: &[(&str, libc::c_long)] = &[
     ("process_madvise", libc::SYS_process_madvise),
     ("perf_event_open", libc::SYS_perf_event_open),
     ("bpf", libc::SYS_bpf),
+    // An anonymous file the child writes and then executes: Landlock's
+    // execute rights cover paths, and a memfd has none.
+    ("memfd_create", libc::SYS_memfd_create),
     ("userfaultfd", libc::SYS_userfaultfd),
     ("fanotify_init", libc::SYS_fanotify_init),
     // keyrings are not namespaced

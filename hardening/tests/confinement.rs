@@ -160,6 +160,7 @@ fn unconfined_probe_succeeds_where_the_confined_one_must_fail() {
         ("prlimit_self", "ok"),
         ("udp_sendto", "ok"),
         ("exec_written_file", "ok"),
+        ("exec_memfd", "ok"),
         ("mptcp_connect_other_port", "ECONNREFUSED"),
     ] {
         assert_eq!(

@@ -160,15 +160,34 @@ mod tests {
     fn a_title_is_marked_in_any_commands_data_and_ref_names_are_left_out() {
         let mut opened = json!({"title": "IGNORE ME", "url": "http://127.0.0.1/"});
         mark(&mut opened, &argv(&["open", "http://127.0.0.1/"]), None);
-        assert!(opened["title"].as_str().expect("title").starts_with("--- AGENT_BROWSER_PAGE_CONTENT"));
+        assert!(
+            opened["title"]
+                .as_str()
+                .expect("title")
+                .starts_with("--- AGENT_BROWSER_PAGE_CONTENT")
+        );
         assert_eq!(opened["url"], "http://127.0.0.1/");
         let mut snap = json!({"snapshot": "- textbox \"Q\" [ref=e1]", "refs": {"e1": {"name": "Q", "role": "textbox"}}});
         mark(&mut snap, &argv(&["snapshot", "-i"]), None);
         assert_eq!(snap["refs"], json!({"e1": {"role": "textbox"}}));
-        assert!(snap["snapshot"].as_str().expect("snapshot").contains("[ref=e1]"));
-        let error = mark_error("No option matched. Available options: a (\"page text\")", Some("http://127.0.0.1:9/x"));
-        assert!(error.starts_with("--- AGENT_BROWSER_PAGE_CONTENT nonce="), "{error}");
-        assert!(error.contains(" origin=http://127.0.0.1:9 ---\nNo option matched"), "{error}");
+        assert!(
+            snap["snapshot"]
+                .as_str()
+                .expect("snapshot")
+                .contains("[ref=e1]")
+        );
+        let error = mark_error(
+            "No option matched. Available options: a (\"page text\")",
+            Some("http://127.0.0.1:9/x"),
+        );
+        assert!(
+            error.starts_with("--- AGENT_BROWSER_PAGE_CONTENT nonce="),
+            "{error}"
+        );
+        assert!(
+            error.contains(" origin=http://127.0.0.1:9 ---\nNo option matched"),
+            "{error}"
+        );
     }
 
     #[test]

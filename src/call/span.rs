@@ -2,8 +2,8 @@
 //! the call ended (redacted: the error text only through the redactor, and
 //! only its first line).
 
-use crate::obs::journal::Journal;
 use super::{context::CallContext, record, reply::Reply};
+use crate::obs::journal::Journal;
 use crate::{
     obs::telemetry::{ActiveCall, CallMeta, CallOutcome},
     refusal::Rule,

@@ -252,8 +252,10 @@ async fn judge(mut request: Value, conn: &Connection, shared: &Arc<Shared>) -> J
             .get(cdp_session)
             .map(|a| a.target_id.clone())
     };
-    if matches!(method.as_str(), "Input.insertText" | "Input.dispatchKeyEvent")
-        && let Some(names) = shared.typing.names(&conn.session)
+    if matches!(
+        method.as_str(),
+        "Input.insertText" | "Input.dispatchKeyEvent"
+    ) && let Some(names) = shared.typing.names(&conn.session)
     {
         let target = request
             .get("sessionId")
@@ -307,12 +309,15 @@ async fn check_typing_frame(
     target: Option<&str>,
     shared: &Arc<Shared>,
 ) -> Result<(), String> {
-    let target = target.ok_or("text input for no tab this connection attached; nothing was typed")?;
+    let target =
+        target.ok_or("text input for no tab this connection attached; nothing was typed")?;
     let frame = shared
         .warden
         .focused_frame(shared, target)
         .await
-        .map_err(|e| format!("the frame of the focused field could not be told ({e}); nothing was typed"))?;
+        .map_err(|e| {
+            format!("the frame of the focused field could not be told ({e}); nothing was typed")
+        })?;
     shared
         .rules
         .get()

@@ -136,10 +136,18 @@ impl Warden {
             let owner = match focused.pointer("/result/objectId").and_then(Value::as_str) {
                 Some(object) => {
                     let node = link
-                        .call(Some(&session), "DOM.describeNode", json!({"objectId": object}))
+                        .call(
+                            Some(&session),
+                            "DOM.describeNode",
+                            json!({"objectId": object}),
+                        )
                         .await;
                     let _ = link
-                        .call(Some(&session), "Runtime.releaseObject", json!({"objectId": object}))
+                        .call(
+                            Some(&session),
+                            "Runtime.releaseObject",
+                            json!({"objectId": object}),
+                        )
                         .await;
                     frame_owned(&node?)
                 }
@@ -323,7 +331,9 @@ impl Link {
                     return;
                 };
                 lock(&self.owners).insert(child.to_owned(), owner);
-                if let Some(target) = params.pointer("/targetInfo/targetId").and_then(Value::as_str)
+                if let Some(target) = params
+                    .pointer("/targetInfo/targetId")
+                    .and_then(Value::as_str)
                 {
                     lock(&self.sessions).insert(target.to_owned(), child.to_owned());
                 }

@@ -101,7 +101,11 @@ impl Shield {
                 *field = Some(text);
             }
         }
-        for value in event.detail.iter_mut().chain(event.argv.iter_mut().flatten()) {
+        for value in event
+            .detail
+            .iter_mut()
+            .chain(event.argv.iter_mut().flatten())
+        {
             shield_strings(value, &shield);
         }
     }

@@ -80,7 +80,10 @@ fn typed_text_in_a_url_becomes_the_intents_marker_and_other_values_stay() {
     }
     let mut untouched = outcome("http://h/s?page=2&r=abc", "plain reason");
     shield.apply(&mut untouched);
-    assert_eq!(untouched.page_url.as_deref(), Some("http://h/s?page=2&r=abc"));
+    assert_eq!(
+        untouched.page_url.as_deref(),
+        Some("http://h/s?page=2&r=abc")
+    );
     assert_eq!(untouched.reason.as_deref(), Some("plain reason"));
 }
 

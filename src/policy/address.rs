@@ -54,20 +54,35 @@ pub(crate) fn special_kind(ip: IpAddr) -> Option<&'static str> {
             if let Some(kind) = in_table(IpAddr::V6(v6), V6) {
                 return Some(kind);
             }
-            embedded_v4(v6).and_then(v4_kind)
+            match embedded_v4(v6) {
+                Some(v4) => v4_kind(v4),
+                // Only 2000::/3 is allocated as global unicast; the rest
+                // (`::2`, `200::1`, `400::1`) routes nowhere public.
+                None if !is_global_unicast(v6) => {
+                    Some("reserved (outside global unicast 2000::/3)")
+                }
+                None => None,
+            }
         }
     }
 }
 
+/// Is `v6` in IPv6's global unicast space, 2000::/3 (all that may be
+/// public, less [`V6`]'s ranges)?
+fn is_global_unicast(v6: Ipv6Addr) -> bool {
+    v6.segments()[0] & 0xe000 == 0x2000
+}
+
 /// The IPv4 address an IPv6 address carries, for the forms that route to it:
-/// IPv4-mapped `::ffff:0:0/96`, IPv4-compatible `::/96` (from 1.0.0.0 up), NAT64 `64:ff9b::/96`
-/// and 6to4 `2002::/16`.
+/// IPv4-mapped `::ffff:0:0/96`, IPv4-translated `::ffff:0:0:0/96` (SIIT),
+/// IPv4-compatible `::/96` (from 1.0.0.0 up), NAT64 `64:ff9b::/96` and 6to4
+/// `2002::/16`.
 pub(crate) fn embedded_v4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
     let s = v6.segments();
     let v4_from =
         |hi: u16, lo: u16| Ipv4Addr::new((hi >> 8) as u8, hi as u8, (lo >> 8) as u8, lo as u8);
     match s {
-        [0, 0, 0, 0, 0, 0xffff, hi, lo] => Some(v4_from(hi, lo)),
+        [0, 0, 0, 0, 0, 0xffff, hi, lo] | [0, 0, 0, 0, 0xffff, 0, hi, lo] => Some(v4_from(hi, lo)),
         // IPv4-compatible embeds a global IPv4 (RFC 4291 2.5.5.1): `::1` and
         // `::` are IPv6 loopback and unspecified, never 0.0.0.x.
         [0, 0, 0, 0, 0, 0, hi, lo] if hi >> 8 != 0 => Some(v4_from(hi, lo)),
@@ -266,6 +281,27 @@ mod tests {
         ] {
             assert_eq!(kind(ip), Some(want), "{ip}");
         }
+    }
+
+    #[test]
+    fn ipv6_outside_global_unicast_and_translated_ipv4_are_not_public() {
+        for (ip, want) in [
+            ("::ffff:0:7f00:2", "loopback"),
+            (
+                "::ffff:0:a9fe:a9fe",
+                "link-local (cloud metadata lives here)",
+            ),
+            ("::ffff:0:a00:1", "private"),
+            ("::2", "reserved (outside global unicast 2000::/3)"),
+            ("200::1", "reserved (outside global unicast 2000::/3)"),
+            ("400::1", "reserved (outside global unicast 2000::/3)"),
+            ("8000::1", "reserved (outside global unicast 2000::/3)"),
+            ("e000::1", "reserved (outside global unicast 2000::/3)"),
+        ] {
+            assert_eq!(kind(ip), Some(want), "{ip}");
+        }
+        assert_eq!(kind("::ffff:0:808:808"), None, "translated public IPv4");
+        assert_eq!(kind("2a00:1450::1"), None);
     }
 
     #[test]

@@ -455,9 +455,7 @@ mod tests {
 
     #[test]
     fn a_value_with_quotes_and_spaces_is_scrubbed_from_decoded_strings_and_urls() {
-        let s = secrets(
-            r#"{"pw": {"value": "pa\"ss w\\0rd", "hosts": ["127.0.0.1"]}}"#,
-        );
+        let s = secrets(r#"{"pw": {"value": "pa\"ss w\\0rd", "hosts": ["127.0.0.1"]}}"#);
         let mut data = serde_json::json!({
             "value": "pa\"ss w\\0rd",
             "origin": "http://127.0.0.1/s?pw=pa%22ss+w%5C0rd",

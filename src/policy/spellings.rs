@@ -190,9 +190,7 @@ fn json_escapes(c: char) -> Vec<String> {
 /// `;` may be percent-encoded in turn.
 fn character_reference(c: char) -> String {
     let code = u32::from(c);
-    format!(
-        "(?:&|{PERCENT}26)(?:#|{PERCENT}23)(?:0*{code}|(?i:x0*{code:x}))(?:;|{PERCENT}3[bB])"
-    )
+    format!("(?:&|{PERCENT}26)(?:#|{PERCENT}23)(?:0*{code}|(?i:x0*{code:x}))(?:;|{PERCENT}3[bB])")
 }
 
 /// HTML's named references for the characters it must escape.

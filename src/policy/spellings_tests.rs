@@ -76,7 +76,9 @@ fn spelled(value: &str) -> Vec<(String, String)> {
         ("json".to_owned(), json.clone()),
         (
             "json twice".to_owned(),
-            serde_json::to_string(&json).expect("json")[1..].trim_end_matches('"').to_owned(),
+            serde_json::to_string(&json).expect("json")[1..]
+                .trim_end_matches('"')
+                .to_owned(),
         ),
         ("form".to_owned(), form.clone()),
         ("form, lower-case hex".to_owned(), form.to_lowercase()),
@@ -94,7 +96,10 @@ fn spelled(value: &str) -> Vec<(String, String)> {
         encoding_rs::WINDOWS_1251,
         encoding_rs::SHIFT_JIS,
     ] {
-        forms.push((format!("form in {}", charset.name()), form_in(charset, value)));
+        forms.push((
+            format!("form in {}", charset.name()),
+            form_in(charset, value),
+        ));
     }
     forms
 }
@@ -108,8 +113,7 @@ fn every_spelling_of_every_value_is_found_and_replaced_whole() {
             assert!(spellings.is_in(&haystack), "{value:?} {how}: {form}");
             let scrubbed = spellings.replace_all(&haystack, "{{secret:pw}}");
             assert_eq!(
-                scrubbed,
-                "{\"url\":\"http://127.0.0.1:8765/s?pw={{secret:pw}}&x=1\"}",
+                scrubbed, "{\"url\":\"http://127.0.0.1:8765/s?pw={{secret:pw}}&x=1\"}",
                 "{value:?} {how}: {form}"
             );
         }

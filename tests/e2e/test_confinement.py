@@ -45,6 +45,7 @@ EXPECTED = {
     "udp_sendto": "EPERM",
     "mptcp_connect_other_port": "EPERM",
     "exec_written_file": "EACCES",
+    "exec_memfd": "EPERM",
     "status_CapEff": ZERO,
     "status_CapPrm": ZERO,
     "status_CapBnd": ZERO,
