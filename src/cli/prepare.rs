@@ -87,6 +87,7 @@ impl ServeArgs {
     /// built while the confined self-test may still be running, so that the
     /// caller can do its own preparation meanwhile.
     pub(crate) fn start(&self) -> anyhow::Result<Starting> {
+        raise_open_files_limit();
         executable_file(
             &self.agent_browser,
             &format!(
@@ -533,4 +534,24 @@ fn write_empty_config(path: &Path) -> anyhow::Result<()> {
     std::io::Write::write_all(&mut file, b"{}\n")
         .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
+}
+
+/// Raise the soft limit on open files to the hard one: each session holds a
+/// few descriptors (its gate connection, Chromium's, the child's pipes), and
+/// a service manager's default soft limit (1024) would make spawns fail with
+/// "Too many open files" long before the gate's own caps
+/// (`crate::gate`) are reached. The child gets its own limit (`--child-max-open-files`).
+fn raise_open_files_limit() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if limit.current == limit.maximum {
+        return;
+    }
+    let raised = Rlimit {
+        current: limit.maximum,
+        maximum: limit.maximum,
+    };
+    if let Err(e) = setrlimit(Resource::Nofile, raised) {
+        tracing::warn!(error = %e, "the soft limit on open files could not be raised");
+    }
 }

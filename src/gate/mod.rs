@@ -52,6 +52,19 @@ const PATH_PREFIX: &str = "/devtools/browser/";
 /// the count goes into the next record that is written.
 const REPORT_QUEUE: usize = 256;
 
+/// How long a connection may take to finish its WebSocket handshake: one
+/// that never does would hold a descriptor for good.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Connections open at once, handshaking or relaying: a daemon holds one
+/// (for a while two, when it reconnects), so this is room for the largest
+/// pool and session limits with margin, and far below the descriptors the
+/// server has (it raises its soft limit at start).
+const MAX_CONNECTIONS: usize = 256;
+
+/// Connections one session may hold at once.
+const MAX_CONNECTIONS_PER_SESSION: usize = 4;
+
 /// A bound on one message from agent-browser (its largest are `fill` and
 /// `type` texts, bounded by the tool's own argv limits).
 const MAX_DAEMON_MESSAGE: usize = 1 << 20;
@@ -91,6 +104,10 @@ struct Shared {
     typing: SecretTyping,
     /// The daemons' socket dir, where each writes its pinned tab's id.
     socket_dir: PathBuf,
+    /// Room for more connections ([`MAX_CONNECTIONS`]).
+    connections: Arc<tokio::sync::Semaphore>,
+    /// Connections per session ([`MAX_CONNECTIONS_PER_SESSION`]).
+    per_session: Mutex<std::collections::HashMap<String, usize>>,
     http: reqwest::Client,
 }
 
@@ -223,6 +240,8 @@ impl Gate {
             tabs: tabs::Tabs::default(),
             typing,
             socket_dir,
+            connections: Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS)),
+            per_session: Mutex::default(),
             http: reqwest::Client::builder()
                 .no_proxy()
                 .build()
@@ -232,7 +251,16 @@ impl Gate {
             loop {
                 match listener.accept().await {
                     Ok((stream, _)) => {
-                        tokio::spawn(accept(stream, Arc::clone(&shared)));
+                        // Past the cap, a connection is closed at once: a
+                        // flood of them cannot use up the server's descriptors.
+                        match Arc::clone(&shared.connections).try_acquire_owned() {
+                            Ok(permit) => {
+                                tokio::spawn(accept(stream, Arc::clone(&shared), permit));
+                            }
+                            Err(_) => tracing::debug!(
+                                "the browser gate is at {MAX_CONNECTIONS} connections; one more was closed"
+                            ),
+                        }
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "the browser gate could not accept a connection");
@@ -248,7 +276,11 @@ impl Gate {
 /// One connection: a WebSocket handshake on the gate's path, then the relay.
 // The callback's error type is tungstenite's HTTP response, not ours to shrink.
 #[allow(clippy::result_large_err)]
-async fn accept(stream: tokio::net::TcpStream, shared: Arc<Shared>) {
+async fn accept(
+    stream: tokio::net::TcpStream,
+    shared: Arc<Shared>,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+) {
     // Small CDP messages, answered one by one: Nagle would hold each for a
     // delayed ACK (40 ms), several times per command.
     if let Err(e) = stream.set_nodelay(true) {
@@ -258,19 +290,59 @@ async fn accept(stream: tokio::net::TcpStream, shared: Arc<Shared>) {
     let handshake = tokio_tungstenite::accept_hdr_async_with_config(
         stream,
         |request: &Request, response: Response| match session_of(request.uri().path()) {
-            Some(name) => {
-                session = Some(name);
-                Ok(response)
-            }
+            Some(name) => match SessionSlot::take(&shared, &name) {
+                Some(slot) => {
+                    session = Some((name, slot));
+                    Ok(response)
+                }
+                None => Err(too_many()),
+            },
             None => Err(not_found()),
         },
         Some(daemon_config()),
-    )
-    .await;
-    match (handshake, session) {
-        (Ok(socket), Some(session)) => relay::relay(socket, session, shared).await,
-        (Err(e), _) => tracing::debug!(error = %e, "the browser gate refused a connection"),
-        (Ok(_), None) => {}
+    );
+    match (
+        tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await,
+        session,
+    ) {
+        (Ok(Ok(socket)), Some((session, _slot))) => relay::relay(socket, session, shared).await,
+        (Ok(Err(e)), _) => tracing::debug!(error = %e, "the browser gate refused a connection"),
+        (Err(_), _) => tracing::debug!("a gate connection did not finish its handshake in time"),
+        (Ok(Ok(_)), None) => {}
+    }
+}
+
+/// One of a session's connections ([`MAX_CONNECTIONS_PER_SESSION`]),
+/// given back when dropped.
+struct SessionSlot {
+    shared: Arc<Shared>,
+    session: String,
+}
+
+impl SessionSlot {
+    fn take(shared: &Arc<Shared>, session: &str) -> Option<Self> {
+        let mut counts = lock(&shared.per_session);
+        let count = counts.entry(session.to_owned()).or_default();
+        if *count >= MAX_CONNECTIONS_PER_SESSION {
+            return None;
+        }
+        *count += 1;
+        Some(Self {
+            shared: Arc::clone(shared),
+            session: session.to_owned(),
+        })
+    }
+}
+
+impl Drop for SessionSlot {
+    fn drop(&mut self) {
+        let mut counts = lock(&self.shared.per_session);
+        if let Some(count) = counts.get_mut(&self.session) {
+            *count -= 1;
+            if *count == 0 {
+                counts.remove(&self.session);
+            }
+        }
     }
 }
 
@@ -289,6 +361,14 @@ fn not_found() -> ErrorResponse {
         "browser-shell's browser gate serves only its DevTools WebSocket\n".into(),
     ));
     *response.status_mut() = StatusCode::NOT_FOUND;
+    response
+}
+
+fn too_many() -> ErrorResponse {
+    let mut response = ErrorResponse::new(Some(format!(
+        "this session already holds {MAX_CONNECTIONS_PER_SESSION} connections to the browser gate\n"
+    )));
+    *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
     response
 }
 

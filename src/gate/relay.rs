@@ -14,7 +14,10 @@ use std::{
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use tokio::{net::TcpStream, sync::mpsc};
+use tokio::{
+    net::TcpStream,
+    sync::{OwnedSemaphorePermit, Semaphore, mpsc},
+};
 use tokio_tungstenite::{WebSocketStream, tungstenite::Message};
 use url::Url;
 
@@ -88,13 +91,15 @@ pub(super) async fn relay(
     });
     let (mut to_daemon, mut from_daemon) = client.split();
     // One writer to the daemon, fed by Chromium's messages and the gate's
-    // own refusals.
-    let (daemon_tx, mut daemon_rx) = mpsc::unbounded_channel::<Message>();
+    // own refusals, at most MAX_QUEUED_BYTES of them waiting.
+    let (daemon_tx, mut daemon_rx) = mpsc::unbounded_channel::<Queued>();
+    let budget = Arc::new(Semaphore::new(MAX_QUEUED_BYTES));
     let writer = tokio::spawn(async move {
-        while let Some(message) = daemon_rx.recv().await {
+        while let Some((message, room)) = daemon_rx.recv().await {
             if to_daemon.send(message).await.is_err() {
                 break;
             }
+            drop(room);
         }
         let _ = to_daemon.close().await;
     });
@@ -123,7 +128,7 @@ pub(super) async fn relay(
                             chromium = Some(sink);
                             reader = Some(tokio::spawn(from_chromium(
                                 stream,
-                                daemon_tx.clone(),
+                                (daemon_tx.clone(), Arc::clone(&budget)),
                                 Arc::clone(&conn),
                                 Arc::clone(&shared),
                             )));
@@ -159,7 +164,14 @@ pub(super) async fn relay(
         if let Some(cdp_session) = request.get("sessionId") {
             answer["sessionId"] = cdp_session.clone();
         }
-        if daemon_tx.send(Message::text(answer.to_string())).is_err() {
+        let answer = answer.to_string();
+        // A daemon that sends refused messages and never reads the answers
+        // has its connection closed, not a queue that grows.
+        let Ok(room) = Arc::clone(&budget).try_acquire_many_owned(room_for(answer.len())) else {
+            tracing::warn!(session = %conn.session, "a daemon does not read the gate's answers; its connection is closed");
+            break;
+        };
+        if daemon_tx.send((Message::text(answer), Some(room))).is_err() {
             break;
         }
     }
@@ -178,10 +190,12 @@ async fn connect(shared: &Shared) -> Result<(ChromiumSink, ChromiumStream), Stri
     Ok(shared.connect_browser().await?.split())
 }
 
-/// Chromium → daemon: screened (see [`screen`]), otherwise unchanged.
+/// Chromium → daemon: screened (see [`screen`]), otherwise unchanged. While
+/// the daemon's queue is full, Chromium is not read; when it stays full, the
+/// daemon is not reading, and its connection is closed.
 async fn from_chromium(
     mut stream: ChromiumStream,
-    daemon: mpsc::UnboundedSender<Message>,
+    (daemon, budget): (mpsc::UnboundedSender<Queued>, Arc<Semaphore>),
     conn: Arc<Connection>,
     shared: Arc<Shared>,
 ) {
@@ -194,7 +208,12 @@ async fn from_chromium(
                     Screened::Rewritten(value) => Message::text(value.to_string()),
                     Screened::Dropped => continue,
                 };
-                if daemon.send(passed).is_err() {
+                let room = Arc::clone(&budget).acquire_many_owned(room_for(passed.len()));
+                let Ok(Ok(room)) = tokio::time::timeout(QUEUE_PATIENCE, room).await else {
+                    tracing::warn!(session = %conn.session, "a daemon does not read what Chromium sends it; its connection is closed");
+                    break;
+                };
+                if daemon.send((passed, Some(room))).is_err() {
                     break;
                 }
             }
@@ -202,8 +221,25 @@ async fn from_chromium(
             _ => {}
         }
     }
-    // Chromium went away: the daemon's connection ends too.
-    let _ = daemon.send(Message::Close(None));
+    // Chromium went away, or the daemon stopped reading: its connection ends.
+    let _ = daemon.send((Message::Close(None), None));
+}
+
+/// A message for the daemon, and the room it takes in the queue.
+type Queued = (Message, Option<OwnedSemaphorePermit>);
+
+/// Bytes of messages that may wait for a daemon at once: a screenshot or a
+/// large evaluation fits, a daemon that never reads does not grow the
+/// server (a message larger than this waits for an empty queue).
+const MAX_QUEUED_BYTES: usize = 32 << 20;
+
+/// How long a message may wait for room before the daemon is taken to be
+/// not reading.
+const QUEUE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The room a message of `len` bytes takes: all of the queue at most.
+fn room_for(len: usize) -> u32 {
+    u32::try_from(len.clamp(1, MAX_QUEUED_BYTES)).unwrap_or(u32::MAX)
 }
 
 /// The gate's decision on one message from agent-browser.

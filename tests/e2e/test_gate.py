@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import re
+import socket
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -104,3 +108,76 @@ def test_a_session_the_connection_never_attached_is_refused(server) -> None:
         {"method": "Runtime.evaluate", "params": {"expression": "1"}, "sessionId": "0123456789ABCDEF"},
     )
     assert refused(answer, "cdp.unwarded"), answer
+
+
+def open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+def test_idle_connections_to_the_gate_are_capped_and_closed_and_spawns_go_on(server) -> None:
+    """A child that opens connections and never handshakes cannot use up the server's descriptors."""
+    server.ok("fd-before", ["get", "url"])
+    port = int((server.cfg.state_dir / "gate.port").read_text())
+    before = open_fds(server.pid)
+    idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(600)]
+    try:
+        time.sleep(1.0)
+        during = open_fds(server.pid)
+        assert during - before <= 256 + 16, (before, during)
+        # Each is closed by the server: at once past the cap, after the handshake timeout otherwise.
+        for conn in idle:
+            conn.settimeout(15)
+            try:
+                assert conn.recv(1) == b""
+            except ConnectionResetError:
+                pass
+        assert open_fds(server.pid) - before <= 16, (before, open_fds(server.pid))
+        server.ok("fd-after", ["get", "url"])
+    finally:
+        for conn in idle:
+            conn.close()
+    # The server's soft limit on open files is its hard limit.
+    limits = Path(f"/proc/{server.pid}/limits").read_text()
+    soft, hard = re.search(r"Max open files\s+(\S+)\s+(\S+)", limits).groups()
+    assert soft == hard, limits
+
+
+def test_a_child_that_never_reads_cannot_grow_the_server(server) -> None:
+    """Large answers a stand-in child asks Chromium for, through the gate, and never reads."""
+    server.ok("mem-before", ["get", "url"])
+    start = rss_mib(server.pid)
+    peak = start
+
+    async def flood() -> bool:
+        nonlocal peak
+        async with websockets.connect(gate_url(server, "mem-hog"), max_size=None, max_queue=1) as ws:
+
+            async def answer(i: int) -> dict[str, Any]:
+                while True:
+                    message = json.loads(await asyncio.wait_for(ws.recv(), 10))
+                    if message.get("id") == i:
+                        return message
+
+            await ws.send(json.dumps({"id": 1, "method": "Target.createTarget", "params": {"url": "about:blank"}}))
+            target = (await answer(1))["result"]["targetId"]
+            await ws.send(json.dumps({"id": 2, "method": "Target.attachToTarget", "params": {"targetId": target, "flatten": True}}))
+            session = (await answer(2))["result"]["sessionId"]
+            big = {"expression": "'x'.repeat(8 << 20)", "returnByValue": True}
+            for i in range(3, 43):
+                await ws.send(json.dumps({"id": i, "method": "Runtime.evaluate", "params": big, "sessionId": session}))
+            # Never read; watch the server for longer than it waits for room.
+            for _ in range(60):
+                await asyncio.sleep(0.25)
+                peak = max(peak, rss_mib(server.pid))
+            return ws.close_code is not None or ws.state.name != "OPEN"
+
+    asyncio.run(flood())
+    assert peak - start < 120, f"the server grew from {start:.0f} to {peak:.0f} MiB"
+    server.ok("mem-after", ["get", "url"])
