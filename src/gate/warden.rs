@@ -209,13 +209,13 @@ impl Link {
             }
             alive.cancel();
         });
-        let (reader, shared) = (Arc::clone(&link), Arc::clone(shared));
+        let (reader, shared_reader) = (Arc::clone(&link), Arc::clone(shared));
         tokio::spawn(async move {
             while let Some(Ok(message)) = stream.next().await {
                 if let Message::Text(text) = message
                     && let Ok(value) = serde_json::from_str::<Value>(&text)
                 {
-                    reader.dispatch(value, &shared);
+                    reader.dispatch(value, &shared_reader);
                 }
             }
             reader.alive.cancel();
@@ -223,6 +223,17 @@ impl Link {
                 let _ = waiter.send(Err("the warden's connection to Chromium closed".into()));
             }
         });
+        // Chromium is not confined: a download is a write of the page's
+        // choosing into its downloads directory. None happens while the
+        // warden is connected (which it is before any session's tab is
+        // driven), and each attempt is announced, to be recorded.
+        link.call(
+            None,
+            "Browser.setDownloadBehavior",
+            json!({"behavior": "deny", "eventsEnabled": true}),
+        )
+        .await
+        .map_err(|e| format!("the warden could not deny downloads: {e}"))?;
         Ok(link)
     }
 
@@ -345,6 +356,24 @@ impl Link {
                 let frame =
                     params.pointer("/targetInfo/type").and_then(Value::as_str) == Some("iframe");
                 tokio::spawn(async move { link.police_child(&child, waiting, frame).await });
+            }
+            (Some("Browser.downloadWillBegin"), None) => {
+                // A tab's main frame id is its target id: the session is the
+                // tab's owner (a download from a subframe is named by URL only).
+                let frame = params.get("frameId").and_then(Value::as_str);
+                let owner = frame
+                    .and_then(|f| lock(&self.sessions).get(f).cloned())
+                    .and_then(|cdp| lock(&self.owners).get(&cdp).cloned());
+                let text = |key: &str| params.get(key).and_then(Value::as_str).unwrap_or_default();
+                let name: String = text("suggestedFilename").chars().take(128).collect();
+                shared.reporter.report(
+                    owner.unwrap_or_default(),
+                    Rule::RequestBlocked,
+                    format!(
+                        "a download of {name:?} from {} was denied (browser-shell allows no downloads)",
+                        shown(text("url"))
+                    ),
+                );
             }
             (Some("Target.detachedFromTarget"), _) => {
                 if let Some(gone) = params.get("sessionId").and_then(Value::as_str) {
