@@ -456,3 +456,9 @@ def test_up_allow_changes_what_the_running_stack_may_reach_without_a_restart(sta
 
     bad = up_allow("http://intranet.example:8765/")
     assert bad.returncode != 0 and "only IP literals and localhost" in bad.stderr, bad.stderr
+
+
+def test_the_stacks_chromium_profile_forbids_downloads(stack):
+    """Beside browser-shell's CDP deny: the profile the stack's Chromium runs with blocks downloads."""
+    prefs = json.loads((stack.run_dir / "chromium-profile" / "Default" / "Preferences").read_text())
+    assert prefs.get("download_restrictions") == 3, sorted(prefs)

@@ -128,6 +128,19 @@ def test_binaries_land_where_the_hub_and_env_say(dockerfile, final_env, hub):
     assert dests[("mcp-hub", ("/opt/browser-shell/hub-venv",))] == "/opt/browser-shell/hub-venv"
 
 
+def test_the_image_forbids_chromium_downloads_by_managed_policy(dockerfile):
+    """Chromium is not confined: beside browser-shell's CDP deny, a managed policy blocks downloads."""
+    _, stages = dockerfile
+    copies = [copy_parts(a) for a in stages[-1].of("COPY")]
+    dests = {dest for _, srcs, dest in copies if srcs == ["deploy/aio/chromium-policy.json"]}
+    assert dests == {
+        "/etc/chromium/policies/managed/browser-shell.json",
+        "/etc/opt/chrome/policies/managed/browser-shell.json",
+    }, copies
+    policy = json.loads((ROOT / "deploy/aio/chromium-policy.json").read_text())
+    assert policy == {"DownloadRestrictions": 3}
+
+
 def test_hub_is_the_hash_pinned_mcp_proxy_in_a_venv_on_the_base(dockerfile):
     _, stages = dockerfile
     stage = next(s for s in stages if s.name == "mcp-hub")
