@@ -104,7 +104,10 @@ def test_agent_browser_comes_from_the_pinned_npm_package(dockerfile):
 def test_final_image_has_no_toolchain_and_no_extra_browser(dockerfile):
     _, stages = dockerfile
     final = stages[-1]
-    text = " ".join(args for _, args in final.instructions).lower()
+    # The browser's managed policy (downloads blocked) lands in its policy dirs: not a browser.
+    text = " ".join(
+        args for op, args in final.instructions if not (op == "COPY" and "/policies/managed/" in args)
+    ).lower()
     for word in ("cargo ", "rustup", "apt-get", "apk add", "chromium", "google-chrome", "playwright install", "npx "):
         assert word not in text, f"the final stage mentions '{word.strip()}'"
     for flags, srcs, _ in (copy_parts(a) for a in final.of("COPY")):
@@ -132,12 +135,12 @@ def test_the_image_forbids_chromium_downloads_by_managed_policy(dockerfile):
     """Chromium is not confined: beside browser-shell's CDP deny, a managed policy blocks downloads."""
     _, stages = dockerfile
     copies = [copy_parts(a) for a in stages[-1].of("COPY")]
-    dests = {dest for _, srcs, dest in copies if srcs == ["deploy/aio/chromium-policy.json"]}
+    dests = {dest for _, srcs, dest in copies if srcs == ["deploy/aio/browser-policy.json"]}
     assert dests == {
         "/etc/chromium/policies/managed/browser-shell.json",
         "/etc/opt/chrome/policies/managed/browser-shell.json",
     }, copies
-    policy = json.loads((ROOT / "deploy/aio/chromium-policy.json").read_text())
+    policy = json.loads((ROOT / "deploy/aio/browser-policy.json").read_text())
     assert policy == {"DownloadRestrictions": 3}
 
 
