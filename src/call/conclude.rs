@@ -30,17 +30,31 @@ pub(crate) fn update_session(server: &Server, request: &Validated, executed: &Ex
     if closed {
         let gone = server.sessions.forget(name);
         server.runner.discard_standby(name);
-        if gone.is_some_and(|known| known.pooled) {
-            close_pooled_tab(server, request);
-        }
+        let pooled = gone.is_some_and(|known| known.pooled);
+        // The tabs the session's pages opened end with it (its own tab is
+        // kept for a later session of the same name, unless pooled).
+        let (gate, daemon) = (server.gate.clone(), name.to_owned());
+        let pooled_tab = pooled.then(|| close_pooled_tab_task(server, request));
+        tokio::spawn(async move {
+            if let Err(e) = gate.close_other_tabs(&daemon).await {
+                tracing::warn!(error = %e, "tabs a closed session opened were not closed");
+            }
+            if let Some(close) = pooled_tab {
+                close.await;
+            }
+        });
     } else {
         server.sessions.touch(name);
     }
 }
 
 /// A pooled daemon's tab is the session's alone, and no later session takes
-/// it up: after `close` it is closed (recorded first), off the reply's path.
-fn close_pooled_tab(server: &Server, request: &Validated) {
+/// it up: after `close` it is closed (recorded now; the returned work runs
+/// off the reply's path, after the session's other tabs are closed).
+fn close_pooled_tab_task(
+    server: &Server,
+    request: &Validated,
+) -> impl Future<Output = ()> + Send + 'static {
     let session = &request.session;
     server.record_lifecycle(
         session.as_str(),
@@ -55,12 +69,12 @@ fn close_pooled_tab(server: &Server, request: &Validated) {
         session.daemon_name().to_owned(),
         server.output_dir.clone(),
     );
-    tokio::spawn(async move {
+    async move {
         let problems = runner.retire(&name, None, &dir).await;
         if !problems.is_empty() {
             tracing::warn!(daemon = %name, problems = %problems.join("; "), "a closed pooled session left something behind");
         }
-    });
+    }
 }
 
 /// Act on the guard's verdict: replace the reply of a command that left the

@@ -93,7 +93,8 @@ pub(crate) async fn execute(
     // origin is refused there).
     let _typing = (!planned.secrets.is_empty()).then(|| {
         server
-            .secret_typing
+            .gate
+            .typing
             .begin(request.session.daemon_name(), &planned.secrets)
     });
     let bounds = Bounds {

@@ -307,7 +307,7 @@ fn serve_gate(
             std::sync::Arc::clone(&prepared.rules),
             resolver,
             prepared.runner.socket_dir().to_owned(),
-            crate::gate::SecretTyping::default(),
+            &crate::gate::Handle::default(),
         )?
     };
     Ok((runtime, refusals))

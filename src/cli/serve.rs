@@ -141,7 +141,7 @@ async fn run(
             Arc::clone(&server.rules),
             Arc::clone(&server.resolver),
             server.runner.socket_dir().to_owned(),
-            server.secret_typing.clone(),
+            &server.gate,
         )
         .context("cannot serve the browser gate")?;
     let recorder = Arc::clone(&server);

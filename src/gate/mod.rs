@@ -27,6 +27,33 @@ mod warden;
 
 pub(crate) use typing::SecretTyping;
 
+/// What the rest of the server asks of the gate once it serves: which
+/// sessions type secrets, and closing every tab a session owns.
+#[derive(Clone, Default)]
+pub(crate) struct Handle {
+    pub(crate) typing: SecretTyping,
+    serving: Arc<std::sync::OnceLock<Arc<Shared>>>,
+}
+
+impl std::fmt::Debug for Handle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handle").finish_non_exhaustive()
+    }
+}
+
+impl Handle {
+    /// Close the tabs `daemon` owns other than its pinned one (which the
+    /// runner closes or keeps): the popups it opened and theirs, whose
+    /// pages would otherwise go on running after the session ended. Returns
+    /// what could not be done.
+    pub(crate) async fn close_other_tabs(&self, daemon: &str) -> Result<usize, String> {
+        match self.serving.get() {
+            Some(shared) => tabs::close_other_tabs(shared, daemon).await,
+            None => Ok(0),
+        }
+    }
+}
+
 use std::{
     path::PathBuf,
     sync::{Arc, Mutex, atomic::AtomicU64},
@@ -224,7 +251,7 @@ impl Gate {
         rules: Arc<rules::Current>,
         resolver: Arc<dyn Resolve>,
         socket_dir: PathBuf,
-        typing: SecretTyping,
+        handle: &Handle,
     ) -> std::io::Result<mpsc::Receiver<GateEvent>> {
         let listener = tokio::net::TcpListener::from_std(self.listener)?;
         let (tx, rx) = mpsc::channel(REPORT_QUEUE);
@@ -238,7 +265,7 @@ impl Gate {
             },
             warden: warden::Warden::new(),
             tabs: tabs::Tabs::default(),
-            typing,
+            typing: handle.typing.clone(),
             socket_dir,
             connections: Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS)),
             per_session: Mutex::default(),
@@ -247,6 +274,7 @@ impl Gate {
                 .build()
                 .map_err(std::io::Error::other)?,
         });
+        let _ = handle.serving.set(Arc::clone(&shared));
         tokio::spawn(async move {
             loop {
                 match listener.accept().await {

@@ -72,6 +72,70 @@ impl Tabs {
     }
 }
 
+/// Close every tab `session` owns but its pinned one, following opener
+/// chains (a popup's popup is the session's too), through the warden's
+/// connection. Chromium lists each tab with the tab that opened it.
+pub(super) async fn close_other_tabs(
+    shared: &std::sync::Arc<super::Shared>,
+    session: &str,
+) -> Result<usize, String> {
+    let listed = shared
+        .warden
+        .browser_call(shared, "Target.getTargets", serde_json::json!({}))
+        .await?;
+    let pages: Vec<(String, Option<String>)> = listed
+        .get("targetInfos")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|info| info.get("type").and_then(Value::as_str) == Some("page"))
+        .filter_map(|info| {
+            let id = info.get("targetId").and_then(Value::as_str)?.to_owned();
+            let opener = info
+                .get("openerId")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            Some((id, opener))
+        })
+        .collect();
+    let mut owned: Vec<String> = pages
+        .iter()
+        .filter(|(id, _)| shared.tabs.owner(id).as_deref() == Some(session))
+        .map(|(id, _)| id.clone())
+        .collect();
+    if let Some(pinned) = crate::runner::cdp::pinned_target(&shared.socket_dir, session) {
+        owned.push(pinned);
+    }
+    loop {
+        let more: Vec<String> = pages
+            .iter()
+            .filter(|(id, opener)| {
+                !owned.contains(id) && opener.as_ref().is_some_and(|o| owned.contains(o))
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        if more.is_empty() {
+            break;
+        }
+        owned.extend(more);
+    }
+    let pinned = crate::runner::cdp::pinned_target(&shared.socket_dir, session);
+    let mut closed = 0;
+    for target in owned.iter().filter(|t| Some(*t) != pinned.as_ref()) {
+        shared
+            .warden
+            .browser_call(
+                shared,
+                "Target.closeTarget",
+                serde_json::json!({"targetId": target}),
+            )
+            .await?;
+        shared.tabs.forget(target);
+        closed += 1;
+    }
+    Ok(closed)
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

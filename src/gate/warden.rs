@@ -172,6 +172,16 @@ impl Warden {
         Err(format!("frames nested deeper than {MAX_FRAME_DEPTH}"))
     }
 
+    /// One browser-level command on the warden's own connection.
+    pub(super) async fn browser_call(
+        &self,
+        shared: &Arc<Shared>,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, String> {
+        self.link(shared).await?.call(None, method, params).await
+    }
+
     async fn link(&self, shared: &Arc<Shared>) -> Result<Arc<Link>, String> {
         let mut slot = self.link.lock().await;
         if let Some(link) = slot.as_ref().filter(|l| !l.alive.is_cancelled()) {

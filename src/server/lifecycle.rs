@@ -19,7 +19,9 @@ impl Server {
     pub(crate) async fn retire(&self, retiring: Retiring, outcome: Outcome, reason: &str) {
         let victim = &retiring.victim;
         self.record_lifecycle(&victim.session_id, outcome, reason.to_owned());
-        let problems = self
+        // Its popups first: they are found through the tab that opened them.
+        let popups = self.gate.close_other_tabs(&victim.daemon_name).await;
+        let mut problems = self
             .runner
             .retire(
                 &victim.daemon_name,
@@ -27,6 +29,9 @@ impl Server {
                 &self.output_dir,
             )
             .await;
+        if let Err(e) = popups {
+            problems.push(format!("tabs it opened not closed: {e}"));
+        }
         if !problems.is_empty() {
             self.record_lifecycle(
                 &victim.session_id,

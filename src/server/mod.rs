@@ -77,8 +77,9 @@ pub(crate) struct Server {
     pub(crate) sessions: Sessions,
     /// Daemons with fresh tabs, ready for new sessions.
     pub(crate) pool: Pool,
-    /// Sessions typing secrets now: the gate checks where their text lands.
-    pub(crate) secret_typing: crate::gate::SecretTyping,
+    /// The browser gate, once it serves: which sessions type secrets (it
+    /// checks where their text lands), and closing a session's popups.
+    pub(crate) gate: crate::gate::Handle,
     /// How fast the client may make refusals (the wire waits on it).
     pub(crate) refusal_pace: Arc<pace::RefusalPace>,
     /// The browser gate's refusals: a budget of records of their own, and
@@ -127,7 +128,7 @@ impl Server {
             inflight: tokio::sync::Semaphore::new(parts.limits.max_inflight as usize),
             sessions: Sessions::new(parts.limits.max_sessions, parts.limits.overflow),
             pool: Pool::new(parts.pool),
-            secret_typing: crate::gate::SecretTyping::default(),
+            gate: crate::gate::Handle::default(),
             refusal_pace: Arc::default(),
             gate_pace: pace::RefusalPace::default(),
             gate_unrecorded: std::sync::atomic::AtomicU64::new(0),

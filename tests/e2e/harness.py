@@ -312,6 +312,10 @@ def run_web_server(host: str = "127.0.0.1") -> Iterator[WebServer]:
                 self.send_header("Location", target)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
+            elif parsed.path == "/popper":
+                # A link that opens ?to= in a new tab (a popup the page opens; tests use loopback only).
+                target = html.escape(urllib.parse.parse_qs(parsed.query).get("to", ["/"])[0], quote=True)
+                self._send(200, _page("Popper", f'<a id="pop" href="{target}" target="_blank">pop</a>'))
             elif parsed.path == "/links":
                 target = html.escape(urllib.parse.parse_qs(parsed.query).get("to", ["/"])[0], quote=True)
                 self._send(200, _page("Links", f'<a id="away" href="{target}">away</a>'))

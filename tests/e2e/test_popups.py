@@ -1,0 +1,56 @@
+"""Tabs a session's pages open (popups, `target=_blank`, and theirs) end with the session: on
+`close`, and when the session is evicted for another. Otherwise they go on running script in
+Chromium after the session that opened them is gone. Real Chromium and agent-browser, loopback only."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.parse
+import urllib.request
+import uuid
+
+import harness
+import pytest
+
+pytestmark = pytest.mark.chromium
+
+
+def pages_with(chromium: harness.Chromium, marker: str) -> list[str]:
+    """The popups: pages whose URL is `/next?<marker>` (the page that opened them names it too)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{chromium.port}/json/list", timeout=5) as resp:
+        listed = json.loads(resp.read())
+    return [t["id"] for t in listed if t.get("type") == "page" and t.get("url", "").endswith(f"/next?{marker}")]
+
+
+def wait_for(what: str, predicate, within: float = 15.0):
+    deadline = time.monotonic() + within
+    while True:
+        found = predicate()
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
+
+
+def open_popups(srv, sid: str, web: harness.WebServer, chromium: harness.Chromium) -> str:
+    """The session opens a page whose link opens a popup; returns the popup's marker."""
+    marker = f"popup-{uuid.uuid4().hex[:8]}"
+    target = urllib.parse.quote(f"/next?{marker}", safe="")
+    srv.ok(sid, ["open", web.url(f"/popper?to={target}")])
+    srv.ok(sid, ["click", "#pop"])
+    assert wait_for("the popup", lambda: pages_with(chromium, marker)), "the popup never opened"
+    return marker
+
+
+def test_a_sessions_popups_close_with_it_and_when_it_is_evicted(start_server, web, chromium) -> None:
+    srv = start_server(extra_args=["--max-sessions", "1", "--session-overflow", "evict-lru"])
+    closed = open_popups(srv, "pop-closed", web, chromium)
+    srv.ok("pop-closed", ["close"])
+    assert wait_for("the popup closed", lambda: not pages_with(chromium, closed)), pages_with(chromium, closed)
+
+    evicted = open_popups(srv, "pop-evicted", web, chromium)
+    srv.ok("pop-newcomer", ["get", "url"])  # one session at most: the idle one is evicted
+    assert wait_for("the popup closed", lambda: not pages_with(chromium, evicted)), pages_with(chromium, evicted)
+    records = [json.loads(line) for line in srv.cfg.audit_log.read_text().splitlines()]
+    assert any(r.get("outcome") == "evicted" and r.get("session_id") == "pop-evicted" for r in records)
+    assert not [r for r in records if r.get("outcome") == "retire_incomplete"], records
