@@ -306,7 +306,7 @@ fn serve_gate(
         gate.serve(
             std::sync::Arc::clone(&prepared.rules),
             resolver,
-            prepared.runner.socket_dir().to_owned(),
+            prepared.runner.socket_dir().clone(),
             &crate::gate::Handle::default(),
         )?
     };

@@ -200,8 +200,8 @@ impl ServeArgs {
     fn prepare_dirs(&self) -> anyhow::Result<StateDirs> {
         let state = absolute(&self.state_dir, "--state-dir")?;
         let output = absolute(&self.output_dir, "--output-dir")?;
-        let home = state.join("home");
-        let socket = state.join("sock");
+        let home = state.join(HOME_DIR);
+        let socket = state.join(SOCKET_DIR);
         let longest_socket = socket.as_os_str().len() + 1 + MAX_DAEMON_NAME_LEN + ".sock".len();
         if longest_socket > MAX_SOCKET_PATH {
             bail!(
@@ -211,10 +211,20 @@ impl ServeArgs {
                 MAX_SOCKET_PATH - (1 + MAX_DAEMON_NAME_LEN + ".sock".len() + "/sock".len())
             );
         }
+        // A child of an earlier server could write where the state dir
+        // lies (under /tmp): a link it left in place of its home or socket
+        // dir is removed (the link, not where it points), not followed.
+        for dir in [&home, &socket] {
+            if fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
+                tracing::warn!(path = %dir.display(), "a symlink stood where a state directory belongs; removing it");
+                fs::remove_file(dir)
+                    .with_context(|| format!("cannot remove the symlink {}", dir.display()))?;
+            }
+        }
         for dir in [&state, &home, &socket, &output] {
             private_dir(dir)?;
         }
-        let config_file = state.join("agent-browser.config.json");
+        let config_file = state.join(CONFIG_FILE);
         write_empty_config(&config_file)?;
         // The socket dir decides which daemon a CLI talks to: it must be ours
         // alone, even if it existed before this start.
@@ -335,7 +345,9 @@ impl ServeArgs {
         policy.read_exec_paths = std::iter::once(binary_dir)
             .chain(self.extra_read_exec.iter().cloned())
             .collect();
-        policy.read_paths = vec![PathBuf::from("/proc")];
+        // The config file is read in place: the state dir itself is not the
+        // child's (see `child_writable_roots`).
+        policy.read_paths = vec![PathBuf::from("/proc"), state_dir.join(CONFIG_FILE)];
         policy.read_write_paths = child_writable_roots(state_dir, output_dir);
         policy.connect_tcp_ports = vec![gate_port];
         policy.socket_families = vec![
@@ -419,11 +431,20 @@ impl ServeArgs {
     }
 }
 
-/// Where the confined agent-browser (and its daemon) may write.
+/// The state dir's parts: the child's home, its socket dir, its config.
+const HOME_DIR: &str = "home";
+const SOCKET_DIR: &str = "sock";
+const CONFIG_FILE: &str = "agent-browser.config.json";
+
+/// Where the confined agent-browser (and its daemon) may write: inside its
+/// home and socket dirs, never the state dir that holds them, so it cannot
+/// put a symlink where the server looks for them (the server's file
+/// operations on daemons run through those two names).
 fn child_writable_roots(state_dir: &Path, output_dir: &Path) -> Vec<PathBuf> {
     vec![
         PathBuf::from("/tmp"),
-        state_dir.to_owned(),
+        state_dir.join(HOME_DIR),
+        state_dir.join(SOCKET_DIR),
         output_dir.to_owned(),
         PathBuf::from("/dev/null"),
     ]

@@ -140,7 +140,7 @@ async fn run(
         .serve(
             Arc::clone(&server.rules),
             Arc::clone(&server.resolver),
-            server.runner.socket_dir().to_owned(),
+            server.runner.socket_dir().clone(),
             &server.gate,
         )
         .context("cannot serve the browser gate")?;

@@ -55,7 +55,6 @@ impl Handle {
 }
 
 use std::{
-    path::PathBuf,
     sync::{Arc, Mutex, atomic::AtomicU64},
     time::Duration,
 };
@@ -130,7 +129,7 @@ struct Shared {
     /// the focused frame's check.
     typing: SecretTyping,
     /// The daemons' socket dir, where each writes its pinned tab's id.
-    socket_dir: PathBuf,
+    socket_dir: crate::runner::SocketDir,
     /// Room for more connections ([`MAX_CONNECTIONS`]).
     connections: Arc<tokio::sync::Semaphore>,
     /// Connections per session ([`MAX_CONNECTIONS_PER_SESSION`]).
@@ -250,7 +249,7 @@ impl Gate {
         self,
         rules: Arc<rules::Current>,
         resolver: Arc<dyn Resolve>,
-        socket_dir: PathBuf,
+        socket_dir: crate::runner::SocketDir,
         handle: &Handle,
     ) -> std::io::Result<mpsc::Receiver<GateEvent>> {
         let listener = tokio::net::TcpListener::from_std(self.listener)?;

@@ -61,8 +61,8 @@ impl Runner {
 ///
 /// The daemon writes `<socket dir>/<name>.target`; its content is not
 /// trusted beyond being a hex target id, only ever used to address that tab.
-pub(crate) fn pinned_target(socket_dir: &std::path::Path, daemon_name: &str) -> Option<String> {
-    let text = std::fs::read_to_string(socket_dir.join(format!("{daemon_name}.target"))).ok()?;
+pub(crate) fn pinned_target(socket_dir: &super::SocketDir, daemon_name: &str) -> Option<String> {
+    let text = socket_dir.read(&format!("{daemon_name}.target"))?;
     let value: serde_json::Value = serde_json::from_str(&text).ok()?;
     let id = value.get("targetId")?.as_str()?;
     let well_formed = (8..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_hexdigit());

@@ -3,14 +3,15 @@
 //! whether it is confined (read from `/proc`), and stopping, retiring and
 //! finding them.
 
-use std::{path::PathBuf, time::Duration};
+use std::time::Duration;
 
-use super::{Runner, SocketIdentity};
+use super::{Runner, socket_dir::SocketFile};
 use crate::session_id::{SessionId, is_daemon_name};
 
 impl Runner {
-    pub(super) fn session_file(&self, daemon_name: &str, suffix: &str) -> PathBuf {
-        self.socket_dir.join(format!("{daemon_name}.{suffix}"))
+    /// The name of one of a session's files in the socket dir.
+    pub(super) fn session_file(daemon_name: &str, suffix: &str) -> String {
+        format!("{daemon_name}.{suffix}")
     }
 
     /// The pid of the process listening on the session's socket — the daemon
@@ -24,10 +25,21 @@ impl Runner {
         }
     }
 
-    /// Who answers on the session's socket.
+    /// Who answers on the session's socket. The socket dir is the child's:
+    /// the file there is opened without following a symlink and connected
+    /// to through its descriptor, so a link planted there cannot point the
+    /// server at another program's socket.
     async fn listener(&self, daemon_name: &str) -> Listener {
-        let socket = self.session_file(daemon_name, "sock");
-        let connect = tokio::net::UnixStream::connect(&socket);
+        let file = match self
+            .socket_dir
+            .socket(&Self::session_file(daemon_name, "sock"))
+        {
+            SocketFile::Missing => return Listener::Nobody,
+            // A symlink or anything else planted where the socket belongs.
+            SocketFile::Other => return Listener::Foreign,
+            SocketFile::Socket(file) => file,
+        };
+        let connect = tokio::net::UnixStream::connect(SocketFile::proc_path(&file));
         let Ok(Ok(stream)) = tokio::time::timeout(Duration::from_secs(1), connect).await else {
             return Listener::Nobody;
         };
@@ -58,7 +70,7 @@ impl Runner {
     /// on the calls after the first.
     pub(super) async fn evict_unconfined_daemon(&self, session: &SessionId) {
         let name = session.daemon_name();
-        let identity = socket_identity(&self.session_file(name, "sock"));
+        let identity = self.socket_dir.identity(&Self::session_file(name, "sock"));
         if let (Some(identity), Ok(verified)) = (identity, self.verified_sockets.lock())
             && verified.get(name) == Some(&identity)
         {
@@ -74,7 +86,7 @@ impl Runner {
                     session = session.as_str(),
                     "something other than our agent-browser listens on the session's socket; removing the socket"
                 );
-                let _ = std::fs::remove_file(self.session_file(name, "sock"));
+                self.socket_dir.remove(&Self::session_file(name, "sock"));
                 return;
             }
             Listener::Daemon(pid) => pid,
@@ -153,7 +165,8 @@ impl Runner {
             problems.push(format!("tab not closed: {e}"));
         }
         for suffix in ["sock", "pid", "version", "config", "stream", "target"] {
-            let _ = std::fs::remove_file(self.session_file(daemon_name, suffix));
+            self.socket_dir
+                .remove(&Self::session_file(daemon_name, suffix));
         }
         if let Ok(mut verified) = self.verified_sockets.lock() {
             verified.remove(daemon_name);
@@ -186,12 +199,8 @@ impl Runner {
     /// previous server, or a sibling one): each with its name and whether it
     /// is confined.
     pub(crate) async fn running_daemons(&self) -> Vec<(String, bool)> {
-        let Ok(entries) = std::fs::read_dir(&self.socket_dir) else {
-            return Vec::new();
-        };
         let mut found = Vec::new();
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
+        for name in self.socket_dir.names() {
             let Some(daemon_name) = name.strip_suffix(".sock").filter(|n| is_daemon_name(n)) else {
                 continue;
             };
@@ -211,12 +220,6 @@ impl Runner {
             kill_and_reap_wait(pid).await;
         }
     }
-}
-
-pub(super) fn socket_identity(path: &std::path::Path) -> Option<SocketIdentity> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::symlink_metadata(path).ok()?;
-    Some((meta.dev(), meta.ino(), meta.ctime(), meta.ctime_nsec()))
 }
 
 /// SIGKILL `pid` and wait (bounded) until it is dead. SIGKILL is delivered

@@ -14,6 +14,7 @@
 mod capture;
 pub(crate) mod cdp;
 mod daemon;
+pub(crate) mod socket_dir;
 pub(crate) use daemon::is_alive;
 mod spawn;
 mod standby;
@@ -26,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::session_id::SessionId;
 use capture::{Captured, capture, join_capture};
+pub(crate) use socket_dir::SocketDir;
 pub(crate) use spawn::{Launch, SelfTest};
 use standby::Standbys;
 
@@ -61,7 +63,7 @@ pub(crate) struct Runner {
     cdp_port: u16,
     gate_port: u16,
     home_dir: PathBuf,
-    socket_dir: PathBuf,
+    socket_dir: SocketDir,
     config_file: PathBuf,
     output_dir: PathBuf,
     idle_timeout_ms: u64,
@@ -153,7 +155,12 @@ impl Runner {
             cdp_port: config.cdp_port,
             gate_port: config.gate_port,
             home_dir: config.home_dir,
-            socket_dir: config.socket_dir,
+            socket_dir: SocketDir::open(&config.socket_dir).map_err(|e| {
+                format!(
+                    "cannot open the socket dir {}: {e}",
+                    config.socket_dir.display()
+                )
+            })?,
             config_file: config.config_file,
             output_dir: config.output_dir,
             idle_timeout_ms: config.idle_timeout_ms,
@@ -183,7 +190,7 @@ impl Runner {
     }
 
     /// The daemons' socket dir (where their pin files are).
-    pub(crate) fn socket_dir(&self) -> &std::path::Path {
+    pub(crate) fn socket_dir(&self) -> &SocketDir {
         &self.socket_dir
     }
 

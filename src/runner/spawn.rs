@@ -48,7 +48,7 @@ impl Runner {
             trampoline: &self.trampoline,
             agent_browser: &self.agent_browser,
             home_dir: &self.home_dir,
-            socket_dir: &self.socket_dir,
+            socket_dir: self.socket_dir.path(),
             config_file: &self.config_file,
             output_dir: &self.output_dir,
             idle_timeout_ms: self.idle_timeout_ms,
