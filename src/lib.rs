@@ -5,16 +5,22 @@
 //!
 //! [`transport`] (stdio, JSON-RPC framing, rmcp) → [`call`] (validate →
 //! plan → admit → audit intent → execute → guard → reply, with the outcome
-//! record) using [`policy`] (URL policy, output paths) and [`runner`]
-//! (confined agent-browser). [`server`] holds the shared state and the
-//! server's own lifecycle; [`obs`] the audit journal and OTLP; [`cli`] the
-//! commands that prepare and start it all. [`refusal`] and [`session_id`]
-//! are the vocabulary every layer shares. docs/design.md explains why.
+//! record) using [`policy`] (URL policy, secrets and their spellings, output
+//! paths) and [`runner`] (confined agent-browser). The daemons it starts
+//! reach Chromium only through [`gate`] (CDP allowlist, the warden that
+//! polices each tab's requests, tab ownership, secret typing), and both
+//! runner and gate agree on a daemon through [`daemons`] (its gate URL,
+//! socket dir, pinned tab). [`server`] holds the shared state and the
+//! server's own lifecycle (reaper, the daemon pool, refusal pacing); [`obs`]
+//! the audit journal behind its shield, and OTLP; [`cli`] the commands that
+//! prepare and start it all. [`refusal`] and [`session_id`] are the
+//! vocabulary every layer shares. docs/design.md explains why.
 
 #![forbid(unsafe_code)]
 
 mod call;
 mod cli;
+mod daemons;
 mod gate;
 mod obs;
 mod policy;

@@ -33,7 +33,12 @@ pub(crate) struct Call<'a> {
 impl<'a> Call<'a> {
     pub(crate) fn new(ctx: &CallContext, span: &'a ActiveCall, rules: Arc<Rules>) -> Self {
         Self {
-            record: CallRecord::new(ctx, span.trace_id(), span.span_id(), rules.sha256.clone()),
+            record: CallRecord::new(
+                (ctx.request_id.as_ref(), ctx.client.as_ref()),
+                span.trace_id(),
+                span.span_id(),
+                rules.sha256.clone(),
+            ),
             rules,
             span,
             started: Instant::now(),

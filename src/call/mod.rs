@@ -48,7 +48,6 @@ use deny::{Replied, refuse};
 pub(crate) use deny::{record_protocol_fault, refuse_unknown_tool};
 use guard::Guard;
 use laps::Laps;
-pub(crate) use record::confinement_record;
 use reply::Reply;
 use span::Verdict;
 
@@ -112,7 +111,7 @@ async fn run(
     };
 
     let mut laps = Laps::start(call.started);
-    let confinement = confinement_record(server.runner.confinement().report());
+    let confinement = crate::obs::confinement::record(server.runner.confinement().report());
     let intent = intent::write(server, call, &request, &planned, &turn, confinement.clone());
     laps.lap("intent");
     let subcommand = request.argv.first().cloned().unwrap_or_default();

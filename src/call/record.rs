@@ -1,5 +1,5 @@
-//! What the audit log says about a call: its identity across records, its
-//! argv with secrets redacted, and the confinement it ran under.
+//! What the audit log says about a call: its identity across records and
+//! its argv with secrets redacted.
 //!
 //! What a client sends is stored capped ([`capped`]): a refusal costs the
 //! client nothing, and records of megabytes each would rotate older evidence
@@ -7,7 +7,6 @@
 
 use serde_json::{Value, json};
 
-use super::context::CallContext;
 pub(crate) use crate::obs::journal::{MAX_RECORDED_REASON_BYTES, capped};
 use crate::{TOOL_NAME, obs::journal::new_call_id, session_id::SessionId};
 
@@ -33,16 +32,18 @@ pub(crate) struct CallRecord {
 }
 
 impl CallRecord {
+    /// `asked` is the client's request id and name, as it sent them.
     pub(crate) fn new(
-        ctx: &CallContext,
+        asked: (Option<&String>, Option<&String>),
         trace_id: Option<String>,
         span_id: Option<String>,
         policy_sha256: String,
     ) -> Self {
+        let (request_id, client) = asked;
         Self {
             call_id: new_call_id(),
-            request_id: capped_owned(ctx.request_id.as_ref(), MAX_RECORDED_ID_BYTES),
-            client: capped_owned(ctx.client.as_ref(), MAX_RECORDED_ID_BYTES),
+            request_id: capped_owned(request_id, MAX_RECORDED_ID_BYTES),
+            client: capped_owned(client, MAX_RECORDED_ID_BYTES),
             trace_id,
             span_id,
             policy_sha256,
@@ -121,26 +122,6 @@ pub(super) fn refused_argv(redactor: &audit::Redactor, argv: &[String]) -> Vec<V
         .collect()
 }
 
-/// The confinement applied to a spawn, as the audit log records it.
-pub(crate) fn confinement_record(report: &hardening::Report) -> Value {
-    json!({
-        "landlock_abi": report.landlock_abi,
-        "landlock": report.landlock.to_string(),
-        "seccomp": report.seccomp.to_string(),
-        "capabilities": "cleared",
-        "bounding_set_empty": report.bounding_set_dropped,
-        "no_new_privs": true,
-        "uid": report.uid,
-        "degraded": report.is_degraded(),
-        "memory_cpu": report.cgroup,
-        "rlimits": report
-            .rlimits
-            .iter()
-            .map(|l| (l.resource.proc_name().to_owned(), l.value))
-            .collect::<std::collections::BTreeMap<String, u64>>(),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use std::borrow::Cow;
@@ -195,13 +176,8 @@ mod tests {
     fn a_megabyte_request_id_makes_a_small_record_with_its_digest() {
         let id = "r".repeat(1024 * 1024);
         let client = "c".repeat(1024 * 1024);
-        let ctx = CallContext {
-            request_id: Some(id.clone()),
-            client: Some(client.clone()),
-            ..CallContext::default()
-        };
-        let event =
-            CallRecord::new(&ctx, None, None, "0".repeat(64)).event(audit::Phase::Denied, None);
+        let event = CallRecord::new((Some(&id), Some(&client)), None, None, "0".repeat(64))
+            .event(audit::Phase::Denied, None);
         let line = sealed(event);
         assert!(line.len() < 4096, "a record of {} bytes", line.len());
         let record: Value = serde_json::from_str(&line).unwrap();

@@ -143,7 +143,7 @@ fn run_probe(
             "--forbid",
             &args.cdp_port.to_string(),
             "--gate",
-            &crate::gate::Gate::endpoint_for(prepared.runner.gate_port(), "hardening-check"),
+            &crate::daemons::gate_endpoint(prepared.runner.gate_port(), "hardening-check"),
             "--writable",
         ])
         .arg(&prepared.output_dir)
@@ -241,7 +241,7 @@ pub(super) fn hardening_exec(args: &ServeArgs, argv: &[String]) -> anyhow::Resul
     }
     let mut prepared = args.prepare()?;
     let _gate = serve_gate(&mut prepared)?;
-    let endpoint = crate::gate::Gate::endpoint_for(prepared.runner.gate_port(), "hardening-exec");
+    let endpoint = crate::daemons::gate_endpoint(prepared.runner.gate_port(), "hardening-exec");
     let mut command = prepared.runner.confined_command();
     command.args(["--cdp", &endpoint]).args(argv);
     let status = command.status().context("cannot run agent-browser")?;

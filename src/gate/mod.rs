@@ -71,9 +71,6 @@ use crate::{
     refusal::Rule,
 };
 
-/// Path prefix of the gate's one endpoint; the session name follows.
-const PATH_PREFIX: &str = "/devtools/browser/";
-
 /// Refusals waiting for the audit writer, at most. More are counted and
 /// the count goes into the next record that is written.
 const REPORT_QUEUE: usize = 256;
@@ -129,7 +126,7 @@ struct Shared {
     /// the focused frame's check.
     typing: SecretTyping,
     /// The daemons' socket dir, where each writes its pinned tab's id.
-    socket_dir: crate::runner::SocketDir,
+    socket_dir: crate::daemons::SocketDir,
     /// Room for more connections ([`MAX_CONNECTIONS`]).
     connections: Arc<tokio::sync::Semaphore>,
     /// Connections per session ([`MAX_CONNECTIONS_PER_SESSION`]).
@@ -238,18 +235,13 @@ impl Gate {
         self.previous_port == Some(self.port)
     }
 
-    /// The `--cdp` value for a session's agent-browser.
-    pub(crate) fn endpoint_for(port: u16, daemon_name: &str) -> String {
-        format!("ws://127.0.0.1:{port}{PATH_PREFIX}{daemon_name}")
-    }
-
     /// Serve until the runtime ends. Refusals come out of the returned
     /// receiver, for the audit writer.
     pub(crate) fn serve(
         self,
         rules: Arc<rules::Current>,
         resolver: Arc<dyn Resolve>,
-        socket_dir: crate::runner::SocketDir,
+        socket_dir: crate::daemons::SocketDir,
         handle: &Handle,
     ) -> std::io::Result<mpsc::Receiver<GateEvent>> {
         let listener = tokio::net::TcpListener::from_std(self.listener)?;
@@ -375,7 +367,7 @@ impl Drop for SessionSlot {
 
 /// The session named by a gate path, when the path is the gate's.
 fn session_of(path: &str) -> Option<String> {
-    let name = path.strip_prefix(PATH_PREFIX)?;
+    let name = path.strip_prefix(crate::daemons::GATE_PATH_PREFIX)?;
     let well_formed = (1..=crate::session_id::MAX_DAEMON_NAME_LEN).contains(&name.len())
         && name
             .bytes()
@@ -439,13 +431,5 @@ mod tests {
         ] {
             assert_eq!(session_of(refused), None, "{refused}");
         }
-    }
-
-    #[test]
-    fn a_session_endpoint_is_a_loopback_websocket_url() {
-        assert_eq!(
-            Gate::endpoint_for(4242, "u1"),
-            "ws://127.0.0.1:4242/devtools/browser/u1"
-        );
     }
 }

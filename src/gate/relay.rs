@@ -80,7 +80,7 @@ pub(super) async fn relay(
     session: String,
     shared: Arc<Shared>,
 ) {
-    if let Some(pinned) = crate::runner::cdp::pinned_target(&shared.socket_dir, &session) {
+    if let Some(pinned) = crate::daemons::pinned_target(&shared.socket_dir, &session) {
         shared.tabs.claim(&pinned, &session);
     }
     let conn = Arc::new(Connection {

@@ -103,7 +103,7 @@ pub(super) async fn close_other_tabs(
         .filter(|(id, _)| shared.tabs.owner(id).as_deref() == Some(session))
         .map(|(id, _)| id.clone())
         .collect();
-    if let Some(pinned) = crate::runner::cdp::pinned_target(&shared.socket_dir, session) {
+    if let Some(pinned) = crate::daemons::pinned_target(&shared.socket_dir, session) {
         owned.push(pinned);
     }
     loop {
@@ -119,7 +119,7 @@ pub(super) async fn close_other_tabs(
         }
         owned.extend(more);
     }
-    let pinned = crate::runner::cdp::pinned_target(&shared.socket_dir, session);
+    let pinned = crate::daemons::pinned_target(&shared.socket_dir, session);
     let mut closed = 0;
     for target in owned.iter().filter(|t| Some(*t) != pinned.as_ref()) {
         shared

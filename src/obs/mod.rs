@@ -2,6 +2,7 @@
 //! durable record, [`journal`]) and its best-effort OTLP copy with one span
 //! per call ([`telemetry`]).
 
+pub(crate) mod confinement;
 pub(crate) mod journal;
 pub(crate) mod shield;
 pub mod telemetry;

@@ -53,18 +53,6 @@ impl Runner {
     }
 
     fn target_of(&self, daemon_name: &str) -> Option<String> {
-        pinned_target(&self.socket_dir, daemon_name)
+        crate::daemons::pinned_target(&self.socket_dir, daemon_name)
     }
-}
-
-/// The CDP target id of a session's pinned tab, once it has one.
-///
-/// The daemon writes `<socket dir>/<name>.target`; its content is not
-/// trusted beyond being a hex target id, only ever used to address that tab.
-pub(crate) fn pinned_target(socket_dir: &super::SocketDir, daemon_name: &str) -> Option<String> {
-    let text = socket_dir.read(&format!("{daemon_name}.target"))?;
-    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
-    let id = value.get("targetId")?.as_str()?;
-    let well_formed = (8..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_hexdigit());
-    well_formed.then(|| id.to_owned())
 }

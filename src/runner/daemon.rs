@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use super::{Runner, socket_dir::SocketFile};
+use super::Runner;
+use crate::daemons::SocketFile;
 use crate::session_id::{SessionId, is_daemon_name};
 
 impl Runner {

@@ -14,7 +14,6 @@
 mod capture;
 pub(crate) mod cdp;
 mod daemon;
-pub(crate) mod socket_dir;
 pub(crate) use daemon::is_alive;
 mod spawn;
 mod standby;
@@ -25,9 +24,11 @@ use audit::IntentSynced;
 use tokio::io::AsyncWriteExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::session_id::SessionId;
+use crate::{
+    daemons::{SocketDir, SocketIdentity},
+    session_id::SessionId,
+};
 use capture::{Captured, capture, join_capture};
-pub(crate) use socket_dir::SocketDir;
 pub(crate) use spawn::{Launch, SelfTest};
 use standby::Standbys;
 
@@ -77,10 +78,6 @@ pub(crate) struct Runner {
     /// Children spawned ahead of each session's next call.
     standbys: Arc<Standbys>,
 }
-
-/// A socket file's (device, inode, ctime): a daemon that binds the path
-/// anew creates a new file, so the identity changes.
-type SocketIdentity = (u64, u64, i64, i64);
 
 /// How the child ended.
 #[derive(Debug, Clone, PartialEq, Eq)]

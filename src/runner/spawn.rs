@@ -32,7 +32,7 @@ impl Runner {
     pub(crate) fn fixed_args(&self, session: &SessionId) -> Vec<String> {
         vec![
             "--cdp".into(),
-            crate::gate::Gate::endpoint_for(self.gate_port, session.daemon_name()),
+            crate::daemons::gate_endpoint(self.gate_port, session.daemon_name()),
             "--json".into(),
             "--session".into(),
             session.daemon_name().into(),

@@ -98,7 +98,7 @@ impl Server {
                 "pool": self.pool.settings().size,
                 "pool_idle_sec": self.pool.settings().idle.as_secs(),
             },
-            "confinement": crate::call::confinement_record(self.runner.confinement().report()),
+            "confinement": crate::obs::confinement::record(self.runner.confinement().report()),
             "cdp_port": self.runner.cdp_port(),
             "gate_port": facts.gate_port,
             "otlp": facts.otlp,

@@ -330,7 +330,7 @@ impl Server {
         if url != Some("about:blank") {
             return Err(format!("the pooled tab is at {url:?}, not about:blank"));
         }
-        let tab = crate::runner::cdp::pinned_target(self.runner.socket_dir(), name)
+        let tab = crate::daemons::pinned_target(self.runner.socket_dir(), name)
             .ok_or("the pooled daemon wrote no tab id")?;
         let pid = self
             .runner

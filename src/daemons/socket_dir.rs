@@ -16,7 +16,9 @@ use std::{
 
 use rustix::fs::{AtFlags, CWD, FileType, Mode, OFlags, fstat, openat, statat, unlinkat};
 
-use super::SocketIdentity;
+/// A socket file's (device, inode, ctime): a daemon that binds the path
+/// anew creates a new file, so the identity changes.
+pub(crate) type SocketIdentity = (u64, u64, i64, i64);
 
 /// Largest file read from the dir (a pin file is a few hundred bytes).
 const MAX_READ: u64 = 64 * 1024;
@@ -30,7 +32,7 @@ pub(crate) struct SocketDir {
 }
 
 /// What is at a session's socket path.
-pub(super) enum SocketFile {
+pub(crate) enum SocketFile {
     Missing,
     /// A socket, opened `O_PATH`: connect through [`SocketFile::proc_path`].
     Socket(OwnedFd),
@@ -40,7 +42,7 @@ pub(super) enum SocketFile {
 
 impl SocketFile {
     /// The path that reaches exactly this socket (`/proc/self/fd/N`).
-    pub(super) fn proc_path(fd: &OwnedFd) -> String {
+    pub(crate) fn proc_path(fd: &OwnedFd) -> String {
         format!("/proc/self/fd/{}", fd.as_raw_fd())
     }
 }
@@ -66,7 +68,7 @@ impl SocketDir {
     }
 
     /// What is at `name`, opened without following a link.
-    pub(super) fn socket(&self, name: &str) -> SocketFile {
+    pub(crate) fn socket(&self, name: &str) -> SocketFile {
         let Ok(fd) = openat(
             &*self.fd,
             name,
@@ -84,12 +86,12 @@ impl SocketDir {
     }
 
     /// Remove the entry `name` (a link itself, never what it points to).
-    pub(super) fn remove(&self, name: &str) {
+    pub(crate) fn remove(&self, name: &str) {
         let _ = unlinkat(&*self.fd, name, AtFlags::empty());
     }
 
     /// Device, inode and ctime of the entry `name` (not followed).
-    pub(super) fn identity(&self, name: &str) -> Option<SocketIdentity> {
+    pub(crate) fn identity(&self, name: &str) -> Option<SocketIdentity> {
         let st = statat(&*self.fd, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
         Some((
             st.st_dev,
@@ -122,7 +124,7 @@ impl SocketDir {
     }
 
     /// The names of the entries in the dir.
-    pub(super) fn names(&self) -> Vec<String> {
+    pub(crate) fn names(&self) -> Vec<String> {
         let Ok(dir) = rustix::fs::Dir::read_from(&*self.fd) else {
             return Vec::new();
         };

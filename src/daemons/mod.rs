@@ -1,0 +1,42 @@
+//! What the runner, which starts agent-browser's daemons, and the browser
+//! gate, which they reach Chromium through, agree on about a daemon: the
+//! gate URL it is given ([`gate_endpoint`]), the socket dir it listens in
+//! ([`SocketDir`]) and the tab it pinned there ([`pinned_target`]). Both
+//! use this module; it uses neither, so neither uses the other.
+
+mod socket_dir;
+
+pub(crate) use socket_dir::{SocketDir, SocketFile, SocketIdentity};
+
+/// Path prefix of the gate's one endpoint; the daemon's name follows.
+pub(crate) const GATE_PATH_PREFIX: &str = "/devtools/browser/";
+
+/// The `--cdp` value for a daemon: the gate on 127.0.0.1, with its name.
+pub(crate) fn gate_endpoint(gate_port: u16, daemon_name: &str) -> String {
+    format!("ws://127.0.0.1:{gate_port}{GATE_PATH_PREFIX}{daemon_name}")
+}
+
+/// The CDP target id of a daemon's pinned tab, once it has one.
+///
+/// The daemon writes `<socket dir>/<name>.target`; its content is not
+/// trusted beyond being a hex target id, only ever used to address that tab.
+pub(crate) fn pinned_target(socket_dir: &SocketDir, daemon_name: &str) -> Option<String> {
+    let text = socket_dir.read(&format!("{daemon_name}.target"))?;
+    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let id = value.get("targetId")?.as_str()?;
+    let well_formed = (8..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_hexdigit());
+    well_formed.then(|| id.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_daemons_endpoint_is_a_loopback_websocket_url_on_the_gate_path() {
+        assert_eq!(
+            gate_endpoint(4242, "u1"),
+            "ws://127.0.0.1:4242/devtools/browser/u1"
+        );
+    }
+}

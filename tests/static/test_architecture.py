@@ -1,0 +1,93 @@
+"""The code map's invariants (docs/design.md, "Code layout"), held against the source: the folders of
+src/ import each other without a cycle, the gate never imports a call's stages, only the runner starts
+processes, a call never opens a socket, and only the audit crate mints the proof that an intent is
+durable. Read from the files; nothing is built."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.static
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def production_code(path: Path) -> str:
+    """The file without comments and without its `#[cfg(test)]` part (tests may do anything)."""
+    if path.name.endswith("tests.rs"):
+        return ""
+    text = path.read_text()
+    text = text.split("#[cfg(test)]")[0]
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("//"))
+
+
+def folders() -> dict[str, list[Path]]:
+    found: dict[str, list[Path]] = {}
+    for entry in SRC.iterdir():
+        if entry.name in ("lib.rs", "main.rs", "bin"):
+            continue
+        name = entry.name.removesuffix(".rs")
+        found[name] = sorted(entry.rglob("*.rs")) if entry.is_dir() else [entry]
+    return found
+
+
+def imports() -> dict[str, set[str]]:
+    """Folder → the folders its production code names as `crate::<folder>`."""
+    mods = folders()
+    graph: dict[str, set[str]] = {name: set() for name in mods}
+    for name, files in mods.items():
+        for path in files:
+            code = production_code(path)
+            named = set(re.findall(r"crate::(\w+)", code))
+            for group in re.findall(r"use crate::\{([^;]*)\};", code, re.S):
+                named |= {m.group(1) for item in re.split(r",(?![^{]*\})", group) if (m := re.match(r"\s*(\w+)", item))}
+            graph[name] |= {n for n in named if n in mods and n != name}
+    return graph
+
+
+def test_the_folders_of_src_import_each_other_without_a_cycle() -> None:
+    graph = imports()
+    assert graph["call"], "the scan found no imports: the check below would prove nothing"
+    state: dict[str, str] = {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = "open"
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                raise AssertionError(f"a cycle of folders: {' → '.join([*path, node, nxt])}\n{graph}")
+            if nxt not in state:
+                visit(nxt, [*path, node])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [])
+
+
+def test_the_gate_never_imports_a_calls_stages_or_the_server() -> None:
+    assert not imports()["gate"] & {"call", "server", "transport", "cli"}, imports()["gate"]
+
+
+def files_matching(pattern: str) -> set[str]:
+    return {
+        str(path.relative_to(SRC))
+        for files in folders().values()
+        for path in files
+        if re.search(pattern, production_code(path))
+    }
+
+
+def test_only_the_runner_starts_processes() -> None:
+    spawning = files_matching(r"process::Command|Command::new")
+    assert spawning and all(f.startswith("runner/") for f in spawning), spawning
+
+
+def test_a_call_never_opens_a_socket() -> None:
+    assert not {f for f in files_matching(r"TcpStream|UnixStream|TcpListener|UdpSocket") if f.startswith("call/")}
+
+
+def test_only_the_audit_crate_mints_the_intents_proof() -> None:
+    assert not files_matching(r"IntentSynced::minted|IntentSynced\s*\{"), "the binary builds its own proof"
