@@ -15,6 +15,8 @@
 
 use serde_json::Value;
 
+use super::subcommand::{PageText, Subcommand};
+
 /// Fields of a reply's data that hold no page text (agent-browser's own
 /// metadata, and URLs the policy already judged).
 const NOT_PAGE_TEXT: &[&str] = &["origin", "url", "selector", "count"];
@@ -23,8 +25,9 @@ const NOT_PAGE_TEXT: &[&str] = &["origin", "url", "selector", "count"];
 /// `page` is where the page was, when known (the guard's read).
 pub(crate) fn mark(data: &mut Value, command: &[String], page: Option<&str>) {
     let Value::Object(map) = data else { return };
-    let mut fields: Vec<String> = match command.first().map(String::as_str) {
-        Some("snapshot") => {
+    let page_text = Subcommand::facts_of(command).map_or(PageText::TitleOnly, |f| f.page_text);
+    let mut fields: Vec<String> = match page_text {
+        PageText::Snapshot => {
             if let Some(Value::Object(refs)) = map.get_mut("refs") {
                 for node in refs.values_mut().filter_map(Value::as_object_mut) {
                     node.remove("name");
@@ -32,7 +35,8 @@ pub(crate) fn mark(data: &mut Value, command: &[String], page: Option<&str>) {
             }
             vec!["snapshot".to_owned()]
         }
-        Some("get")
+        // `get url` and `get count` return no page text.
+        PageText::GetValues
             if matches!(
                 command.get(1).map(String::as_str),
                 Some("text" | "value" | "attr" | "title")

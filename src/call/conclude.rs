@@ -13,6 +13,7 @@ use super::{
     record,
     reply::Reply,
     request::Validated,
+    subcommand::Subcommand,
 };
 use crate::{
     policy::outputs,
@@ -25,8 +26,8 @@ use crate::{
 /// ends the session; anything else counts as use.
 pub(crate) fn update_session(server: &Server, request: &Validated, executed: &Executed) {
     let name = request.session.daemon_name();
-    let closed = request.argv.first().is_some_and(|s| s == "close")
-        && matches!(executed.raw.termination, Termination::Exited(0));
+    let closed =
+        ends_session(request) && matches!(executed.raw.termination, Termination::Exited(0));
     if closed {
         let gone = server.sessions.forget(name);
         server.runner.discard_standby(name);
@@ -240,8 +241,13 @@ pub(crate) fn record_outcome(
 /// running; after a timeout or a cancellation it spawns its own. Last, so
 /// the guard's own reads do not use it up.
 pub(crate) fn prepare_next(server: &Server, request: &Validated, executed: &Executed) {
-    let closed = request.argv.first().is_some_and(|s| s == "close");
+    let closed = ends_session(request);
     if matches!(executed.raw.termination, Termination::Exited(_)) && !closed {
         server.runner.prepare_standby(&request.session);
     }
+}
+
+/// Does the request's subcommand end its session (`close`)?
+pub(crate) fn ends_session(request: &Validated) -> bool {
+    Subcommand::facts_of(&request.argv).is_some_and(|f| f.ends_session)
 }

@@ -10,6 +10,7 @@ use super::{
     intent::Intent,
     plan::Planned,
     request::Validated,
+    subcommand::Subcommand,
 };
 use crate::{
     policy::outputs,
@@ -17,13 +18,6 @@ use crate::{
     server::Server,
     session_id::SessionId,
 };
-
-/// Subcommands that run without their tab in front. Chromium renders only
-/// the visible tab of a window, so actions in a background tab wait out a
-/// 5 s timeout; these read or navigate and need no rendering, and
-/// activating anyway switches tabs whenever two sessions take turns on one
-/// Chromium (docs/design.md, "Pinned tabs").
-const BACKGROUND_OK: &[&str] = &["open", "get", "close", "snapshot"];
 
 pub(crate) async fn execute(
     server: &Server,
@@ -33,10 +27,11 @@ pub(crate) async fn execute(
     intent: Intent,
     guard: Guard,
 ) -> Executed {
-    let front = planned
-        .tokens
-        .first()
-        .is_some_and(|t| !BACKGROUND_OK.contains(&t.as_str()));
+    // Chromium renders only the visible tab of a window, so actions in a
+    // background tab wait out a 5 s timeout; a subcommand that reads or
+    // navigates runs where it is, and activating anyway would switch tabs
+    // whenever two sessions take turns on one Chromium.
+    let front = Subcommand::facts_of(&planned.tokens).is_some_and(|f| !f.background_ok);
     // From now on no record holds this call's typed text in clear, not
     // even in the URL of the page a form sends it to.
     for text in super::record::free_text(&request.argv) {

@@ -11,6 +11,7 @@
 //! tokens in every position that is not free text, so a mistake here cannot
 //! turn into a flag either (defence in depth).
 
+use super::subcommand::Subcommand;
 use crate::refusal::{Refusal, Rule};
 
 /// A subcommand with its arguments, ready for the slot to be filled.
@@ -34,30 +35,6 @@ pub(crate) enum Slot {
     /// The output file of `screenshot`: a name the agent asked for, or none.
     OutputFile(Option<String>),
 }
-
-/// Subcommands browser-shell runs, in the order `--help` and errors list them.
-pub(crate) const ALLOWED: &[&str] = &[
-    "open",
-    "snapshot",
-    "click",
-    "dblclick",
-    "fill",
-    "type",
-    "press",
-    "hover",
-    "focus",
-    "check",
-    "uncheck",
-    "select",
-    "wait",
-    "screenshot",
-    "get",
-    "scroll",
-    "back",
-    "forward",
-    "reload",
-    "close",
-];
 
 /// Subcommands refused on purpose, with the reason given to the agent.
 const DENIED: &[(&str, &str)] = &[
@@ -246,55 +223,15 @@ pub(crate) fn parse(argv: &[String]) -> Result<Command, Refusal> {
 }
 
 /// One line per subcommand, for `--help`, errors and the tool description.
-pub(crate) const USAGE: &[(&str, &str)] = &[
-    (
-        "open",
-        "open <url>   (http/https, or about:blank; a URL without a scheme gets https://)",
-    ),
-    (
-        "snapshot",
-        "snapshot [-i] [-c] [-d <depth>] [-s <selector>]",
-    ),
-    ("click", "click <selector|@ref>"),
-    ("dblclick", "dblclick <selector|@ref>"),
-    ("fill", "fill <selector|@ref> <text>"),
-    ("type", "type <selector|@ref> <text>"),
-    ("press", "press <key>   (Enter, Tab, Control+a, …)"),
-    ("hover", "hover <selector|@ref>"),
-    ("focus", "focus <selector|@ref>"),
-    ("check", "check <selector|@ref>"),
-    ("uncheck", "uncheck <selector|@ref>"),
-    ("select", "select <selector|@ref> <value> [<value>…]"),
-    (
-        "wait",
-        "wait <ms> | wait <selector> | wait --text <text> | wait --url <pattern> | wait --load load|domcontentloaded|networkidle",
-    ),
-    (
-        "screenshot",
-        "screenshot [--full] [<selector>] [<file.png>]   (saved under the output dir)",
-    ),
-    (
-        "get",
-        "get title|url | get text|value|count <selector> | get attr <selector> <name>",
-    ),
-    ("scroll", "scroll [up|down|left|right] [<pixels>]"),
-    ("back", "back"),
-    ("forward", "forward"),
-    ("reload", "reload"),
-    (
-        "close",
-        "close   (closes this session's daemon; never other sessions)",
-    ),
-];
+pub(crate) fn usages() -> impl Iterator<Item = (&'static str, &'static str)> {
+    Subcommand::ALL
+        .iter()
+        .map(|s| (s.facts().name, s.facts().usage))
+}
 
 fn canonical(name: &str) -> Result<&'static str, Refusal> {
-    let name = match name {
-        "goto" | "navigate" => "open",
-        "key" => "press",
-        other => other,
-    };
-    if let Some(allowed) = ALLOWED.iter().find(|a| **a == name) {
-        return Ok(allowed);
+    if let Some(allowed) = Subcommand::named(name) {
+        return Ok(allowed.facts().name);
     }
     if let Some((denied, why)) = DENIED.iter().find(|(d, _)| *d == name) {
         return Err(Refusal::new(
@@ -309,7 +246,10 @@ fn canonical(name: &str) -> Result<&'static str, Refusal> {
         Rule::SubcommandUnknown,
         format!(
             "unknown or unsupported subcommand (argv[0] must be one of: {})",
-            ALLOWED.join(", ")
+            usages()
+                .map(|(name, _)| name)
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     ))
 }
@@ -343,10 +283,7 @@ impl Builder {
 }
 
 fn usage(subcommand: &str) -> Refusal {
-    let line = USAGE
-        .iter()
-        .find(|(name, _)| *name == subcommand)
-        .map_or(subcommand, |(_, line)| line);
+    let line = Subcommand::named(subcommand).map_or(subcommand, |s| s.facts().usage);
     Refusal::new(Rule::ArgsInvalid, format!("usage: {line}"))
 }
 

@@ -7,7 +7,10 @@
 use audit::IntentSynced;
 use serde_json::Value;
 
-use super::request::Validated;
+use super::{
+    request::Validated,
+    subcommand::{GuardBy, Subcommand},
+};
 use crate::{
     policy::rules::Rules,
     refusal::{Refusal, Rule},
@@ -50,15 +53,16 @@ pub(crate) enum Guard {
 impl Guard {
     /// The guard for the agent's `tokens` when the policy enables it.
     pub(crate) fn for_command(tokens: &[String], enabled: bool) -> Self {
-        match tokens.first().map(String::as_str) {
+        let by = Subcommand::facts_of(tokens).map_or(GuardBy::Nothing, |f| f.guard);
+        match by {
             _ if !enabled => Self::Off,
-            Some("close") | None => Self::Off,
-            Some("open") => Self::OwnResult { field: "url" },
-            Some("snapshot") => Self::OwnResult { field: "origin" },
-            _ if tokens.iter().map(String::as_str).eq(GUARD_COMMAND) => {
+            GuardBy::Nothing => Self::Off,
+            GuardBy::OwnField(field) => Self::OwnResult { field },
+            // `get url` is the guard's own read.
+            GuardBy::Trailing if tokens.iter().map(String::as_str).eq(GUARD_COMMAND) => {
                 Self::OwnResult { field: "url" }
             }
-            _ => Self::Trailing,
+            GuardBy::Trailing => Self::Trailing,
         }
     }
 

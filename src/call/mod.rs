@@ -32,6 +32,7 @@ mod record;
 pub(crate) mod reply;
 pub(crate) mod request;
 mod span;
+pub(crate) mod subcommand;
 
 use std::sync::Arc;
 
@@ -176,7 +177,7 @@ async fn run(
     laps.lap("outcome");
     laps.report();
     conclude::prepare_next(server, &request, &executed);
-    if turn.just_bound && subcommand != "close" {
+    if turn.just_bound && !conclude::ends_session(&request) {
         server.runner.foreground_after_reply(&request.session);
     }
     let error_type = conclude::error_type(outcome);

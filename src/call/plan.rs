@@ -7,6 +7,7 @@ use std::net::IpAddr;
 use super::{
     grammar::{self, Slot},
     request::Validated,
+    subcommand::Subcommand,
 };
 use crate::{
     policy::{outputs, rules::Rules, secrets},
@@ -62,10 +63,7 @@ pub(crate) async fn plan(
 /// `type` is substituted; a placeholder anywhere else would be sent as it is,
 /// so it is refused, as is one naming no configured secret.
 fn secrets_named(rules: &Rules, argv: &[String]) -> Result<Vec<String>, Refusal> {
-    let text_at = match argv.first().map(String::as_str) {
-        Some("fill" | "type") => Some(2),
-        _ => None,
-    };
+    let text_at = Subcommand::facts_of(argv).and_then(|f| f.secrets_at);
     for (i, arg) in argv.iter().enumerate() {
         if Some(i) != text_at && secrets::mentions_placeholder(arg) {
             return Err(Refusal::new(

@@ -7,6 +7,7 @@
 
 use serde_json::{Value, json};
 
+use super::subcommand::{Subcommand, UrlArg};
 pub(crate) use crate::obs::journal::{MAX_RECORDED_REASON_BYTES, capped};
 use crate::{TOOL_NAME, obs::journal::new_call_id, session_id::SessionId};
 
@@ -68,17 +69,19 @@ impl CallRecord {
 /// password never reaches the log yet equal values can be correlated; URLs
 /// (`open`, `wait --url`) lose userinfo and secret-looking query values.
 pub(super) fn redact_argv(redactor: &audit::Redactor, argv: &[String]) -> Vec<Value> {
-    let subcommand = argv.first().map(String::as_str);
-    let secret_from = argv.len() - free_text(argv).len();
+    let facts = Subcommand::facts_of(argv);
+    let typed_from = argv.len() - free_text(argv).len();
     argv.iter()
         .enumerate()
         .map(|(i, arg)| {
-            let after_url_flag = i > 0 && argv[i - 1] == "--url";
-            if i >= secret_from {
+            let is_url = match facts.map(|f| f.url) {
+                Some(UrlArg::At(at)) => i == at,
+                Some(UrlArg::AfterFlag(flag)) => i > 0 && argv[i - 1] == flag,
+                _ => false,
+            };
+            if i >= typed_from {
                 with_secret_names(redactor.secret(arg), arg)
-            } else if (i == 1 && matches!(subcommand, Some("open" | "goto" | "navigate")))
-                || after_url_flag
-            {
+            } else if is_url {
                 Value::String(redactor.url(arg))
             } else {
                 Value::String(arg.clone())
@@ -88,12 +91,12 @@ pub(super) fn redact_argv(redactor: &audit::Redactor, argv: &[String]) -> Vec<Va
 }
 
 /// The arguments of `argv` that are text put into a page (what `fill`,
-/// `type`, `select`, `keyboard` type or choose): never stored in clear.
+/// `type`, `select` type or choose): never stored in clear.
 pub(super) fn free_text(argv: &[String]) -> &[String] {
-    match argv.first().map(String::as_str) {
-        Some("fill" | "type" | "select" | "keyboard") => argv.get(2..).unwrap_or_default(),
-        _ => &[],
-    }
+    Subcommand::facts_of(argv)
+        .and_then(|f| f.typed_from)
+        .and_then(|from| argv.get(from..))
+        .unwrap_or_default()
 }
 
 /// Redacted free text that holds `{{secret:NAME}}` placeholders also names

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use crate::{
     TOOL_NAME,
     call::{
-        grammar::USAGE,
+        grammar::usages,
         request::{DEFAULT_TIMEOUT_SEC, MAX_ARG_BYTES, MAX_ARGV_ITEMS, MAX_TIMEOUT_SEC},
     },
 };
@@ -22,7 +22,7 @@ pub(crate) fn definition() -> Tool {
          The reply's stdout is the command's JSON data; on failure exit_code is non-zero and \
          stderr says why (126 = refused by browser-shell, 124 = timed out).\n\nSubcommands:\n",
     );
-    for (_, line) in USAGE {
+    for (_, line) in usages() {
         description.push_str("  ");
         description.push_str(line);
         description.push('\n');
