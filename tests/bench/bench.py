@@ -44,7 +44,11 @@ to the results (✓/✗ where the table can tell). What each section measures:
 The MCP client is the raw JSON-RPC-over-stdio one below (no client library in the timing), the same
 for browser-shell and the peers. Everything talks to 127.0.0.1 only.
 
-    tests/bench/run [N] [--only warm,smoke,peer,screenshot,audit,confine]     (default N=50, every section)
+Besides the printed table, each run is written as data (date, host facts, every row's label, samples,
+p50/p95 and target, the notes and the audit/confine outputs) to target/bench/results-<UTC time>.json,
+or to the file --out names. The raw runs live there, not in the docs.
+
+    tests/bench/run [N] [--only warm,smoke,peer,screenshot,audit,confine] [--out FILE]   (default N=50, every section)
 """
 
 from __future__ import annotations
@@ -259,18 +263,38 @@ def mark(ok: bool | None) -> str:
     return "" if ok is None else (" ✓" if ok else " ✗")
 
 
+# Every row() of this run, as data: main() writes them to the results file.
+RESULTS: list[dict] = []
+
+
+def summary(values: list[float] | None) -> dict | None:
+    """A row side as data: its samples (ms, or MiB for RSS rows) and their p50/p95."""
+    if values is None:
+        return None
+    return {"n": len(values), "p50": statistics.median(values) if values else None,
+            "p95": pct(values, 95) if values else None, "samples": [round(v, 4) for v in values]}
+
+
 def row(name: str, a: list[float], b: list[float] | None, target: str, ok=None) -> str:
-    """One table line; `ok(a50, b50)` (optional) decides the ✓/✗ printed after the target."""
+    """One table line; `ok(a50, b50)` (optional) decides the ✓/✗ printed after the target.
+    The row is also kept in RESULTS."""
+    a50 = statistics.median(a) if a else None
+    b50 = statistics.median(b) if b else None
+    met = ok(a50, b50) if ok and a and (b is None or b) else None
+    RESULTS.append({"label": name, "browser_shell": summary(a), "other": summary(b), "target": target,
+                    "added_p50": a50 - b50 if a50 is not None and b50 is not None else None,
+                    "ratio": a50 / b50 if a50 is not None and b50 else None,
+                    "met": None if met is None else bool(met)})
     if not a:
         return f"| {name} | no successful run | – | – | – | {target} |"
-    a50, a95 = statistics.median(a), pct(a, 95)
+    a95 = pct(a, 95)
     if b is None:
-        return f"| {name} | {a50:.2f} / {a95:.2f} | – | – | – | {target}{mark(ok and ok(a50, None))} |"
+        return f"| {name} | {a50:.2f} / {a95:.2f} | – | – | – | {target}{mark(met)} |"
     if not b:
         return f"| {name} | {a50:.2f} / {a95:.2f} | no successful run | – | – | {target} |"
-    b50, b95 = statistics.median(b), pct(b, 95)
+    b95 = pct(b, 95)
     return (f"| {name} | {a50:.2f} / {a95:.2f} | {b50:.2f} / {b95:.2f} | {a50 - b50:+.2f} | {a50 / b50:.2f} "
-            f"| {target}{mark(ok and ok(a50, b50))} |")
+            f"| {target}{mark(met)} |")
 
 
 # --------------------------------------------------------------------------- warm calls
@@ -888,16 +912,32 @@ def version(*argv: str) -> str:
         return f"{argv[0]}: not found"
 
 
-def header(ab: Path, n: int, only: list[str]) -> list[str]:
+def host_facts(ab: Path, n: int, only: list[str], now: time.struct_time) -> dict:
+    """What the header prints: when, where, which versions, how many runs."""
     versions = [version(str(BIN), "--version"), version(str(ab), "--version"), version("chromium", "--version")]
     if {"smoke", "peer"} & set(only):
         sdk = json.loads((PEERS / "node_modules" / "@modelcontextprotocol" / "sdk" / "package.json").read_text())["version"]
         versions += [f"node {version(node(), '--version')}",
                      f"playwright-mcp {version(node(), str(PLAYWRIGHT_MCP), '--version').removeprefix('Version ')}",
                      f"@modelcontextprotocol/sdk {sdk}"]
-    return [f"# browser-shell benchmark — {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
-            f"{platform.node()}: {os.cpu_count()} CPUs, {platform.platform()}; {'; '.join(versions)}; "
-            f"N={n} interleaved (warm calls: {n * WARM_FACTOR}; smoke flow: {n * SMOKE_FACTOR} runs of browser-shell and agent-browser direct, {n} of each playwright-mcp; cold starts: {3 * n} of each); sections: {','.join(only)}\n"]
+    return {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", now), "host": platform.node(), "cpus": os.cpu_count(),
+            "platform": platform.platform(), "versions": versions, "n": n,
+            "warm_pairs": n * WARM_FACTOR, "smoke_runs": n * SMOKE_FACTOR, "cold_starts": 3 * n, "sections": only}
+
+
+def header(facts: dict, now: time.struct_time) -> list[str]:
+    n = facts["n"]
+    return [f"# browser-shell benchmark — {time.strftime('%Y-%m-%d %H:%M UTC', now)}",
+            f"{facts['host']}: {facts['cpus']} CPUs, {facts['platform']}; {'; '.join(facts['versions'])}; "
+            f"N={n} interleaved (warm calls: {n * WARM_FACTOR}; smoke flow: {n * SMOKE_FACTOR} runs of browser-shell and agent-browser direct, {n} of each playwright-mcp; cold starts: {3 * n} of each); sections: {','.join(facts['sections'])}\n"]
+
+
+def write_results(path: Path, facts: dict, notes: list[str], outputs: dict[str, str]) -> None:
+    """The run as data: the header's facts, every row, the notes, the audit/confine examples' output."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {**facts, "rows": RESULTS, "notes": notes, "outputs": outputs}
+    path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    print(f"[bench] results written to {path}", file=sys.stderr)
 
 
 def verify_evidence(evidence: Path) -> str:
@@ -922,6 +962,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("n", nargs="?", type=int, default=50, help="runs per measurement (default 50)")
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {','.join(SECTIONS)}")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="where to write the run's results as JSON (default target/bench/results-<UTC time>.json)")
     args = parser.parse_args()
     only = [s for s in SECTIONS if s in args.only.split(",")]
     unknown = set(args.only.split(",")) - set(SECTIONS)
@@ -949,7 +991,11 @@ def main() -> None:
             if "screenshot" in only:
                 rows += bench_screenshot(ab, chromium, web, evidence, n, notes)
 
-    print("\n".join(header(ab, n, only)))
+    now = time.gmtime()
+    facts = host_facts(ab, n, only, now)
+    out = args.out or ROOT / "target" / "bench" / f"results-{time.strftime('%Y%m%dT%H%M%SZ', now)}.json"
+    outputs: dict[str, str] = {}
+    print("\n".join(header(facts, now)))
     if rows:
         print("| measurement (ms, p50 / p95) | browser-shell | other (named in the row) | added p50 | ratio | target |")
         print("|---|---|---|---|---|---|")
@@ -962,14 +1008,18 @@ def main() -> None:
     if "audit" in only:
         print("\naudit: synced appends (group commit) + OTLP copy, `cargo run --release --example audit_otlp_throughput`"
               " (target ≥ 2,000 events/s at 32 writers, 0 lost):")
-        print(example("browser-shell", "audit_otlp_throughput", "/var/tmp", "100"))
+        outputs["audit"] = example("browser-shell", "audit_otlp_throughput", "/var/tmp", "100")
+        print(outputs["audit"])
     if "confine" in only:
         trampoline = BIN.parent / "hardening-trampoline"
         print("\nconfinement cost, `cargo run --release -p hardening --example spawn_cost 300 target/release/hardening-trampoline`"
               " (the trampoline every agent-browser spawn runs):")
-        print(example("hardening", "spawn_cost", "300", str(trampoline)))
+        outputs["confine"] = example("hardening", "spawn_cost", "300", str(trampoline))
+        print(outputs["confine"])
         print("\nthe same with browser-shell's own binary as the trampoline (its fallback when installed alone):")
-        print(example("hardening", "spawn_cost", "300", str(BIN)))
+        outputs["confine_own_binary"] = example("hardening", "spawn_cost", "300", str(BIN))
+        print(outputs["confine_own_binary"])
+    write_results(out, facts, notes, outputs)
 
 
 if __name__ == "__main__":
