@@ -33,12 +33,12 @@ pub(super) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         let _entered = runtime.enter();
         Telemetry::from_env().context("bad OTEL_* configuration")?
     };
-    // Hashing the binaries (tens of MiB, ~20 ms of CPU) is for the `started`
-    // record, which tool calls wait for (`Server::need_started`), not the
-    // handshake: `run` starts it once the client's first request is past,
-    // so that it slows neither the self-test nor the handshake on a small
-    // machine (a nice value does not keep the scheduler from waking them on
-    // its core). The thread is made now, while the self-test runs.
+    // Hashing the binaries is for the `started` record, which tool calls
+    // wait for (`Server::need_started`), not the handshake: `run` starts it
+    // once the client's first request is past, so that it slows neither the
+    // self-test nor the handshake on a small machine (a nice value does not
+    // keep the scheduler from waking them on its core). The thread is made
+    // now, while the self-test runs.
     let (hand_over, handed) = std::sync::mpsc::sync_channel::<(Arc<Server>, StartFacts)>(1);
     {
         let agent_browser = args.agent_browser.clone();
@@ -185,11 +185,10 @@ async fn run(
     let served = mcp::BrowserShellServer::new(Arc::clone(&server))
         .serve(transport)
         .await;
-    // Hashing ~20 ms of CPU beside the client's first request (its
-    // `tools/list` follows the handshake at once) slows that request's
-    // answer on two cores, nice value or not (docs/benchmarks.md, "A quieter
-    // start"): it waits for that moment to pass, or for a call that needs
-    // the record.
+    // Hashing beside the client's first request (its `tools/list` follows
+    // the handshake at once) slows that request's answer on two cores, nice
+    // value or not (docs/benchmarks.md, "A quieter start"): it waits for
+    // that moment to pass, or for a call that needs the record.
     {
         let server = Arc::clone(&server);
         tokio::spawn(async move {

@@ -3,7 +3,8 @@
 //!
 //! Unwatched, every daemon attaches to every tab it can see when it starts:
 //! another session's tab, closed meanwhile by the reaper, failed a new
-//! session's first command, and each extra attach cost the start ~50 ms.
+//! session's first command, and each extra attach slowed a new session's
+//! start (docs/design.md, "The browser gate").
 //! Attaching to another session's tab is refused without an audit record
 //! (`relay`'s `Decline`): daemons try it routinely for tabs that appear
 //! while they run. A tab becomes a session's when its `Target.createTarget` answer passes

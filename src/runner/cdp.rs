@@ -24,7 +24,8 @@ impl Runner {
     /// new session was just bound to waits in the background, and the person
     /// watching the browser should see that session's page. Done after the
     /// reply because Chromium renders a tab for the first time before it
-    /// answers (about 28 ms, docs/design.md "The daemon pool").
+    /// answers, which would delay the call (docs/benchmarks.md, "The daemon
+    /// pool").
     pub(crate) fn foreground_after_reply(&self, session: &SessionId) {
         let (runner, session) = (self.clone(), session.clone());
         tokio::spawn(async move {

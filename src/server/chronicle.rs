@@ -17,8 +17,9 @@ use crate::{
     policy::rules::Reload,
 };
 
-/// How long a call waits for the `started` record (hashing ~30 MiB takes
-/// ~20 ms on this project's machines).
+/// How long a call waits for the `started` record: far longer than hashing
+/// takes, so only a stuck hash fails a call (docs/benchmarks.md, "A quieter
+/// start").
 const STARTED_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What the server knows about itself once it is ready.

@@ -2,7 +2,8 @@
 //!
 //! `tokio::io::stdin()`/`stdout()` hand every read and write to a blocking
 //! thread and wait for it to come back: two thread wake-ups per message each
-//! way, a visible share of a warm call (docs/benchmarks.md). An MCP client
+//! way, a visible share of a warm call (docs/benchmarks.md, "The wire and
+//! the stdio pipes"). An MCP client
 //! starts a stdio server with pipes, and a pipe can be polled: then the
 //! runtime reads and writes it directly (`tokio::net::unix::pipe`, which also
 //! makes our end non-blocking). Anything else (a terminal, a file, a socket)
