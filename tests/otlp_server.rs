@@ -52,7 +52,13 @@ fn spawn_server(
         .arg("--audit-log")
         .arg(audit_log)
         .arg("--policy")
-        .arg(audit_log.with_file_name("no-policy.json"))
+        .arg({
+            // Every key at its default; a missing file is refused unless at
+            // the default path.
+            let policy = audit_log.with_file_name("default-policy.json");
+            std::fs::write(&policy, "{}").expect("write the policy");
+            policy
+        })
         .args(binaries_under_tmp_flag(BIN.as_ref()))
         .env_clear()
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)

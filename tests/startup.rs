@@ -56,15 +56,13 @@ fn run_with_input(dirs: &Dirs, overrides: &[(&str, String)], input: &str) -> Out
                 .display()
                 .to_string(),
         ),
-        // Not under /tmp, even missing: the child could create it there.
-        (
-            "--policy",
-            dirs.evidence
-                .path()
-                .join("no-policy.json")
-                .display()
-                .to_string(),
-        ),
+        // Not under /tmp: the child could write it there. `{}`: every key
+        // at its default (a missing file is refused unless at the default path).
+        ("--policy", {
+            let policy = dirs.evidence.path().join("default-policy.json");
+            std::fs::write(&policy, "{}").expect("write the policy");
+            policy.display().to_string()
+        }),
     ];
     let mut flags = Vec::new();
     for (flag, value) in overrides {
@@ -176,6 +174,18 @@ fn an_invalid_policy_file_is_refused_at_start_naming_the_key() {
         let output = run(&d, &[("--policy", policy.display().to_string())]);
         assert_refused_at_start(&output, needle);
     }
+}
+
+#[test]
+fn a_policy_path_that_does_not_exist_stops_the_start_naming_it() {
+    let d = dirs();
+    let mistyped = d.evidence.path().join("polcy.json");
+    let output = run(&d, &[("--policy", mistyped.display().to_string())]);
+    assert_refused_at_start(
+        &output,
+        &format!("--policy {}: no such file", mistyped.display()),
+    );
+    assert_eq!(output.status.code(), Some(2));
 }
 
 #[test]

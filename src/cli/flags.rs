@@ -70,14 +70,16 @@ pub(crate) struct ServeArgs {
     )]
     pub(crate) output_dir: PathBuf,
 
-    /// URL policy file (JSON; see deploy/policy/). Missing: the safe default
-    /// (http/https to public addresses only, about:blank, navigation guard
-    /// on). Invalid: the server refuses to start, naming the key.
+    /// URL policy file (JSON; see deploy/policy/). At the default path and
+    /// missing: the safe default (http/https to public addresses only,
+    /// about:blank, navigation guard on), said on stderr. Any other path that
+    /// does not exist, or an invalid file: the server refuses to start,
+    /// naming it.
     #[arg(
         long,
         env = "BROWSER_SHELL_POLICY",
         value_name = "FILE",
-        default_value = "/etc/agent-browser/browser-shell.policy.json"
+        default_value = DEFAULT_POLICY
     )]
     pub(crate) policy: PathBuf,
 
@@ -246,3 +248,7 @@ pub(crate) struct ServeArgs {
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub(crate) pool_idle_sec: u64,
 }
+
+/// Where the policy file is when no `--policy` names one: only here may it
+/// be missing (a mistyped path must not run the default policy silently).
+pub(crate) const DEFAULT_POLICY: &str = "/etc/agent-browser/browser-shell.policy.json";

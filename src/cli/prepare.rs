@@ -132,6 +132,21 @@ impl ServeArgs {
         .start_self_test()
         .map_err(|e| anyhow::anyhow!("the confined agent-browser does not start: {e}"))?;
         let (audit, key) = self.open_audit()?;
+        if !self.policy.exists() {
+            if self.policy != Path::new(super::flags::DEFAULT_POLICY) {
+                bail!(
+                    "--policy {}: no such file (only the default path {} may be missing, for the \
+                     built-in default policy); fix the path, or leave --policy out",
+                    self.policy.display(),
+                    super::flags::DEFAULT_POLICY
+                );
+            }
+            tracing::warn!(
+                path = %self.policy.display(),
+                "no policy file at the default path: the built-in default policy applies \
+                 (http/https to public addresses only)"
+            );
+        }
         let rules = rules::Current::load(rules::Source {
             policy_file: self.policy.clone(),
             secrets_file: self.secrets.clone(),

@@ -168,8 +168,8 @@ class ServerConfig:
             str(self.output_dir),
             "--audit-log",
             str(self.audit_log),
-            "--policy",
-            str(self.policy),
+            # No file and no path of its own: no --policy, so the default path (missing here) applies.
+            *(["--policy", str(self.policy)] if self.policy_json is not None or self.policy_path else []),
             *[arg for path in self.extra_read_exec for arg in ("--extra-read-exec", path)],
             *(["--allow-child-writable-inputs"] if self.allow_child_writable_inputs else []),
             *self.extra_args,
