@@ -215,7 +215,7 @@ fn a_pinned_trampoline_runs_the_file_it_opened_after_the_path_is_replaced() {
     let dir = tempfile::tempdir().unwrap();
     // The probe binary is its own trampoline (it dispatches on argv[0]).
     let path = dir.path().join("trampoline");
-    std::fs::copy(PROBE, &path).unwrap();
+    copy_in_another_process(Path::new(PROBE), &path);
     let mut policy = hardening::Policy::default();
     policy.read_exec_paths = vec!["/usr".into(), "/lib".into()];
     policy.read_paths = vec!["/proc".into()];
@@ -365,5 +365,25 @@ fn confinement_errors_decode_to_their_step() {
     assert!(
         decoded.to_string().contains("enforce Landlock"),
         "{decoded}"
+    );
+}
+
+/// Copy a file this test will execute without ever holding it open for
+/// writing here: another test thread that forks meanwhile would inherit
+/// that descriptor until its child execs, and the exec of the copy would
+/// then fail with ETXTBSY ("text file busy"). `cp`'s descriptor lives and
+/// dies in its own process.
+fn copy_in_another_process(from: &Path, to: &Path) {
+    let status = std::process::Command::new("/usr/bin/cp")
+        .arg("--")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(
+        status.success(),
+        "cp {} {}: {status}",
+        from.display(),
+        to.display()
     );
 }
