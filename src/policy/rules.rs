@@ -108,8 +108,15 @@ impl Source {
             Some(file) => Secrets::load(file)?,
             None => Secrets::default(),
         };
-        let effective = serde_json::to_value(&url).unwrap_or(Value::Null);
-        let sha256 = audit::sha256_hex(audit::canonical_json(&effective).as_bytes());
+        // The digest names the rules, not this start: the ports the server
+        // protects (the gate's changes with each start) are left out, so one
+        // version of the file has one digest across restarts. Records still
+        // carry the effective policy in full, ports included.
+        let mut rules_only = serde_json::to_value(&url).unwrap_or(Value::Null);
+        if let Value::Object(map) = &mut rules_only {
+            map.remove("protected_ports");
+        }
+        let sha256 = audit::sha256_hex(audit::canonical_json(&rules_only).as_bytes());
         Ok(Rules {
             redactor: audit::Redactor::new(self.key.clone(), &secret_params),
             url,
@@ -238,5 +245,19 @@ mod tests {
         let spaced = src.load().expect("loads");
         assert_eq!(compact.sha256, spaced.sha256);
         assert_ne!(compact.file_sha256, spaced.file_sha256);
+    }
+
+    #[test]
+    fn the_digest_is_the_same_across_restarts_whose_gate_port_differs() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut src = source(dir.path());
+        std::fs::write(&src.policy_file, r#"{"open":{"allow_schemes":["https"]}}"#).expect("w");
+        let first = src.load().expect("loads");
+        src.protected_ports = vec![9222, 40121];
+        let second = src.load().expect("loads");
+        assert_eq!(first.sha256, second.sha256);
+        assert_ne!(first.policy_json(), second.policy_json(), "the ports are on the record");
+        std::fs::write(&src.policy_file, r#"{"open":{"allow_schemes":["http"]}}"#).expect("w");
+        assert_ne!(src.load().expect("loads").sha256, first.sha256, "other rules, other digest");
     }
 }
