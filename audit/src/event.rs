@@ -255,3 +255,22 @@ fn host_name() -> String {
     })
     .clone()
 }
+
+/// The phase a stored record counts as. Servers before the lifecycle
+/// phase for pool warm-ups wrote them as intents (`outcome: "warming"`):
+/// a warm-up is the server's own act, never a call, so it counts as a
+/// lifecycle record, and no count of calls without an outcome includes it.
+pub(crate) fn counted_phase<'a>(phase: Option<&'a str>, outcome: Option<&str>) -> Option<&'a str> {
+    match (phase?, outcome) {
+        ("intent", Some("warming")) => Some("lifecycle"),
+        (phase, _) => Some(phase),
+    }
+}
+
+/// [`counted_phase`] of a record.
+pub(crate) fn phase_of(record: &Value) -> Option<&str> {
+    counted_phase(
+        record.get("phase").and_then(Value::as_str),
+        record.get("outcome").and_then(Value::as_str),
+    )
+}

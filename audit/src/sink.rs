@@ -277,6 +277,18 @@ impl Sink {
         Ok((sealed, proof))
     }
 
+    /// Append a record of the server's own act (its phase kept, e.g. a
+    /// pool warm-up's `lifecycle`) and sync it in the same step: the proof
+    /// the act needs before it starts, without counting as a call.
+    ///
+    /// # Errors
+    /// See [`Sink::append_with`].
+    pub fn append_synced(&self, event: Event) -> Result<(Sealed, IntentSynced), AuditError> {
+        let sealed = self.inner.append(event, Durability::Synced)?;
+        let proof = IntentSynced::minted(sealed.seq);
+        Ok((sealed, proof))
+    }
+
     /// Append an intent record ([`Phase::Intent`]) without waiting for its
     /// sync; [`IntentWritten::sync`] makes it durable and yields the proof.
     ///

@@ -257,7 +257,9 @@ pub fn verify_with(
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_owned();
-            match record.get("phase").and_then(Value::as_str) {
+            let outcome = record.get("outcome").and_then(Value::as_str);
+            match crate::event::counted_phase(record.get("phase").and_then(Value::as_str), outcome)
+            {
                 Some("intent") => {
                     let session_id = record
                         .get("session_id")

@@ -185,6 +185,24 @@ fn an_intent_without_outcome_is_listed_as_dangling() {
 }
 
 #[test]
+fn a_pool_warm_up_is_no_call_so_it_is_never_counted_as_one_without_outcome() {
+    let log = log();
+    let sink = Sink::open(&log.path, Some(log.key.clone()), None).unwrap();
+    // Today's: a lifecycle record, synced before the act.
+    let mut warming = Event::new(Phase::Lifecycle, "warm-1");
+    warming.outcome = Some(audit::Outcome::Warming);
+    let (sealed, _proof) = sink.append_synced(warming).unwrap();
+    assert_eq!(sealed.record["phase"], "lifecycle");
+    // An older server's: the same act written as an intent.
+    let mut legacy = Event::new(Phase::Lifecycle, "warm-2");
+    legacy.outcome = Some(audit::Outcome::Warming);
+    sink.append_intent_synced(legacy).unwrap();
+    let v = check(&log);
+    assert!(v.is_intact(), "{v:?}");
+    assert!(v.dangling.is_empty(), "{:?}", v.dangling);
+}
+
+#[test]
 fn an_anchor_catches_a_cut_tail_behind_a_rolled_back_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("audit.jsonl");

@@ -81,7 +81,7 @@ impl Journal {
         mut event: audit::Event,
     ) -> Result<IntentSynced, AuditError> {
         self.shield.apply(&mut event);
-        let (sealed, proof) = off_the_workers(|| self.sink.append_intent_synced(event))?;
+        let (sealed, proof) = off_the_workers(|| self.sink.append_synced(event))?;
         self.telemetry.log_audit_event(&sealed.record);
         Ok(proof)
     }

@@ -256,8 +256,16 @@ mod tests {
         src.protected_ports = vec![9222, 40121];
         let second = src.load().expect("loads");
         assert_eq!(first.sha256, second.sha256);
-        assert_ne!(first.policy_json(), second.policy_json(), "the ports are on the record");
+        assert_ne!(
+            first.policy_json(),
+            second.policy_json(),
+            "the ports are on the record"
+        );
         std::fs::write(&src.policy_file, r#"{"open":{"allow_schemes":["http"]}}"#).expect("w");
-        assert_ne!(src.load().expect("loads").sha256, first.sha256, "other rules, other digest");
+        assert_ne!(
+            src.load().expect("loads").sha256,
+            first.sha256,
+            "other rules, other digest"
+        );
     }
 }

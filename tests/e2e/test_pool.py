@@ -87,6 +87,12 @@ def test_pooled_sessions_start_on_fresh_blank_tabs_of_their_own_and_are_bound_on
     assert binding < first_intent
     warming = [r for r in log if r.get("outcome") == "warming"]
     assert {r["detail"]["daemon"] for r in warming} >= {a["daemon"], b["daemon"]}
+    # A warm-up is the server's own act, not a call: a lifecycle record, never a call without outcome.
+    assert {r["phase"] for r in warming} == {"lifecycle"}, warming
+    verified = subprocess.run(
+        [str(srv.cfg.server_bin), "audit", "verify", str(srv.cfg.audit_log)], capture_output=True, text=True, timeout=60
+    )
+    assert "dangling intents (allowed calls with no outcome: crash or kill mid-call): 0" in verified.stdout, verified.stdout
 
     # A session's second call uses its daemon: no second binding.
     srv.ok("pa", ["get", "url"])

@@ -61,7 +61,7 @@ fn rows(records: &[Value]) -> Vec<Row> {
     let mut open: HashMap<String, usize> = HashMap::new();
     for record in records {
         let call_id = text(record, "call_id").unwrap_or_default();
-        match text(record, "phase").as_deref() {
+        match crate::event::phase_of(record) {
             Some("intent") => {
                 open.insert(call_id, rows.len());
                 rows.push(row(record, "call"));

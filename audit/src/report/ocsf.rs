@@ -57,7 +57,7 @@ pub fn ocsf_events(records: &[Value]) -> Vec<Value> {
         .iter()
         .map(|record| {
             let call_id = str_of(record, "call_id").unwrap_or_default();
-            let phase = str_of(record, "phase").unwrap_or_default();
+            let phase = crate::event::phase_of(record).unwrap_or_default();
             let argv = match phase {
                 "intent" => {
                     if let Some(argv) = record.get("argv") {
