@@ -374,7 +374,7 @@ fn confinement_errors_decode_to_their_step() {
 /// then fail with ETXTBSY ("text file busy"). `cp`'s descriptor lives and
 /// dies in its own process.
 fn copy_in_another_process(from: &Path, to: &Path) {
-    let status = std::process::Command::new("/usr/bin/cp")
+    let status = Command::new("/usr/bin/cp")
         .arg("--")
         .arg(from)
         .arg(to)
