@@ -60,19 +60,44 @@ pub(crate) fn refuse(
 
 /// Audit a call of a tool this server does not have (answered with a
 /// JSON-RPC error). Returns the audit failure, if any.
-pub(crate) fn refuse_unknown_tool(server: &Server, ctx: &CallContext) -> Result<(), String> {
-    let active = span::start(server, ctx, None);
+pub(crate) fn refuse_unknown_tool(
+    server: &Server,
+    ctx: &CallContext,
+    asked: (&str, Option<&serde_json::Map<String, serde_json::Value>>),
+) -> Result<(), String> {
+    let (tool, arguments) = asked;
+    let session = super::request::session_hint(arguments);
+    let active = span::start(server, ctx, session.as_ref().map(SessionId::as_str));
     let call = Call::new(ctx, &active, server.rules.get());
     let refusal = Refusal::new(
         Rule::ToolUnknown,
         "unknown tool; this server has exactly one tool, browser-shell",
     );
-    let (reply, _) = refuse(server, &call, None, None, &refusal);
-    let failed = reply.exit_code == exit_code::INTERNAL;
+    server.refusal_pace.spend();
+    // What was asked, on the record: the tool's name (capped), the session,
+    // and a keyed MAC of the argv (a reviewer holding it can match it).
+    let mut event = call.record.event(audit::Phase::Denied, session.as_ref());
+    event.tool = Some(capped(tool, MAX_RECORDED_TOOL_BYTES).into_owned());
+    event.argv_mac = arguments
+        .and_then(|a| a.get("argv"))
+        .and_then(serde_json::Value::as_array)
+        .map(|items| {
+            let argv: Vec<String> = items
+                .iter()
+                .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+                .collect();
+            call.rules.redactor.argv_mac(&argv)
+        });
+    event.verdict = Some(Decided::Denied);
+    event.rule = Some(refusal.rule.id().to_owned());
+    event.reason = Some(refusal.message.clone());
+    event.exit_code = Some(exit_code::REFUSED);
+    event.duration_ms = Some(call.millis());
+    let written = server.journal.append(event, call.span);
     active.finish(&CallOutcome {
         verdict: "denied",
         deny_reason: Some(refusal.rule.id()),
-        error_type: Some(if failed {
+        error_type: Some(if written.is_err() {
             "audit_unavailable"
         } else {
             refusal.rule.error_type()
@@ -80,8 +105,14 @@ pub(crate) fn refuse_unknown_tool(server: &Server, ctx: &CallContext) -> Result<
         error_message: Some(&refusal.message),
         ..CallOutcome::default()
     });
-    if failed { Err(reply.stderr) } else { Ok(()) }
+    written.map_err(|e| {
+        tracing::error!(error = %e, "audit record of a refusal not written");
+        format!("audit unavailable ({e}); the call was refused: {refusal}")
+    })
 }
+
+/// Most bytes of an unknown tool's name a record stores.
+const MAX_RECORDED_TOOL_BYTES: usize = 128;
 
 /// Audit a message the wire answered itself (malformed JSON-RPC). There is
 /// no reply to build: the wire already sent the protocol error.

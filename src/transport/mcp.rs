@@ -94,7 +94,8 @@ impl ServerHandler for BrowserShellServer {
         };
         if request.name != TOOL_NAME {
             // Unknown tools are a protocol error, but still on the record.
-            return Err(match call::refuse_unknown_tool(&self.server, &ctx) {
+            let asked = (request.name.as_ref(), request.arguments.as_ref());
+            return Err(match call::refuse_unknown_tool(&self.server, &ctx, asked) {
                 Ok(()) => ErrorData::invalid_params(
                     format!("unknown tool; this server has exactly one tool, {TOOL_NAME}"),
                     None,

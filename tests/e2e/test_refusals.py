@@ -7,6 +7,7 @@ positive control (an allowed call does append), then every case here must leave 
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -147,6 +148,16 @@ def test_unknown_tool_name_is_refused_without_spawning(canary_server) -> None:
         srv.call_raw({"session_id": "r1", "argv": OK_ARGV}, tool="frobnicate")
     assert info.value.code == -32602, f"code {info.value.code}: {info.value.message}"
     assert canary.lines() == before, "unknown tool name still spawned agent-browser"
+    # What was asked is on the record: the name it asked for (capped), its session, its argv's MAC.
+    records = [json.loads(line) for line in srv.cfg.audit_log.read_text().splitlines()]
+    refused = [r for r in records if r.get("rule") == "tool.unknown"][-1]
+    assert refused["tool"] == "frobnicate" and refused["session_id"] == "r1", refused
+    assert len(refused["argv_mac"]) == 64, refused
+    with pytest.raises(MCPError):
+        srv.call_raw({"session_id": "r1", "argv": OK_ARGV}, tool="x" * 5000)
+    records = [json.loads(line) for line in srv.cfg.audit_log.read_text().splitlines()]
+    long_name = [r for r in records if r.get("rule") == "tool.unknown"][-1]["tool"]
+    assert long_name.startswith("x" * 128) and len(long_name) < 300, long_name
 
 
 def test_an_allowed_call_still_reaches_the_canary_at_the_end(canary_server) -> None:
