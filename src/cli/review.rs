@@ -83,17 +83,46 @@ const SIBLING_SUFFIXES: &[&str] = &[
 ];
 
 /// The logs among `files`: a shell glob such as `audit.jsonl*` also matches
-/// the key, lock and checkpoint files beside the log, which hold no records.
+/// the key, lock and checkpoint files beside the log, which hold no records,
+/// and whatever else lies there (a server's `audit.jsonl.pid`). A file
+/// beside a given log that is not one of its rotations (`<log>.<n>`) counts
+/// as a log only if its first record is one (the schema field says so).
 fn logs_only(files: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let names: std::collections::HashSet<String> =
         files.iter().map(|f| f.display().to_string()).collect();
     files.iter().cloned().partition(|file| {
         let name = file.display().to_string();
-        !SIBLING_SUFFIXES.iter().any(|suffix| {
+        let sibling = SIBLING_SUFFIXES.iter().any(|suffix| {
             name.strip_suffix(suffix)
                 .is_some_and(|log| names.contains(log) || std::path::Path::new(log).is_file())
-        })
+        });
+        let beside_a_log = names.iter().any(|log| {
+            name.strip_prefix(log.as_str())
+                .and_then(|rest| rest.strip_prefix('.'))
+                .is_some_and(|rest| !rest.is_empty() && !rest.bytes().all(|b| b.is_ascii_digit()))
+        });
+        !sibling && (!beside_a_log || holds_records(file))
     })
+}
+
+/// Does `file` start with an audit record (its first line carries the
+/// log's schema)?
+fn holds_records(file: &std::path::Path) -> bool {
+    use std::io::{BufRead, Read};
+    let Ok(opened) = std::fs::File::open(file) else {
+        return false;
+    };
+    let mut first = Vec::new();
+    if std::io::BufReader::new(opened.take(1 << 20))
+        .read_until(b'\n', &mut first)
+        .is_err()
+    {
+        return false;
+    }
+    serde_json::from_slice::<serde_json::Value>(&first)
+        .ok()
+        .and_then(|record| record.get("schema")?.as_str().map(|s| s == audit::SCHEMA))
+        .unwrap_or(false)
 }
 
 /// The logs among `files` (siblings named on stderr), ordered by the `seq`
@@ -379,6 +408,28 @@ mod tests {
         let (logs, skipped) = logs_only(&files);
         assert_eq!(logs, files[..2].to_vec());
         assert_eq!(skipped, files[2..].to_vec());
+    }
+
+    #[test]
+    fn another_file_beside_the_log_is_skipped_unless_it_holds_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("audit.jsonl");
+        let record = format!("{{\"schema\":\"{}\",\"seq\":1}}\n", audit::SCHEMA);
+        std::fs::write(&log, &record).unwrap();
+        let pid = dir.path().join("audit.jsonl.pid");
+        std::fs::write(&pid, "4242\n").unwrap();
+        let renamed = dir.path().join("audit.jsonl.old");
+        std::fs::write(&renamed, &record).unwrap();
+        let rotated = dir.path().join("audit.jsonl.2");
+        std::fs::write(&rotated, "not even JSON\n").unwrap();
+        let (logs, skipped) =
+            logs_only(&[log.clone(), pid.clone(), renamed.clone(), rotated.clone()]);
+        assert_eq!(
+            logs,
+            vec![log, renamed, rotated],
+            "a rotation is always checked"
+        );
+        assert_eq!(skipped, vec![pid]);
     }
 
     #[test]

@@ -343,11 +343,19 @@ def test_the_readmes_verify_command_takes_the_logs_glob_with_its_siblings(binari
     server.ok("glob", ["get", "url"])
     server.stop()
     log = server.cfg.audit_log
+    # A running stack's server keeps its pid file there too.
+    (log.parent / (log.name + ".pid")).write_text("4242\n")
     siblings = sorted(p.name for p in log.parent.glob(log.name + ".*"))
-    assert {"audit.jsonl.key", "audit.jsonl.lock"} <= set(siblings), siblings
+    assert {"audit.jsonl.key", "audit.jsonl.lock", "audit.jsonl.pid"} <= set(siblings), siblings
     run = subprocess.run(
         ["bash", "-c", f'"$0" audit verify {log.parent}/{log.name}*', str(binaries.server)],
         capture_output=True, text=True, timeout=60,
     )
     assert run.returncode == 0 and "INTACT" in run.stdout.upper(), run.stdout + run.stderr
     assert "skipped" in run.stderr and "audit.jsonl.key" in run.stderr, run.stderr
+    assert "audit.jsonl.pid" in run.stderr, run.stderr
+    report = subprocess.run(
+        ["bash", "-c", f'"$0" audit report --format table {log.parent}/{log.name}*', str(binaries.server)],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert report.returncode == 0 and "glob" in report.stdout, report.stdout + report.stderr
