@@ -99,8 +99,12 @@ async fn one_call_exports_span_logs_and_metric(protocol: Protocol, base: String,
             ("service.name", "browser-shell-test"),
             ("deployment.environment.name", "test"),
             ("telemetry.sdk.language", "rust"),
+            ("process.pid", &std::process::id().to_string()),
         ],
     );
+    // Each start is an instance of its own, on a named host.
+    assert_eq!(resource["service.instance.id"].len(), 32, "{resource:#?}");
+    assert!(!resource["host.name"].is_empty(), "{resource:#?}");
     let spans: Vec<_> = resource_spans
         .iter()
         .flat_map(|r| &r.scope_spans)
@@ -145,10 +149,13 @@ async fn one_call_exports_span_logs_and_metric(protocol: Protocol, base: String,
         assert_ne!(log.time_unix_nano, 0);
     }
     let intent = attrs(&logs[0].attributes);
+    // The record's own time is one attribute among its fields, not a bare `time`.
+    assert!(!intent.contains_key("time"), "{intent:#?}");
+    assert_eq!(logs[0].severity_text, "INFO");
     assert_subset(
         &intent,
         &[
-            ("time", "2026-01-02T03:04:05Z"),
+            ("browser_shell.audit.time", "2026-01-02T03:04:05Z"),
             ("browser_shell.audit.phase", "intent"),
             ("browser_shell.audit.verdict", "allowed"),
             ("browser_shell.audit.seq", "1"),
@@ -172,10 +179,6 @@ async fn one_call_exports_span_logs_and_metric(protocol: Protocol, base: String,
             ("browser_shell.audit.outcome", "error"),
             ("browser_shell.audit.exit_code", "1"),
         ],
-    );
-    assert!(
-        result["time"].ends_with('Z') && result["time"].contains('T'),
-        "{result:#?}"
     );
 
     let metrics: Vec<_> = got

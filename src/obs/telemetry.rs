@@ -163,19 +163,14 @@ fn emit_audit_log(logger: &SdkLogger, event: &Value, context: Option<&SpanContex
     let mut record = logger.create_log_record();
     record.set_event_name(AUDIT_EVENT);
     record.set_timestamp(SystemTime::now());
-    record.set_severity_number(Severity::Info);
-    record.set_severity_text("INFO");
+    let (severity, severity_text) = severity_of(event);
+    record.set_severity_number(severity);
+    record.set_severity_text(severity_text);
     let summary: Vec<&str> = ["phase", "verdict", "outcome"]
         .iter()
         .filter_map(|k| event.get(k).and_then(Value::as_str))
         .collect();
     record.set_body(AnyValue::from(format!("audit {}", summary.join(" "))));
-    let time = event
-        .get("time")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-        .unwrap_or_else(now_rfc3339);
-    record.add_attribute("time", time);
     for (key, value) in event.as_object().into_iter().flatten() {
         let value = match value {
             Value::Null => continue,
@@ -192,6 +187,24 @@ fn emit_audit_log(logger: &SdkLogger, event: &Value, context: Option<&SpanContex
         record.set_trace_context(cx.trace_id(), cx.span_id(), Some(cx.trace_flags()));
     }
     logger.emit(record);
+}
+
+/// How serious an audit record is, for a dashboard's filters: WARN for what
+/// the policy or a bound stopped (a refusal, a blocked page or request, a
+/// timeout), ERROR for what browser-shell itself could not do (the audit
+/// log, a spawn), INFO for the rest.
+fn severity_of(event: &Value) -> (Severity, &'static str) {
+    let field = |key: &str| event.get(key).and_then(Value::as_str);
+    match (field("phase"), field("outcome")) {
+        (_, Some("audit_unavailable" | "spawn_failed" | "retire_incomplete")) => {
+            (Severity::Error, "ERROR")
+        }
+        (Some("denied"), _)
+        | (_, Some("navigation_blocked" | "timeout" | "refused" | "reload_refused")) => {
+            (Severity::Warn, "WARN")
+        }
+        _ => (Severity::Info, "INFO"),
+    }
 }
 
 impl fmt::Debug for Telemetry {
@@ -244,6 +257,10 @@ impl Telemetry {
         let resource = Resource::builder_empty()
             .with_detector(Box::new(TelemetryResourceDetector))
             .with_attribute(KeyValue::new("service.version", version))
+            // Two servers (a restart, a sibling) must not feed one series:
+            // each start is an instance of its own. OTEL_RESOURCE_ATTRIBUTES,
+            // added after, can still name them otherwise.
+            .with_attributes(instance_attributes())
             .with_attributes(
                 config
                     .resource_attributes
@@ -504,4 +521,59 @@ fn now_rfc3339() -> String {
     let now = time::OffsetDateTime::now_utc();
     now.format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default()
+}
+
+/// `service.instance.id` (random, per start), `host.name`, `process.pid`.
+fn instance_attributes() -> Vec<KeyValue> {
+    let mut bytes = [0u8; 16];
+    let id = match rustix::rand::getrandom(&mut bytes, rustix::rand::GetRandomFlags::empty()) {
+        Ok(16) => bytes.iter().map(|b| format!("{b:02x}")).collect::<String>(),
+        _ => format!("{}-{}", std::process::id(), now_rfc3339()),
+    };
+    let host = rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned();
+    vec![
+        KeyValue::new("service.instance.id", id),
+        KeyValue::new("host.name", host),
+        KeyValue::new("process.pid", i64::from(std::process::id())),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn what_the_policy_stopped_warns_and_what_browser_shell_could_not_do_is_an_error() {
+        for (record, want) in [
+            (json!({"phase": "intent"}), "INFO"),
+            (json!({"phase": "outcome", "outcome": "ok"}), "INFO"),
+            (json!({"phase": "denied", "rule": "url.scheme"}), "WARN"),
+            (
+                json!({"phase": "outcome", "outcome": "navigation_blocked"}),
+                "WARN",
+            ),
+            (json!({"phase": "outcome", "outcome": "timeout"}), "WARN"),
+            (json!({"phase": "outcome", "outcome": "refused"}), "WARN"),
+            (
+                json!({"phase": "outcome", "outcome": "spawn_failed"}),
+                "ERROR",
+            ),
+            (
+                json!({"phase": "outcome", "outcome": "audit_unavailable"}),
+                "ERROR",
+            ),
+            (
+                json!({"phase": "lifecycle", "outcome": "retire_incomplete"}),
+                "ERROR",
+            ),
+            (json!({"phase": "lifecycle", "outcome": "started"}), "INFO"),
+        ] {
+            assert_eq!(severity_of(&record).1, want, "{record}");
+        }
+    }
 }
