@@ -15,7 +15,8 @@ use common::otlp_receiver::{Store, attrs, grpc_receiver, hex, http_receiver};
 use opentelemetry_proto::tonic::common::v1::any_value;
 
 use browser_shell::telemetry::{
-    ActiveCall, CallMeta, CallOutcome, Protocol, Target, Telemetry, TelemetryConfig, TelemetryError,
+    ActiveCall, CallMeta, CallOutcome, Called, Protocol, Target, Telemetry, TelemetryConfig,
+    TelemetryError,
 };
 use opentelemetry_proto::tonic::metrics::v1::metric;
 use opentelemetry_proto::tonic::trace::v1::{span, status};
@@ -66,6 +67,7 @@ async fn one_call_exports_span_logs_and_metric(protocol: Protocol, base: String,
     let telemetry = Telemetry::from_config(&config(protocol, &base)).unwrap();
     assert!(telemetry.is_enabled());
     let call = telemetry.start_call(&CallMeta {
+        called: Called::Tool,
         request_id: Some("7"),
         traceparent: Some(TRACEPARENT),
         tracestate: Some("vendor=x"),
@@ -219,6 +221,50 @@ async fn one_call_exports_span_logs_and_metric(protocol: Protocol, base: String,
 async fn grpc_export_of_one_call() {
     let (base, store) = grpc_receiver().await;
     one_call_exports_span_logs_and_metric(Protocol::Grpc, base, store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_call_of_the_tool_is_named_and_attributed_as_one() {
+    let (base, store) = http_receiver().await;
+    let telemetry = Telemetry::from_config(&config(Protocol::HttpProtobuf, &base)).unwrap();
+    for called in [Called::Tool, Called::UnknownTool, Called::Unparsed] {
+        let call = telemetry.start_call(&CallMeta {
+            called,
+            ..CallMeta::default()
+        });
+        call.finish(&CallOutcome {
+            verdict: "denied",
+            ..CallOutcome::default()
+        });
+    }
+    shutdown(&telemetry, Duration::from_secs(10)).await;
+    let got = store.lock().unwrap();
+    let spans: Vec<_> = got
+        .traces
+        .iter()
+        .flat_map(|r| &r.resource_spans)
+        .flat_map(|r| &r.scope_spans)
+        .flat_map(|s| &s.spans)
+        .collect();
+    let named: BTreeMap<&str, BTreeMap<String, String>> = spans
+        .iter()
+        .map(|s| (s.name.as_str(), attrs(&s.attributes)))
+        .collect();
+    assert_eq!(
+        named.keys().copied().collect::<Vec<_>>(),
+        [
+            "invalid JSON-RPC message",
+            "tools/call",
+            "tools/call browser-shell"
+        ]
+    );
+    assert_eq!(
+        named["tools/call browser-shell"]["gen_ai.tool.name"],
+        "browser-shell"
+    );
+    assert_eq!(named["tools/call"]["mcp.method.name"], "tools/call");
+    assert!(!named["tools/call"].contains_key("gen_ai.tool.name"));
+    assert!(!named["invalid JSON-RPC message"].contains_key("mcp.method.name"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

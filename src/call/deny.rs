@@ -11,7 +11,7 @@ use super::{
     span::{self, Verdict},
 };
 use crate::{
-    obs::telemetry::CallOutcome,
+    obs::telemetry::{CallOutcome, Called},
     refusal::{Refusal, Rule, exit_code},
     server::Server,
     session_id::SessionId,
@@ -67,7 +67,12 @@ pub(crate) fn refuse_unknown_tool(
 ) -> Result<(), String> {
     let (tool, arguments) = asked;
     let session = super::request::session_hint(arguments);
-    let active = span::start(server, ctx, session.as_ref().map(SessionId::as_str));
+    let active = span::start(
+        server,
+        ctx,
+        Called::UnknownTool,
+        session.as_ref().map(SessionId::as_str),
+    );
     let call = Call::new(ctx, &active, server.rules.get());
     let refusal = Refusal::new(
         Rule::ToolUnknown,
@@ -126,7 +131,7 @@ pub(crate) fn record_protocol_fault(
         request_id,
         ..CallContext::default()
     };
-    let active = span::start(server, &ctx, None);
+    let active = span::start(server, &ctx, Called::Unparsed, None);
     let call = Call::new(&ctx, &active, server.rules.get());
     let mut event = call.record.event(audit::Phase::Denied, None);
     event.tool = None;

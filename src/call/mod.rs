@@ -59,7 +59,12 @@ pub(crate) async fn handle(
     ctx: &CallContext,
 ) -> Reply {
     let hint = request::session_hint(arguments);
-    let active = span::start(server, ctx, hint.as_ref().map(SessionId::as_str));
+    let active = span::start(
+        server,
+        ctx,
+        crate::obs::telemetry::Called::Tool,
+        hint.as_ref().map(SessionId::as_str),
+    );
     server.need_started().await;
     server
         .calls_served

@@ -5,7 +5,7 @@
 use super::{context::CallContext, record, reply::Reply};
 use crate::obs::journal::Journal;
 use crate::{
-    obs::telemetry::{ActiveCall, CallMeta, CallOutcome},
+    obs::telemetry::{ActiveCall, CallMeta, CallOutcome, Called},
     refusal::Rule,
     server::Server,
 };
@@ -26,12 +26,18 @@ pub(crate) enum Verdict {
     },
 }
 
-pub(crate) fn start(server: &Server, ctx: &CallContext, session_id: Option<&str>) -> ActiveCall {
+pub(crate) fn start(
+    server: &Server,
+    ctx: &CallContext,
+    called: Called,
+    session_id: Option<&str>,
+) -> ActiveCall {
     let request_id = ctx
         .request_id
         .as_deref()
         .map(|id| record::capped(id, record::MAX_RECORDED_ID_BYTES));
     server.journal.telemetry().start_call(&CallMeta {
+        called,
         request_id: request_id.as_deref(),
         traceparent: ctx.traceparent.as_deref(),
         tracestate: ctx.tracestate.as_deref(),

@@ -320,7 +320,7 @@ impl Telemetry {
         }
     }
 
-    /// Starts the SERVER span `tools/call browser-shell`, child of a valid `traceparent`.
+    /// Starts the SERVER span named after what was called, child of a valid `traceparent`.
     pub fn start_call(&self, meta: &CallMeta<'_>) -> ActiveCall {
         let carrier: HashMap<String, String> = [
             ("traceparent", meta.traceparent),
@@ -335,14 +335,14 @@ impl Telemetry {
             .as_ref()
             .and_then(|i| i.traces.as_ref())
             .map(|(_, tracer)| {
-                let mut attributes = base_attributes(meta.protocol_version);
+                let mut attributes = base_attributes(meta.called, meta.protocol_version);
                 let optional = [
                     ("jsonrpc.request.id", meta.request_id),
                     ("browser_shell.session_id", meta.session_id),
                 ];
                 push_some(&mut attributes, optional);
                 tracer
-                    .span_builder(SPAN_NAME)
+                    .span_builder(meta.called.span_name())
                     .with_kind(SpanKind::Server)
                     .with_attributes(attributes)
                     .start_with_context(tracer, &parent_cx)
@@ -351,6 +351,7 @@ impl Telemetry {
             inner: self.0.clone(),
             span,
             parent: parent_cx.span().span_context().clone(),
+            called: meta.called,
             protocol_version: meta.protocol_version.map(str::to_owned),
             start: Instant::now(),
         }
@@ -391,12 +392,37 @@ impl Telemetry {
 /// What is known when a `tools/call` arrives.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CallMeta<'a> {
+    /// What arrived: the span is named after it.
+    pub called: Called,
     pub request_id: Option<&'a str>,
     pub traceparent: Option<&'a str>,
     pub tracestate: Option<&'a str>,
     pub protocol_version: Option<&'a str>,
     /// The tool's `session_id` argument (deliberately not `mcp.session.id`).
     pub session_id: Option<&'a str>,
+}
+
+/// What a span stands for, which names it: only a real call of the tool is
+/// `tools/call browser-shell` with the GenAI tool attributes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Called {
+    /// A `tools/call` of `browser-shell`.
+    #[default]
+    Tool,
+    /// A `tools/call` of a tool this server does not have.
+    UnknownTool,
+    /// A message the wire could not read as JSON-RPC.
+    Unparsed,
+}
+
+impl Called {
+    fn span_name(self) -> &'static str {
+        match self {
+            Self::Tool => SPAN_NAME,
+            Self::UnknownTool => "tools/call",
+            Self::Unparsed => "invalid JSON-RPC message",
+        }
+    }
 }
 
 /// How a `tools/call` ended.
@@ -415,6 +441,7 @@ pub struct ActiveCall {
     inner: Option<Arc<Inner>>,
     span: Option<opentelemetry_sdk::trace::Span>,
     parent: SpanContext,
+    called: Called,
     protocol_version: Option<String>,
     start: Instant,
 }
@@ -484,7 +511,7 @@ impl ActiveCall {
             span.end();
         }
         if let Some((_, histogram)) = &inner.metrics {
-            let mut attributes = base_attributes(self.protocol_version.as_deref());
+            let mut attributes = base_attributes(self.called, self.protocol_version.as_deref());
             push_some(&mut attributes, errors);
             histogram.record(self.start.elapsed().as_secs_f64(), &attributes);
         }
@@ -492,13 +519,15 @@ impl ActiveCall {
 }
 
 /// Attributes shared by the span and the metric.
-fn base_attributes(protocol_version: Option<&str>) -> Vec<KeyValue> {
-    let mut attributes = vec![
-        KeyValue::new("mcp.method.name", "tools/call"),
-        KeyValue::new("gen_ai.tool.name", TOOL),
-        KeyValue::new("gen_ai.operation.name", "execute_tool"),
-        KeyValue::new("network.transport", "pipe"),
-    ];
+fn base_attributes(called: Called, protocol_version: Option<&str>) -> Vec<KeyValue> {
+    let mut attributes = vec![KeyValue::new("network.transport", "pipe")];
+    if called != Called::Unparsed {
+        attributes.push(KeyValue::new("mcp.method.name", "tools/call"));
+    }
+    if called == Called::Tool {
+        attributes.push(KeyValue::new("gen_ai.tool.name", TOOL));
+        attributes.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
+    }
     push_some(
         &mut attributes,
         [("mcp.protocol.version", protocol_version)],
