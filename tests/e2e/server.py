@@ -156,6 +156,9 @@ class ServerConfig:
         return self.base / "server.stderr.log"
 
     def args(self) -> list[str]:
+        # The policy named below exists whenever the server is started from these flags: a missing
+        # --policy path other than the default stops the start.
+        self.write_policy()
         return [
             "serve",
             "--agent-browser",
