@@ -5,10 +5,14 @@
 //! secret's value, in any spelling, with its placeholder, and in every URL a
 //! record quotes (a page URL, a refusal's reason, a lifecycle detail) a query
 //! or fragment value that holds text typed by `fill`, `type`, `select` or
-//! `keyboard`, in any spelling, with the marker the intent record used for
-//! that text (its length and keyed MAC): a GET form puts what was typed into
-//! the next page's URL, and the log must not become a copy of it. Replies
-//! are not shielded from typed text: the agent may see what it typed.
+//! `keyboard`, with the marker the intent record used for that text (its
+//! length and keyed MAC): a GET form puts what was typed into the next
+//! page's URL, and the log must not become a copy of it. A value is decoded
+//! the ways a form encodes (percent-encoding in UTF-8 or windows-1252, `+`
+//! for a space, twice over, `&#N;` references) and then searched for the
+//! text: a text costs a string, where a pattern of every spelling (as for
+//! the few secrets) would cost a compiled regex for each of the many texts.
+//! Replies are not shielded from typed text: the agent may see what it typed.
 
 use std::{
     borrow::Cow,
@@ -18,7 +22,7 @@ use std::{
 
 use serde_json::Value;
 
-use crate::policy::{rules, spellings::Spellings};
+use crate::policy::rules;
 
 /// How many typed texts are remembered (the most recent): enough for the
 /// forms of every live session, bounded so a client cannot grow it.
@@ -30,9 +34,10 @@ const MATCHED_CHARS: usize = 64;
 /// value: a one-letter text would otherwise mask every value holding it.
 const SHORT_CHARS: usize = 4;
 
-/// One typed text: how to find it, and what stands for it in a record.
+/// One typed text (its first [`MATCHED_CHARS`] characters), and what
+/// stands for it in a record.
 struct Typed {
-    spellings: Spellings,
+    text: String,
     short: bool,
     marker: String,
 }
@@ -61,9 +66,10 @@ impl Shield {
     /// `{{secret:NAME}}` placeholders: a record's secrets are placeholders
     /// by the time typed text is looked for).
     pub(crate) fn remember_typed(&self, text: &str) {
-        let Some(spellings) = Spellings::of_prefix(text, MATCHED_CHARS) else {
+        if text.is_empty() {
             return;
-        };
+        }
+        let matched: String = text.chars().take(MATCHED_CHARS).collect();
         let mac = self.rules.get().redactor.secret(text);
         let marker = format!(
             "[typed:len={}:mac={}]",
@@ -78,7 +84,7 @@ impl Shield {
             typed.pop_front();
         }
         typed.push_back(Typed {
-            spellings,
+            text: matched,
             short: text.chars().count() < SHORT_CHARS,
             marker,
         });
@@ -171,19 +177,85 @@ fn mask_typed<'a>(text: &'a str, typed: &VecDeque<Typed>) -> Cow<'a, str> {
     }
 }
 
-/// The marker of the first typed text `value` holds (a short text only as
-/// the whole value).
+/// The marker of the first typed text `value` holds, decoded any way a form
+/// encodes (a short text only as the whole value).
 fn marker_for<'t>(value: &str, typed: &'t VecDeque<Typed>) -> Option<&'t str> {
+    let decoded = decodings(value);
     typed
         .iter()
         .find(|t| {
-            if t.short {
-                t.spellings.is_all_of(value)
-            } else {
-                t.spellings.is_in(value)
-            }
+            decoded.iter().any(|d| {
+                if t.short {
+                    d.as_str() == t.text
+                } else {
+                    d.contains(t.text.as_str())
+                }
+            })
         })
         .map(|t| t.marker.as_str())
+}
+
+/// `value` as it is and decoded: percent-encoding (`+` for a space) read as
+/// UTF-8 and as windows-1252 (a page without a charset), each decoded once
+/// more (a URL inside a URL), each with `&#N;`/`&#xH;` references resolved
+/// (a character the page's charset cannot hold).
+fn decodings(value: &str) -> Vec<String> {
+    let mut out = vec![value.to_owned()];
+    let mut layer = vec![value.to_owned()];
+    for _ in 0..2 {
+        let mut next = Vec::new();
+        for text in &layer {
+            let bytes: Vec<u8> =
+                percent_encoding::percent_decode(text.replace('+', " ").as_bytes()).collect();
+            next.push(String::from_utf8_lossy(&bytes).into_owned());
+            next.push(
+                encoding_rs::WINDOWS_1252
+                    .decode_without_bom_handling(&bytes)
+                    .0
+                    .into_owned(),
+            );
+        }
+        next.retain(|d| !out.contains(d));
+        next.dedup();
+        out.extend(next.iter().cloned());
+        layer = next;
+    }
+    let references: Vec<String> = out.iter().filter_map(|d| resolve_references(d)).collect();
+    out.extend(references);
+    out
+}
+
+/// `text` with its numeric character references resolved, when it has any.
+fn resolve_references(text: &str) -> Option<String> {
+    if !text.contains("&#") {
+        return None;
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("&#") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 2..];
+        let (digits, radix) = match after.strip_prefix(['x', 'X']) {
+            Some(hex) => (hex, 16),
+            None => (after, 10),
+        };
+        let end = digits.find(';').unwrap_or(0);
+        match u32::from_str_radix(&digits[..end], radix)
+            .ok()
+            .and_then(char::from_u32)
+        {
+            Some(c) if end > 0 => {
+                out.push(c);
+                rest = &digits[end + 1..];
+            }
+            _ => {
+                out.push_str("&#");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    Some(out)
 }
 
 #[cfg(test)]

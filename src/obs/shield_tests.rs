@@ -78,6 +78,15 @@ fn typed_text_in_a_url_becomes_the_intents_marker_and_other_values_stay() {
         assert!(got.starts_with(&want), "{url} -> {got}");
         assert!(!got.contains("search") && !got.contains("q=ab&"), "{got}");
     }
+    // A character windows-1252 cannot hold is sent as a reference, percent-encoded.
+    shield.remember_typed("日本 search");
+    let mut event = outcome("http://h/s?q=%26%2326085%3B%26%2326412%3B+search&p=1", "r");
+    shield.apply(&mut event);
+    let got = event.page_url.expect("page_url");
+    assert!(
+        got.starts_with("http://h/s?q=[typed:len=9:mac=") && got.ends_with("]&p=1"),
+        "{got}"
+    );
     let mut untouched = outcome("http://h/s?page=2&r=abc", "plain reason");
     shield.apply(&mut untouched);
     assert_eq!(

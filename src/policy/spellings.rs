@@ -61,7 +61,7 @@ const PERCENT: &str = "%(?:25)*";
 
 /// Longest text a [`Spellings`] is built for, in characters: each one
 /// becomes an alternation of its spellings, and a regex of thousands of
-/// them is slow to build for no gain (see [`Spellings::of_prefix`]).
+/// them is slow to build and large.
 const MAX_CHARS: usize = 256;
 
 /// One text, matched in every spelling (see the module's doc).
@@ -85,28 +85,10 @@ impl Spellings {
             .map(|regex| Self { regex })
     }
 
-    /// Match the first `chars` characters of `text` (at most
-    /// [`MAX_CHARS`]): whatever holds the whole text holds them too (for
-    /// "does this contain it" questions, where a longer pattern adds only
-    /// memory).
-    pub(crate) fn of_prefix(text: &str, chars: usize) -> Option<Self> {
-        let end = text
-            .char_indices()
-            .nth(chars.min(MAX_CHARS))
-            .map_or(text.len(), |(i, _)| i);
-        Self::of(&text[..end])
-    }
-
     /// Does `haystack` hold the text in any spelling?
+    #[cfg(test)]
     pub(crate) fn is_in(&self, haystack: &str) -> bool {
         self.regex.is_match(haystack)
-    }
-
-    /// Is `haystack`, all of it, the text in some spelling?
-    pub(crate) fn is_all_of(&self, haystack: &str) -> bool {
-        self.regex
-            .find(haystack)
-            .is_some_and(|m| m.start() == 0 && m.end() == haystack.len())
     }
 
     /// `haystack` with every spelling of the text replaced by `with`.
