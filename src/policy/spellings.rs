@@ -131,11 +131,26 @@ fn percent_bytes(bytes: &[u8]) -> String {
     bytes
         .iter()
         .map(|&b| {
-            let hex = format!("{PERCENT}(?i:{b:02x})");
+            let hex = format!("{PERCENT}{}", either_case(&format!("{b:02x}")));
             if b.is_ascii_graphic() {
                 format!("(?:{hex}|{})", regex::escape(&char::from(b).to_string()))
             } else {
                 hex
+            }
+        })
+        .collect()
+}
+
+/// `hex` matched in either case, one class per digit: spelled out rather
+/// than `(?i)`, whose Unicode case tables would grow the binary, and with it
+/// an idle server's resident text.
+fn either_case(hex: &str) -> String {
+    hex.chars()
+        .map(|c| {
+            if c.is_ascii_alphabetic() {
+                format!("[{}{}]", c.to_ascii_lowercase(), c.to_ascii_uppercase())
+            } else {
+                c.to_string()
             }
         })
         .collect()
@@ -161,7 +176,7 @@ fn json_escapes(c: char) -> Vec<String> {
     let unicode: String = c
         .encode_utf16(&mut units)
         .iter()
-        .map(|u| format!("{slash}u(?i:{u:04x})"))
+        .map(|u| format!("{slash}u{}", either_case(&format!("{u:04x}"))))
         .collect();
     forms.push(unicode);
     forms
@@ -172,7 +187,8 @@ fn json_escapes(c: char) -> Vec<String> {
 /// `;` may be percent-encoded in turn.
 fn character_reference(c: char) -> String {
     let code = u32::from(c);
-    format!("(?:&|{PERCENT}26)(?:#|{PERCENT}23)(?:0*{code}|(?i:x0*{code:x}))(?:;|{PERCENT}3[bB])")
+    let hex = either_case(&format!("{code:x}"));
+    format!("(?:&|{PERCENT}26)(?:#|{PERCENT}23)(?:0*{code}|[xX]0*{hex})(?:;|{PERCENT}3[bB])")
 }
 
 /// HTML's named references for the characters it must escape.
