@@ -154,11 +154,12 @@ impl Warden {
                 None => None,
             };
             match owner {
-                // Out of process: the frame is a target of its own.
-                Some(child) if link.session_of(&child).is_some() => {
-                    session = link.session_of(&child).unwrap_or_default();
-                }
-                Some(child) => frame = Some(child),
+                // Out of process, the frame is a target of its own (the
+                // warden attached to it); in process, a frame of this one.
+                Some(child) => match link.session_of(&child) {
+                    Some(own) => session = own,
+                    None => frame = Some(child),
+                },
                 None => {
                     let href = evaluate("location.href", true).await?;
                     return href
