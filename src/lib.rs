@@ -8,9 +8,12 @@
 //! record) using [`policy`] (URL policy, secrets and their spellings, output
 //! paths) and [`runner`] (confined agent-browser). The daemons it starts
 //! reach Chromium only through [`gate`] (CDP allowlist, the warden that
-//! polices each tab's requests, tab ownership, secret typing), and both
-//! runner and gate agree on a daemon through [`daemons`] (its gate URL,
-//! socket dir, pinned tab). [`server`] holds the shared state and the
+//! polices each tab's documents, a browser context per session, secret
+//! typing), and each context reaches the network only through [`egress`]
+//! (a proxy listener per session, deciding every connection); their
+//! refusals reach the audit writer through [`browser_refusals`]. Runner
+//! and gate agree on a daemon through [`daemons`] (its gate URL, socket
+//! dir, pinned tab). [`server`] holds the shared state and the
 //! server's own lifecycle (reaper, the daemon pool, refusal pacing); [`obs`]
 //! the audit journal behind its shield, and OTLP; [`cli`] the commands that
 //! prepare and start it all. [`refusal`] and [`session_id`] are the
@@ -18,9 +21,11 @@
 
 #![forbid(unsafe_code)]
 
+mod browser_refusals;
 mod call;
 mod cli;
 mod daemons;
+mod egress;
 mod gate;
 mod obs;
 mod policy;

@@ -24,47 +24,58 @@ use crate::{
 
 /// The session's registry entry after its command: a successful `close`
 /// ends the session; anything else counts as use.
-pub(crate) fn update_session(server: &Server, request: &Validated, executed: &Executed) {
+///
+/// A closed session ends whole: its daemon is stopped and its browser
+/// context, with every tab, popup, worker and cookie of it, is disposed of.
+/// A session of the same name may follow at once, so that is done before
+/// the session's turn is given back; a pooled daemon's name is its own, and
+/// its end runs off the reply's path.
+pub(crate) async fn update_session(server: &Server, request: &Validated, executed: &Executed) {
     let name = request.session.daemon_name();
     let closed =
         ends_session(request) && matches!(executed.raw.termination, Termination::Exited(0));
-    if closed {
-        let gone = server.sessions.forget(name);
-        server.runner.discard_standby(name);
-        let pooled = gone.is_some_and(|known| known.pooled);
-        // The tabs the session's pages opened end with it (its own tab is
-        // kept for a later session of the same name, unless pooled).
-        let (gate, daemon) = (server.gate.clone(), name.to_owned());
-        let pooled_tab = pooled.then(|| close_pooled_tab_task(server, request));
-        tokio::spawn(async move {
-            if let Err(e) = gate.close_other_tabs(&daemon).await {
-                tracing::warn!(error = %e, "tabs a closed session opened were not closed");
-            }
-            if let Some(close) = pooled_tab {
-                close.await;
-            }
-        });
-    } else {
+    if !closed {
         server.sessions.touch(name);
+        return;
+    }
+    let gone = server.sessions.forget(name);
+    server.runner.discard_standby(name);
+    let pooled = gone.is_some_and(|known| known.pooled);
+    let (gate, daemon) = (server.gate.clone(), name.to_owned());
+    // The daemon first, so that it opens nothing in the context meanwhile.
+    let end = end_daemon_task(server, request, pooled);
+    let ended = async move {
+        end.await;
+        if let Err(e) = gate.end_session(&daemon).await {
+            tracing::warn!(error = %e, "a closed session's browser context was not disposed of");
+        }
+    };
+    if pooled {
+        tokio::spawn(ended);
+    } else {
+        ended.await;
     }
 }
 
-/// A pooled daemon's tab is the session's alone, and no later session takes
-/// it up: after `close` it is closed (recorded now; the returned work runs
-/// off the reply's path, after the session's other tabs are closed).
-fn close_pooled_tab_task(
+/// Stop a closed session's daemon and remove its files. A pooled daemon
+/// is the session's alone, and no later session takes it up: its end is
+/// recorded now.
+fn end_daemon_task(
     server: &Server,
     request: &Validated,
+    pooled: bool,
 ) -> impl Future<Output = ()> + Send + 'static {
     let session = &request.session;
-    server.record_lifecycle(
-        session.as_str(),
-        Outcome::Closed,
-        format!(
-            "the session closed; its pooled daemon {} and tab are closed",
-            session.daemon_name()
-        ),
-    );
+    if pooled {
+        server.record_lifecycle(
+            session.as_str(),
+            Outcome::Closed,
+            format!(
+                "the session closed; its pooled daemon {} and tab are closed",
+                session.daemon_name()
+            ),
+        );
+    }
     let (runner, name, dir) = (
         server.runner.clone(),
         session.daemon_name().to_owned(),
@@ -73,7 +84,7 @@ fn close_pooled_tab_task(
     async move {
         let problems = runner.retire(&name, None, &dir).await;
         if !problems.is_empty() {
-            tracing::warn!(daemon = %name, problems = %problems.join("; "), "a closed pooled session left something behind");
+            tracing::warn!(daemon = %name, problems = %problems.join("; "), "a closed session left something behind");
         }
     }
 }

@@ -131,7 +131,7 @@ async fn run(
     if let Termination::Withheld(Withhold::Audit(why)) = &executed.raw.termination {
         return audit_unavailable(&request, subcommand, why);
     }
-    conclude::update_session(server, &request, &executed);
+    conclude::update_session(server, &request, &executed).await;
 
     let marked = call
         .rules
@@ -182,7 +182,8 @@ async fn run(
     laps.lap("outcome");
     laps.report();
     conclude::prepare_next(server, &request, &executed);
-    if turn.just_bound && !conclude::ends_session(&request) {
+    let forward = subcommand::Subcommand::facts_of(&request.argv).is_some_and(|f| f.comes_forward);
+    if (turn.just_bound || forward) && !conclude::ends_session(&request) {
         server.runner.foreground_after_reply(&request.session);
     }
     let error_type = conclude::error_type(outcome);

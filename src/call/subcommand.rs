@@ -58,6 +58,11 @@ pub(crate) struct Facts {
     pub(crate) background_ok: bool,
     pub(crate) page_text: PageText,
     pub(crate) ends_session: bool,
+    /// Its tab comes forward once it is answered: each session's tab has a
+    /// window of its own (its browser context's), and a person watching
+    /// should see the page the agent went to (docs/design.md, "Browser
+    /// contexts").
+    pub(crate) comes_forward: bool,
 }
 
 macro_rules! subcommands {
@@ -98,6 +103,7 @@ const fn acts(name: &'static str, usage: &'static str) -> Facts {
         background_ok: false,
         page_text: PageText::TitleOnly,
         ends_session: false,
+        comes_forward: false,
     }
 }
 
@@ -117,6 +123,7 @@ subcommands! {
         url: UrlArg::At(1),
         guard: GuardBy::OwnField("url"),
         background_ok: true,
+        comes_forward: true,
         ..acts("open", "open <url>   (http/https, or about:blank; a URL without a scheme gets https://)")
     },
     Snapshot => Facts {

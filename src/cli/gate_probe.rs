@@ -1,7 +1,10 @@
 //! The self-probe's CDP abuse attempts: what a confined child could ask of
 //! Chromium if the browser gate let it — a download path (a write
 //! anywhere), a `file:` tab (a read anywhere), a tab opened over the plain
-//! HTTP endpoint. Each must be refused by the gate.
+//! HTTP endpoint. Each must be refused by the gate. And a page in the
+//! probe's own browser context fetches from Chromium's DevTools port, which
+//! no policy allows: the egress proxy must refuse it (the operator's side
+//! reads that refusal, see `operator::egress_outcome`).
 
 use std::{
     io::{Read, Write},
@@ -20,9 +23,21 @@ pub(super) const EXPECTED: &[(&str, &str)] = &[
     ("gate_http_new_tab", "refused"),
 ];
 
+/// The session the probes name at the gate.
+pub(super) const SESSION: &str = "hardening-check";
+
+/// The child's part of the egress probe: `sent` once the page's fetch ran.
+pub(super) const EGRESS_FETCH: &str = "egress_page_fetch";
+
+/// The operator's part: what the egress proxy did with that fetch.
+pub(super) const EGRESS_CONNECTION: &str = "egress_forbidden_connection";
+
+/// What the egress probe must report.
+pub(super) const EGRESS_EXPECTED: &[(&str, &str)] = &[(EGRESS_CONNECTION, "refused")];
+
 /// Run the gate probes against `gate_url` (the gate's WebSocket URL for a
 /// session), from inside the confined process.
-pub(super) fn run(gate_url: &str) -> Vec<(String, String)> {
+pub(super) fn run(gate_url: &str, devtools_port: Option<u16>) -> Vec<(String, String)> {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -52,10 +67,87 @@ pub(super) fn run(gate_url: &str) -> Vec<(String, String)> {
         for (name, request) in attempts {
             out.push((name.to_owned(), ask(gate_url, &request).await));
         }
+        let fetched = match devtools_port {
+            Some(port) => page_fetch(gate_url, port).await,
+            None => "setup failed: no DevTools port to aim at".into(),
+        };
+        out.push((EGRESS_FETCH.to_owned(), fetched));
         out
     });
     out.push(("gate_http_new_tab".into(), http_new_tab(gate_url)));
     out
+}
+
+/// Open a tab (in the probe session's context), have its page fetch from
+/// Chromium's DevTools port, close the tab: `sent` when the fetch ran.
+async fn page_fetch(gate_url: &str, devtools_port: u16) -> String {
+    let connect = tokio_tungstenite::connect_async(gate_url);
+    let mut socket = match tokio::time::timeout(Duration::from_secs(5), connect).await {
+        Ok(Ok((socket, _))) => socket,
+        Ok(Err(e)) => return format!("cannot connect to the gate: {e}"),
+        Err(_) => return "cannot connect to the gate: timed out".into(),
+    };
+    let mut next = 100;
+    let mut command = async |method: &str, params: Value, session: Option<&str>| {
+        next += 1;
+        let mut message = json!({"id": next, "method": method, "params": params});
+        if let Some(session) = session {
+            message["sessionId"] = Value::from(session);
+        }
+        socket
+            .send(Message::text(message.to_string()))
+            .await
+            .map_err(|e| format!("cannot send: {e}"))?;
+        let answered = tokio::time::timeout(Duration::from_secs(10), async {
+            while let Some(Ok(reply)) = socket.next().await {
+                if let Message::Text(text) = reply
+                    && let Ok(value) = serde_json::from_str::<Value>(&text)
+                    && value.get("id") == Some(&Value::from(next))
+                {
+                    return Some(value);
+                }
+            }
+            None
+        })
+        .await;
+        match answered {
+            Ok(Some(value)) if value.get("error").is_none() => {
+                Ok(value.get("result").cloned().unwrap_or(Value::Null))
+            }
+            Ok(Some(value)) => Err(format!("{method} failed: {}", value["error"])),
+            Ok(None) => Err(format!("{method}: the gate closed the connection")),
+            Err(_) => Err(format!("{method}: no answer within 10 s")),
+        }
+    };
+    let steps = async {
+        let created = command("Target.createTarget", json!({"url": "about:blank"}), None).await?;
+        let target = created["targetId"].as_str().unwrap_or_default().to_owned();
+        let attached = command(
+            "Target.attachToTarget",
+            json!({"targetId": target, "flatten": true}),
+            None,
+        )
+        .await?;
+        let session = attached["sessionId"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let expression = format!(
+            "fetch('http://127.0.0.1:{devtools_port}/json/version').then(() => 'answered', () => 'failed')"
+        );
+        command(
+            "Runtime.evaluate",
+            json!({"expression": expression, "awaitPromise": true}),
+            Some(&session),
+        )
+        .await?;
+        command("Target.closeTarget", json!({"targetId": target}), None).await?;
+        Ok::<(), String>(())
+    };
+    match steps.await {
+        Ok(()) => "sent".into(),
+        Err(e) => e,
+    }
 }
 
 /// Send one CDP command; `refused` when the gate answered with its own

@@ -28,9 +28,58 @@ pub(super) fn hardening_check(args: &ServeArgs) -> anyhow::Result<bool> {
     print_inputs(&mut out, args, &policy)?;
     // The gate serves while the probe runs, as it does for every call.
     let mut prepared = prepared;
-    let _gate = serve_gate(&mut prepared)?;
-    let results = run_probe(args, &prepared, &policy)?;
+    let gate = serve_gate(&mut prepared)?;
+    let mut results = run_probe(args, &prepared, &policy)?;
+    results.push(egress_outcome(gate, &results));
     print_probe(&mut out, &results)
+}
+
+/// The probe asked a page in its own session's context to fetch from
+/// Chromium's DevTools port, which no policy allows: the context routes
+/// through the egress when the egress refused it, naming the probe's
+/// session. The context is disposed of afterwards.
+fn egress_outcome(
+    mut gate: ServedGate,
+    results: &[hardening::probe::Outcome],
+) -> hardening::probe::Outcome {
+    let sent = results
+        .iter()
+        .find(|o| o.name == super::gate_probe::EGRESS_FETCH)
+        .map(|o| o.result.clone())
+        .unwrap_or_else(|| "<missing>".into());
+    let result = if sent == "sent" {
+        let seen = gate.runtime.block_on(async {
+            let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+            while let Ok(Some(refused)) =
+                tokio::time::timeout_at(deadline, gate.refusals.recv()).await
+            {
+                if refused.session == super::gate_probe::SESSION
+                    && refused.reason.contains("egress proxy")
+                    && refused.reason.contains("[port.protected]")
+                {
+                    return true;
+                }
+            }
+            false
+        });
+        if seen {
+            "refused".to_owned()
+        } else {
+            "NOT SEEN by the egress proxy".to_owned()
+        }
+    } else {
+        format!("not attempted: {sent}")
+    };
+    if let Err(e) = gate
+        .runtime
+        .block_on(gate.handle.end_session(super::gate_probe::SESSION))
+    {
+        tracing::warn!(error = %e, "the self-probe's browser context was not disposed of");
+    }
+    hardening::probe::Outcome {
+        name: super::gate_probe::EGRESS_CONNECTION.to_owned(),
+        result,
+    }
 }
 
 /// What will be enforced, as the kernel and the policy say.
@@ -143,7 +192,7 @@ fn run_probe(
             "--forbid",
             &args.cdp_port.to_string(),
             "--gate",
-            &crate::daemons::gate_endpoint(prepared.runner.gate_port(), "hardening-check"),
+            &crate::daemons::gate_endpoint(prepared.runner.gate_port(), super::gate_probe::SESSION),
             "--writable",
         ])
         .arg(&prepared.output_dir)
@@ -180,6 +229,7 @@ fn print_probe(
         hardening::probe::EXPECTED_WHEN_CONFINED
             .iter()
             .chain(super::gate_probe::EXPECTED)
+            .chain(super::gate_probe::EGRESS_EXPECTED)
             .find(|(n, _)| *n == name)
             .map(|(_, want)| *want)
             .or_else(|| hardening::probe::is_per_target(name).then_some("EACCES"))
@@ -197,7 +247,10 @@ fn print_probe(
         )?;
     }
     let mut gaps = hardening::probe::gaps(results);
-    for (name, want) in super::gate_probe::EXPECTED {
+    for (name, want) in super::gate_probe::EXPECTED
+        .iter()
+        .chain(super::gate_probe::EGRESS_EXPECTED)
+    {
         let got = results
             .iter()
             .find(|o| o.name == *name)
@@ -240,7 +293,7 @@ pub(super) fn hardening_exec(args: &ServeArgs, argv: &[String]) -> anyhow::Resul
         );
     }
     let mut prepared = args.prepare()?;
-    let _gate = serve_gate(&mut prepared)?;
+    let _served = serve_gate(&mut prepared)?;
     let endpoint = crate::daemons::gate_endpoint(prepared.runner.gate_port(), "hardening-exec");
     let mut command = prepared.runner.confined_command();
     command.args(["--cdp", &endpoint]).args(argv);
@@ -270,7 +323,8 @@ pub(super) fn probe(argv: &[String]) -> i32 {
         .map(|o| (o.name, serde_json::Value::String(o.result)))
         .collect();
     if let Some(gate) = flag("--gate") {
-        for (name, result) in super::gate_probe::run(gate) {
+        let devtools = flag("--forbid").and_then(|p| p.parse().ok());
+        for (name, result) in super::gate_probe::run(gate, devtools) {
             map.insert(name, serde_json::Value::String(result));
         }
     }
@@ -284,12 +338,13 @@ pub(super) fn probe(argv: &[String]) -> i32 {
 /// The browser gate, serving on a runtime of its own for as long as the
 /// returned value lives (its refusals are not audited here: an operator
 /// command is not a call).
-fn serve_gate(
-    prepared: &mut crate::server::Parts,
-) -> anyhow::Result<(
-    tokio::runtime::Runtime,
-    tokio::sync::mpsc::Receiver<crate::gate::GateEvent>,
-)> {
+struct ServedGate {
+    runtime: tokio::runtime::Runtime,
+    refusals: tokio::sync::mpsc::Receiver<crate::browser_refusals::BrowserRefusal>,
+    handle: crate::gate::Handle,
+}
+
+fn serve_gate(prepared: &mut crate::server::Parts) -> anyhow::Result<ServedGate> {
     let gate = prepared
         .gate
         .take()
@@ -301,14 +356,20 @@ fn serve_gate(
     let resolver = std::sync::Arc::new(crate::policy::resolve::SystemResolver {
         timeout: prepared.rules.get().url.dns_timeout,
     });
+    let handle = crate::gate::Handle::default();
     let refusals = {
         let _entered = runtime.enter();
         gate.serve(
             std::sync::Arc::clone(&prepared.rules),
             resolver,
             prepared.runner.socket_dir().clone(),
-            &crate::gate::Handle::default(),
+            None,
+            &handle,
         )?
     };
-    Ok((runtime, refusals))
+    Ok(ServedGate {
+        runtime,
+        refusals,
+        handle,
+    })
 }

@@ -129,6 +129,10 @@ pub(super) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
 /// `start_hashing` is called [`HASH_AFTER_HANDSHAKE`] after the handshake
 /// was answered (or failed), or sooner when a call needs the `started`
 /// record, which follows it.
+/// The file in the state dir (the server's; the child writes only in its
+/// `home/` and `sock/`) that keeps the sessions' browser contexts.
+const CONTEXTS_MEMO: &str = "contexts.json";
+
 async fn run(
     server: Arc<Server>,
     gate: Gate,
@@ -141,6 +145,7 @@ async fn run(
             Arc::clone(&server.rules),
             Arc::clone(&server.resolver),
             server.runner.socket_dir().clone(),
+            Some(server.runner.state_dir().join(CONTEXTS_MEMO)),
             &server.gate,
         )
         .context("cannot serve the browser gate")?;

@@ -11,7 +11,9 @@
 //! - before agent-browser's first message reaches a tab, has its warden put
 //!   the tab under the URL policy, so every request of every frame is
 //!   decided before it leaves the browser ([`warden`]);
-//! - hides each session's tabs from the other sessions ([`tabs`]);
+//! - gives each session a browser context of its own, whose connections
+//!   all go out through the egress proxy, and shows a session only its
+//!   own context's targets ([`contexts`]);
 //! - while a call types secrets, lets its text reach only a focused frame
 //!   on the secrets' hosts ([`typing`]).
 //!
@@ -19,16 +21,16 @@
 //! handshake fails. The session in the path attributes audit records; it is
 //! the child's claim, not a proof (docs/design.md, "The browser gate").
 
+mod contexts;
 mod methods;
 mod relay;
-mod tabs;
 mod typing;
 mod warden;
 
 pub(crate) use typing::SecretTyping;
 
 /// What the rest of the server asks of the gate once it serves: which
-/// sessions type secrets, and closing every tab a session owns.
+/// sessions type secrets, and ending a session's browser context.
 #[derive(Clone, Default)]
 pub(crate) struct Handle {
     pub(crate) typing: SecretTyping,
@@ -42,20 +44,27 @@ impl std::fmt::Debug for Handle {
 }
 
 impl Handle {
-    /// Close the tabs `daemon` owns other than its pinned one (which the
-    /// runner closes or keeps): the popups it opened and theirs, whose
-    /// pages would otherwise go on running after the session ended. Returns
-    /// what could not be done.
-    pub(crate) async fn close_other_tabs(&self, daemon: &str) -> Result<usize, String> {
+    /// Dispose of `daemon`'s browser context: every tab, popup, worker,
+    /// cookie and cache entry of the session goes with it, and its egress
+    /// listener closes. Returns what could not be done.
+    pub(crate) async fn end_session(&self, daemon: &str) -> Result<(), String> {
         match self.serving.get() {
-            Some(shared) => tabs::close_other_tabs(shared, daemon).await,
-            None => Ok(0),
+            Some(shared) => shared.contexts.dispose(shared, daemon).await,
+            None => Ok(()),
+        }
+    }
+
+    /// At start: dispose of the browser contexts a previous server kept for
+    /// daemons that are no longer running (`running` names those that are).
+    pub(crate) async fn end_unclaimed(&self, running: &[String]) {
+        if let Some(shared) = self.serving.get() {
+            shared.contexts.dispose_unclaimed(shared, running).await;
         }
     }
 }
 
 use std::{
-    sync::{Arc, Mutex, atomic::AtomicU64},
+    sync::{Arc, Mutex},
     time::Duration,
 };
 
@@ -67,13 +76,10 @@ use tokio_tungstenite::tungstenite::{
 };
 
 use crate::{
+    browser_refusals::{BrowserRefusal, Reporter},
+    egress::Egress,
     policy::{resolve::Resolve, rules},
-    refusal::Rule,
 };
-
-/// Refusals waiting for the audit writer, at most. More are counted and
-/// the count goes into the next record that is written.
-const REPORT_QUEUE: usize = 256;
 
 /// How long a connection may take to finish its WebSocket handshake: one
 /// that never does would hold a descriptor for good.
@@ -92,27 +98,6 @@ const MAX_CONNECTIONS_PER_SESSION: usize = 4;
 /// `type` texts, bounded by the tool's own argv limits).
 const MAX_DAEMON_MESSAGE: usize = 1 << 20;
 
-/// Something the gate refused, for the audit trail.
-#[derive(Debug)]
-pub(crate) struct GateEvent {
-    /// The browser-shell session the connection said it is (or, for a
-    /// request, the session whose tab made it).
-    pub(crate) session: String,
-    pub(crate) rule: Rule,
-    pub(crate) reason: String,
-    /// Refusals before this one that could not be queued.
-    pub(crate) unrecorded_before: u64,
-}
-
-/// Hands refusals to the audit writer without ever waiting: a page that
-/// makes thousands of refused requests cannot slow the browser or the
-/// server, and what does not fit is counted, not lost silently.
-#[derive(Clone)]
-struct Reporter {
-    tx: mpsc::Sender<GateEvent>,
-    unrecorded: Arc<AtomicU64>,
-}
-
 /// What every connection of the gate shares.
 struct Shared {
     upstream_port: u16,
@@ -121,7 +106,10 @@ struct Shared {
     resolver: Arc<dyn Resolve>,
     reporter: Reporter,
     warden: warden::Warden,
-    tabs: tabs::Tabs,
+    /// Each session's browser context.
+    contexts: contexts::Contexts,
+    /// Where each context's connections go out.
+    egress: Egress,
     /// Sessions whose call is typing secrets: their text input waits for
     /// the focused frame's check.
     typing: SecretTyping,
@@ -236,26 +224,26 @@ impl Gate {
     }
 
     /// Serve until the runtime ends. Refusals come out of the returned
-    /// receiver, for the audit writer.
+    /// receiver, for the audit writer. `contexts_memo`, a server-owned
+    /// file, keeps the sessions' browser contexts for a later server.
     pub(crate) fn serve(
         self,
         rules: Arc<rules::Current>,
         resolver: Arc<dyn Resolve>,
         socket_dir: crate::daemons::SocketDir,
+        contexts_memo: Option<std::path::PathBuf>,
         handle: &Handle,
-    ) -> std::io::Result<mpsc::Receiver<GateEvent>> {
+    ) -> std::io::Result<mpsc::Receiver<BrowserRefusal>> {
         let listener = tokio::net::TcpListener::from_std(self.listener)?;
-        let (tx, rx) = mpsc::channel(REPORT_QUEUE);
+        let (reporter, rx) = Reporter::channel();
         let shared = Arc::new(Shared {
             upstream_port: self.upstream_port,
+            egress: Egress::new(Arc::clone(&rules), Arc::clone(&resolver), reporter.clone()),
             rules,
             resolver,
-            reporter: Reporter {
-                tx,
-                unrecorded: Arc::default(),
-            },
+            reporter,
             warden: warden::Warden::new(),
-            tabs: tabs::Tabs::default(),
+            contexts: contexts::Contexts::new(contexts_memo),
             typing: handle.typing.clone(),
             socket_dir,
             connections: Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS)),

@@ -4,8 +4,9 @@
 //!
 //! Messages to Chromium keep their order: one that must wait (its tab is
 //! being put under the policy, or its URL resolved) holds the ones after it.
-//! Messages from Chromium pass unchanged, except that other sessions' tabs
-//! are left out of target lists and target events ([`super::tabs`]).
+//! Messages from Chromium pass unchanged, except that targets outside the
+//! session's browser context are left out of target lists and events
+//! ([`super::contexts`]); a new tab is opened in that context.
 
 use std::{
     collections::{HashMap, HashSet},
@@ -22,11 +23,12 @@ use tokio_tungstenite::{WebSocketStream, tungstenite::Message};
 use url::Url;
 
 use super::{
-    Shared, lock,
+    Shared,
+    contexts::{context_of, in_context},
+    lock,
     methods::{Treatment, treatment},
-    warden::shown,
 };
-use crate::refusal::Rule;
+use crate::{policy::url_policy::shown, refusal::Rule};
 
 use super::ChromiumSocket;
 type ChromiumSink = futures_util::stream::SplitSink<ChromiumSocket, Message>;
@@ -42,9 +44,9 @@ struct Attached {
 /// A command of agent-browser's whose answer the relay reads.
 #[derive(Debug, Clone, Copy)]
 enum Awaited {
-    /// `Target.createTarget`: the new tab is this session's.
+    /// `Target.createTarget`: the new tab is shown to this connection.
     NewTab,
-    /// `Target.getTargets`: other sessions' tabs are left out.
+    /// `Target.getTargets`: targets of other contexts are left out.
     TargetList,
 }
 
@@ -58,6 +60,8 @@ struct Connection {
     hidden: Mutex<HashSet<String>>,
     /// agent-browser's commands whose answers are read, by id.
     awaited: Mutex<HashMap<u64, Awaited>>,
+    /// Targets this connection was shown (all in the session's context).
+    shown: Mutex<HashSet<String>>,
 }
 
 /// What the relay does with one message from agent-browser.
@@ -80,14 +84,13 @@ pub(super) async fn relay(
     session: String,
     shared: Arc<Shared>,
 ) {
-    if let Some(pinned) = crate::daemons::pinned_target(&shared.socket_dir, &session) {
-        shared.tabs.claim(&pinned, &session);
-    }
+    shared.contexts.adopt_or_drop(&shared, &session).await;
     let conn = Arc::new(Connection {
         session,
         attached: Mutex::default(),
         hidden: Mutex::default(),
         awaited: Mutex::default(),
+        shown: Mutex::default(),
     });
     let (mut to_daemon, mut from_daemon) = client.split();
     // One writer to the daemon, fed by Chromium's messages and the gate's
@@ -277,11 +280,25 @@ async fn judge(mut request: Value, conn: &Connection, shared: &Arc<Shared>) -> J
             why: format!("{shown_method} to {}: {why}", shown(&raw)),
         };
     }
-    if let Some(refused) = screen_request(&method, &request, conn, shared) {
+    if let Some(refused) = screen_request(&method, &request, conn, shared).await {
         return refused;
     }
-    if method == "Target.createTarget" && crate::session_id::is_pool_name(&conn.session) {
-        open_in_background(&mut request);
+    if method == "Target.createTarget" {
+        match shared.contexts.of(shared, &conn.session).await {
+            Ok(context) => {
+                let window = shared.contexts.window_bounds(shared).await;
+                in_own_context(&mut request, context, window.as_ref());
+            }
+            Err(why) => {
+                return Judgement::Refuse {
+                    rule: Rule::CdpRefused,
+                    why: format!("the session's browser context could not be made: {why}"),
+                };
+            }
+        }
+        if crate::session_id::is_pool_name(&conn.session) {
+            wait_unseen(&mut request);
+        }
     }
     let target_of = |cdp_session: &str| {
         lock(&conn.attached)
@@ -362,35 +379,64 @@ async fn check_typing_frame(
         .map_err(|refusal| refusal.message)
 }
 
-/// A pooled daemon's tab waits unseen: opened in front, it would push the
-/// tab a session works in to the background, where Chromium stops rendering
-/// it and a click waits out agent-browser's 5 s timeout. It comes forward
-/// once the first call of the session it is bound to has been answered.
-fn open_in_background(request: &mut Value) {
+/// A new tab opens in the session's context, whatever the child asked,
+/// and (headed) in a window over the browser's first one.
+fn in_own_context(request: &mut Value, context: String, window: Option<&Value>) {
     if let Some(params) = request.get_mut("params").and_then(Value::as_object_mut) {
-        params.insert("background".to_owned(), Value::Bool(true));
+        params.insert("browserContextId".to_owned(), Value::String(context));
+        // Chromium places only a new window.
+        if let Some(window) = window {
+            params.insert("newWindow".to_owned(), Value::Bool(true));
+            for side in ["left", "top", "width", "height"] {
+                if let Some(value) = window.get(side) {
+                    params.insert(side.to_owned(), value.clone());
+                }
+            }
+        }
     }
 }
 
-/// Commands about tabs: another session's tab may not be driven, and the
-/// answers that say which tabs exist are awaited.
-fn screen_request(
+/// A pooled daemon's tab waits unseen: in the background, and its window
+/// (headed, where each context has one) minimized where a window manager
+/// honours it (on bare Xvfb the runner brings the watched tab forward
+/// again after each warm-up). It comes forward once the first call of the
+/// session it is bound to has been answered.
+fn wait_unseen(request: &mut Value) {
+    if let Some(params) = request.get_mut("params").and_then(Value::as_object_mut) {
+        params.insert("background".to_owned(), Value::Bool(true));
+        if params.contains_key("newWindow") {
+            params.insert("windowState".to_owned(), Value::from("minimized"));
+        }
+    }
+}
+
+/// Commands that name a target: only one in the session's own context
+/// may be touched (a daemon is never shown another, so asking for one is
+/// refused and audited); the answers that say which targets exist are
+/// awaited.
+async fn screen_request(
     method: &str,
     request: &Value,
     conn: &Connection,
-    shared: &Shared,
+    shared: &Arc<Shared>,
 ) -> Option<Judgement> {
     let id = request.get("id").and_then(Value::as_u64);
     match method {
-        "Target.attachToTarget" | "Target.activateTarget" | "Target.closeTarget" => {
+        "Target.attachToTarget"
+        | "Target.activateTarget"
+        | "Target.closeTarget"
+        | "Target.getTargetInfo" => {
             let target = request
                 .pointer("/params/targetId")
                 .and_then(Value::as_str)?;
-            // Only pages have owners; a frame's or worker's target is reached
-            // through its page.
-            let owner = shared.tabs.owner(target)?;
-            (owner != conn.session).then(|| Judgement::Decline {
-                why: format!("{method}: the tab belongs to another session"),
+            if lock(&conn.shown).contains(target) {
+                return None;
+            }
+            let own = shared.contexts.known(&conn.session);
+            let context = context_of(shared, target).await.ok();
+            (own.is_none() || context != own).then(|| Judgement::Refuse {
+                rule: Rule::CdpRefused,
+                why: format!("{method}: that target is not in this session's browser context"),
             })
         }
         "Target.createTarget" => {
@@ -429,13 +475,13 @@ fn screen(text: &str, conn: &Connection, shared: &Shared) -> Screened {
         return match awaited {
             Some(Awaited::NewTab) => {
                 if let Some(target) = message.pointer("/result/targetId").and_then(Value::as_str) {
-                    shared.tabs.claim(target, &conn.session);
+                    lock(&conn.shown).insert(target.to_owned());
                 }
                 Screened::Unchanged
             }
             Some(Awaited::TargetList) => {
                 if let Some(Value::Array(infos)) = message.pointer_mut("/result/targetInfos") {
-                    infos.retain(|info| shared.tabs.visible_to(&conn.session, info));
+                    infos.retain(|info| visible(info, conn, shared));
                 }
                 Screened::Rewritten(message)
             }
@@ -446,25 +492,28 @@ fn screen(text: &str, conn: &Connection, shared: &Shared) -> Screened {
     match message.get("method").and_then(Value::as_str) {
         Some("Target.targetCreated" | "Target.targetInfoChanged") => {
             let info = params.get("targetInfo").unwrap_or(&Value::Null);
-            visible_or_dropped(shared.tabs.visible_to(&conn.session, info))
+            visible_or_dropped(visible(info, conn, shared))
         }
         Some("Target.targetDestroyed" | "Target.targetCrashed") => {
             let target = params
                 .get("targetId")
                 .and_then(Value::as_str)
                 .unwrap_or_default();
-            let owner = shared.tabs.owner(target);
-            if message.get("method").and_then(Value::as_str) == Some("Target.targetDestroyed") {
-                shared.tabs.forget(target);
-            }
-            visible_or_dropped(owner.is_none_or(|o| o == conn.session))
+            let was_shown = if message.get("method").and_then(Value::as_str)
+                == Some("Target.targetDestroyed")
+            {
+                lock(&conn.shown).remove(target)
+            } else {
+                lock(&conn.shown).contains(target)
+            };
+            visible_or_dropped(was_shown)
         }
         Some("Target.attachedToTarget") => {
             let info = params.get("targetInfo").unwrap_or(&Value::Null);
-            if !shared.tabs.visible_to(&conn.session, info) {
-                // The attach raced another session's claim of the tab: its
-                // answer still names the CDP session, so messages on it are
-                // declined as the attach would have been.
+            if !visible(info, conn, shared) {
+                // Auto-attach reached a target of another context: its
+                // CDP session is not this daemon's, and messages on it are
+                // declined.
                 if let Some(cdp_session) = params.get("sessionId").and_then(Value::as_str) {
                     lock(&conn.hidden).insert(cdp_session.to_owned());
                 }
@@ -482,6 +531,17 @@ fn screen(text: &str, conn: &Connection, shared: &Shared) -> Screened {
         }
         _ => Screened::Unchanged,
     }
+}
+
+/// Is the target `info` in the session's context? If so, this connection
+/// has been shown it.
+fn visible(info: &Value, conn: &Connection, shared: &Shared) -> bool {
+    let context = shared.contexts.known(&conn.session);
+    let shown = in_context(info, context.as_deref());
+    if shown && let Some(target) = info.get("targetId").and_then(Value::as_str) {
+        lock(&conn.shown).insert(target.to_owned());
+    }
+    shown
 }
 
 fn visible_or_dropped(visible: bool) -> Screened {

@@ -25,8 +25,8 @@ use tokio::sync::{OnceCell, mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message;
 use url::Url;
 
-use super::{Reporter, Shared, lock};
-use crate::refusal::Rule;
+use super::{Shared, lock};
+use crate::{policy::url_policy::shown, refusal::Rule};
 
 /// How long one of the warden's own CDP commands may take.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
@@ -34,9 +34,14 @@ const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
 /// Deepest nesting of frames followed to the focused field.
 const MAX_FRAME_DEPTH: usize = 8;
 
-/// Every request, at the request stage (before it is sent).
-fn intercept_all() -> Value {
-    json!({"patterns": [{"urlPattern": "*", "requestStage": "Request"}]})
+/// Every document, at the request stage (before it is sent): a page or a
+/// frame's document meets the whole policy here, host allowlists included,
+/// and is named with its session. Every other connection goes out through
+/// the session's egress proxy, which decides it there; pausing each
+/// subresource as well cost most of a page's load time
+/// (docs/benchmarks.md, "Subresources").
+fn intercept_documents() -> Value {
+    json!({"patterns": [{"urlPattern": "*", "resourceType": "Document", "requestStage": "Request"}]})
 }
 
 /// A tab's policing, set up once by whichever message reaches it first.
@@ -315,7 +320,7 @@ impl Link {
     /// Intercept every request in `cdp_session`, and have every frame or
     /// worker it starts attached (paused) so it is policed before it runs.
     async fn police(&self, cdp_session: &str) -> Result<(), String> {
-        self.call(Some(cdp_session), "Fetch.enable", intercept_all())
+        self.call(Some(cdp_session), "Fetch.enable", intercept_documents())
             .await?;
         self.call(
             Some(cdp_session),
@@ -484,39 +489,4 @@ async fn judge_request(raw: &str, document: bool, shared: &Shared) -> Result<(),
         .await
         .map(|_| ())
         .map_err(|refusal| format!("[{}] {}", refusal.rule, refusal.message))
-}
-
-/// A URL as it may appear in an audit record: no query, no fragment, no
-/// credentials (they can carry secrets), at most 512 bytes.
-pub(super) fn shown(raw: &str) -> String {
-    let shown = match Url::parse(raw) {
-        Ok(mut url) => {
-            url.set_query(None);
-            url.set_fragment(None);
-            let _ = url.set_username("");
-            let _ = url.set_password(None);
-            url.to_string()
-        }
-        Err(_) => "(an unparsable URL)".to_owned(),
-    };
-    shown.chars().take(512).collect()
-}
-
-impl Reporter {
-    /// Hand a refusal to the audit writer; never waits (see [`Reporter`]).
-    pub(super) fn report(&self, session: String, rule: Rule, reason: String) {
-        use tokio::sync::mpsc::error::TrySendError;
-        let event = super::GateEvent {
-            session,
-            rule,
-            reason,
-            unrecorded_before: self.unrecorded.swap(0, Ordering::Relaxed),
-        };
-        if let Err(TrySendError::Full(event) | TrySendError::Closed(event)) =
-            self.tx.try_send(event)
-        {
-            self.unrecorded
-                .fetch_add(event.unrecorded_before + 1, Ordering::Relaxed);
-        }
-    }
 }

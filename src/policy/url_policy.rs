@@ -155,6 +155,10 @@ enum Reach {
     Page,
     /// A page's subresource: everything but the host allowlists.
     Subresource,
+    /// A tunnel through the egress proxy (`CONNECT`, for https and
+    /// WebSockets): the scheme is inside it, so everything but the scheme
+    /// and the host allowlists.
+    Tunnel,
 }
 
 /// An allowed URL: what the browser will load, and the addresses checked.
@@ -335,6 +339,22 @@ impl UrlPolicy {
         self.check(url, resolver, reach).await
     }
 
+    /// The policy for a connection a page asks the egress proxy to tunnel
+    /// (`CONNECT host:port`): on success, the addresses the proxy may
+    /// connect to, resolved once here.
+    pub(crate) async fn check_tunnel(
+        &self,
+        host: &str,
+        port: u16,
+        resolver: &dyn Resolve,
+    ) -> Result<Checked, Refusal> {
+        // The URL type parses and normalises the host as for any request.
+        let url = Url::parse(&format!("https://{host}:{port}/")).map_err(|e| {
+            Refusal::new(Rule::UrlInvalid, format!("not a valid host and port: {e}"))
+        })?;
+        self.check(&url, resolver, Reach::Tunnel).await
+    }
+
     async fn check(
         &self,
         url: &Url,
@@ -347,7 +367,7 @@ impl UrlPolicy {
                 resolved: Vec::new(),
             });
         }
-        if !self.allow_schemes.iter().any(|s| s == url.scheme()) {
+        if reach != Reach::Tunnel && !self.allow_schemes.iter().any(|s| s == url.scheme()) {
             return Err(Refusal::new(
                 Rule::UrlScheme,
                 format!(
@@ -542,6 +562,22 @@ fn has_scheme(raw: &str) -> bool {
     let looks_like_port =
         !port_digits.is_empty() && port_digits.bytes().all(|b| b.is_ascii_digit());
     is_scheme && !looks_like_port
+}
+
+/// A URL as it may appear in an audit record: no query, no fragment, no
+/// credentials (they can carry secrets), at most 512 bytes.
+pub(crate) fn shown(raw: &str) -> String {
+    let shown = match Url::parse(raw) {
+        Ok(mut url) => {
+            url.set_query(None);
+            url.set_fragment(None);
+            let _ = url.set_username("");
+            let _ = url.set_password(None);
+            url.to_string()
+        }
+        Err(_) => "(an unparsable URL)".to_owned(),
+    };
+    shown.chars().take(512).collect()
 }
 
 #[cfg(test)]

@@ -15,8 +15,23 @@ impl Runner {
             return;
         };
         match self.devtools(&format!("activate/{target}")).await {
-            Ok(()) => {}
+            Ok(()) => {
+                if let Ok(mut front) = self.in_front.lock() {
+                    *front = Some(session.daemon_name().to_owned());
+                }
+            }
             Err(e) => tracing::warn!(error = %e, "could not bring the session's tab to the front"),
+        }
+    }
+
+    /// Bring the tab that came forward last to the front again. Headed,
+    /// each session's browser context has a window of its own, and without
+    /// a window manager (Xvfb) a new window opens on top: a pooled
+    /// daemon's warm-up would cover the page a person is watching.
+    pub(crate) async fn forward_again(&self) {
+        let last = self.in_front.lock().ok().and_then(|front| front.clone());
+        if let Some(target) = last.and_then(|daemon| self.target_of(&daemon)) {
+            let _ = self.devtools(&format!("activate/{target}")).await;
         }
     }
 

@@ -106,6 +106,9 @@ impl Runner {
                     "the session's daemon is not confined; killing it so a confined one replaces it"
                 );
                 kill_and_reap_wait(pid).await;
+                // Its pinned tab was opened outside the gate, in no browser
+                // context of a session: the confined daemon opens its own.
+                self.socket_dir.remove(&Self::session_file(name, "target"));
             }
             // Gone since the connect: nothing to evict, nothing verified.
             None => {}

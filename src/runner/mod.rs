@@ -77,6 +77,8 @@ pub(crate) struct Runner {
     verified_sockets: Arc<std::sync::Mutex<HashMap<String, SocketIdentity>>>,
     /// Children spawned ahead of each session's next call.
     standbys: Arc<Standbys>,
+    /// The daemon whose tab came forward last (see `Runner::forward_again`).
+    in_front: Arc<std::sync::Mutex<Option<String>>>,
 }
 
 /// How the child ended.
@@ -165,6 +167,7 @@ impl Runner {
             trampoline: config.trampoline,
             http,
             verified_sockets: Arc::default(),
+            in_front: Arc::default(),
             standbys: Arc::default(),
         })
     }

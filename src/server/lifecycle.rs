@@ -19,8 +19,6 @@ impl Server {
     pub(crate) async fn retire(&self, retiring: Retiring, outcome: Outcome, reason: &str) {
         let victim = &retiring.victim;
         self.record_lifecycle(&victim.session_id, outcome, reason.to_owned());
-        // Its popups first: they are found through the tab that opened them.
-        let popups = self.gate.close_other_tabs(&victim.daemon_name).await;
         let mut problems = self
             .runner
             .retire(
@@ -29,8 +27,10 @@ impl Server {
                 &self.output_dir,
             )
             .await;
-        if let Err(e) = popups {
-            problems.push(format!("tabs it opened not closed: {e}"));
+        // Its browser context last, once its daemon is gone and can open
+        // no tab in it: its popups, workers and cookies go with it.
+        if let Err(e) = self.gate.end_session(&victim.daemon_name).await {
+            problems.push(format!("its browser context not disposed of: {e}"));
         }
         if !problems.is_empty() {
             self.record_lifecycle(
@@ -61,7 +61,7 @@ impl Server {
     /// they have a budget of their own (the client's is the wire's, see
     /// [`super::pace`]): past it, refusals are counted, and the count goes
     /// into the next record. They are not calls; none is lost unsaid.
-    pub(crate) fn record_gate_refusal(&self, refused: crate::gate::GateEvent) {
+    pub(crate) fn record_gate_refusal(&self, refused: crate::browser_refusals::BrowserRefusal) {
         use std::sync::atomic::Ordering;
         let earlier = refused.unrecorded_before;
         if !self.gate_pace.delay().is_zero() {
@@ -124,7 +124,10 @@ impl Server {
     /// another port than the previous server's (`gate_kept` false), no
     /// daemon of that server can reach Chromium again: all are closed.
     pub(crate) async fn adopt_orphans(&self, gate_kept: bool) {
-        for (name, confined) in self.runner.running_daemons().await {
+        let running = self.runner.running_daemons().await;
+        let names: Vec<String> = running.iter().map(|(name, _)| name.clone()).collect();
+        self.gate.end_unclaimed(&names).await;
+        for (name, confined) in running {
             if crate::session_id::is_pool_name(&name) {
                 // Which session a pooled daemon served is not known after a
                 // restart, and an unbound one is not this server's to hand out.
@@ -133,7 +136,10 @@ impl Server {
                     Outcome::Closed,
                     "a pooled daemon of a previous server was running at start".into(),
                 );
-                let problems = self.runner.retire(&name, None, &self.output_dir).await;
+                let mut problems = self.runner.retire(&name, None, &self.output_dir).await;
+                if let Err(e) = self.gate.end_session(&name).await {
+                    problems.push(format!("its browser context not disposed of: {e}"));
+                }
                 if !problems.is_empty() {
                     self.record_lifecycle(&name, Outcome::RetireIncomplete, problems.join("; "));
                 }
@@ -160,6 +166,9 @@ impl Server {
                     "an unconfined daemon was running at start".into(),
                 );
                 self.runner.kill_daemon(&name).await;
+                if let Err(e) = self.gate.end_session(&name).await {
+                    tracing::warn!(error = %e, "an unconfined daemon's browser context was not disposed of");
+                }
             }
         }
     }

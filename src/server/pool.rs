@@ -220,6 +220,7 @@ impl Server {
                 Ok(pooled) => {
                     backoff = Duration::ZERO;
                     self.pool.put(pooled);
+                    self.runner.forward_again().await;
                 }
                 Err(why) => {
                     backoff = (backoff * 2).clamp(Duration::from_secs(1), MAX_BACKOFF);

@@ -12,6 +12,10 @@ to the results (✓/✗ where the table can tell). What each section measures:
            `call phases` events, from a second server with that logging on, untimed);
            a refused call (on a server whose agent-browser is an exec-logging stand-in: the run fails
            if any refusal spawned a process); a `tools/list` round trip; the server's RSS after that run.
+  subresources  (max(5, N/5) of each, per size) `open` of a page with 20, 100 and 300 same-origin
+           subresources (images, none cacheable, new URLs every load) on a warm session: browser-shell
+           (the page and each image through the session's egress proxy) vs agent-browser direct on
+           the same Chromium (its own daemon, no gate, no proxy), interleaved.
   smoke    the smoke flow `open → snapshot -i → fill → click → press Enter → get url → close` on the
            loopback form page, end to end (3×N runs of (a) and (b), N of (c); the ratio's bootstrap
            interval is printed), as (a) browser-shell driven by an MCP client, (b) raw
@@ -77,7 +81,7 @@ BIN = ROOT / "target" / "release" / "browser-shell"
 PEERS = Path(__file__).resolve().parent / "peers"
 PLAYWRIGHT_MCP = PEERS / "node_modules" / "@playwright" / "mcp" / "cli.js"
 NODE_PEER = PEERS / "node-peer.mjs"
-SECTIONS = ("warm", "newsession", "smoke", "peer", "screenshot", "audit", "confine")
+SECTIONS = ("warm", "newsession", "subresources", "smoke", "peer", "screenshot", "audit", "confine")
 # Warm calls are cheap (a few ms) and noisy on a small VM (p95 2-3× p50): their two medians, whose
 # difference is the result, get 5×N interleaved pairs each.
 WARM_FACTOR = 5
@@ -561,6 +565,90 @@ def bench_new_session(ab: Path, chromium, evidence: Path, n: int, notes: list[st
     ]
 
 
+# --------------------------------------------------------------------------- subresources
+
+
+SUBRESOURCE_SIZES = (20, 100, 300)
+GIF = bytes.fromhex("47494638396101000100800000000000ffffff21f90401000000002c00000000010001000002024401003b")
+
+
+def subresource_site():
+    """A keep-alive web server: /page/<token>/<n> lists n images /img/<token>/<i>.gif, none cacheable."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    import threading
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, fmt: str, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802
+            parts = self.path.strip("/").split("/")
+            if parts[0] == "page" and len(parts) == 3:
+                token, count = parts[1], int(parts[2])
+                body = ("<!doctype html><title>sub</title>"
+                        + "".join(f'<img src="/img/{token}/{i}.gif">' for i in range(count))).encode()
+                kind = "text/html"
+            else:
+                body, kind = GIF, "image/gif"
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            self.wfile.write(body)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd
+
+
+def bench_subresources(ab: Path, chromium, evidence: Path, n: int, notes: list[str]) -> list[str]:
+    site = subresource_site()
+    origin = f"http://127.0.0.1:{site.server_address[1]}"
+    srv = Server(ab, chromium.port, "127.0.0.1/32", evidence)
+    env = raw_env(srv)
+    raw = [str(ab), "--cdp", str(chromium.port), "--json", "--session", "sub-raw", "--pin-tab"]
+    runs = max(5, n // 5)
+
+    def through(url: str) -> float:
+        t = time.perf_counter()
+        reply = srv.call("sub", ["open", url])
+        ms = (time.perf_counter() - t) * 1000
+        expect(reply["exit_code"] == 0, f"browser-shell open {url}: {reply}")
+        return ms
+
+    def direct(url: str) -> float:
+        t = time.perf_counter()
+        done = subprocess.run(raw + ["open", url], env=env, capture_output=True, text=True, timeout=120)
+        ms = (time.perf_counter() - t) * 1000
+        expect(done.returncode == 0, f"agent-browser direct open {url}: {done.stderr[:300]}")
+        return ms
+
+    rows = []
+    try:
+        through(f"{origin}/page/warm-a/5"); direct(f"{origin}/page/warm-b/5")  # warm daemons, untimed
+        for size in SUBRESOURCE_SIZES:
+            a, b = [], []
+            for i in range(runs):
+                a.append(through(f"{origin}/page/s{size}a{i}/{size}"))
+                time.sleep(SETTLE_S)
+                b.append(direct(f"{origin}/page/s{size}b{i}/{size}"))
+                time.sleep(SETTLE_S)
+            target, met = ("ratio ≤ 1.10", lambda a50, b50: a50 / b50 <= 1.10) if size == 100 else ("–", None)
+            rows.append(row(f"`open` of a page with {size} subresources, warm session: browser-shell vs "
+                            "agent-browser direct", a, b, target, met))
+    finally:
+        srv.call("sub", ["close"])
+        subprocess.run(raw + ["close"], env=env, capture_output=True, timeout=60)
+        srv.close()
+        site.shutdown()
+    notes.append(f"subresources: {runs} loads of each size per flavour, interleaved; every request of the "
+                 "browser-shell session's page went through its egress proxy")
+    return rows
+
+
 # --------------------------------------------------------------------------- smoke flow
 
 
@@ -975,7 +1063,7 @@ def main() -> None:
     evidence = Path(tempfile.mkdtemp(prefix="bsb-audit-", dir="/var/tmp"))
     rows: list[str] = []
     notes: list[str] = []
-    if {"warm", "newsession", "smoke", "peer", "screenshot"} & set(only):
+    if {"warm", "newsession", "subresources", "smoke", "peer", "screenshot"} & set(only):
         with tempfile.TemporaryDirectory(prefix="bsb-chr") as work, harness.run_chromium(Path(work)) as chromium, \
                 harness.run_web_server() as web:
             # Cold starts first: after the smoke section, Chromium spends seconds closing tabs and
@@ -986,6 +1074,8 @@ def main() -> None:
                 rows += bench_warm(ab, chromium, web, evidence, n, notes)
             if "newsession" in only:
                 rows += bench_new_session(ab, chromium, evidence, n, notes)
+            if "subresources" in only:
+                rows += bench_subresources(ab, chromium, evidence, n, notes)
             if "smoke" in only:
                 rows += bench_smoke(ab, chromium, web, evidence, n, notes)
             if "screenshot" in only:

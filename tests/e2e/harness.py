@@ -144,6 +144,11 @@ def run_chromium(workdir: Path, start_timeout: float = 20.0) -> Iterator[Chromiu
         "--disable-sync",
         "--no-first-run",
         "--disable-quic",
+        # Chromium's own autofill queries go out through a session's egress
+        # like any request of its context: off, so no test resolves an outside name.
+        "--disable-features=AutofillServerCommunication",
+        # WebRTC may not send UDP around the egress proxy.
+        "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
         f"--user-data-dir={user_data_dir}",
         "about:blank",
     ]
@@ -184,6 +189,29 @@ def run_chromium(workdir: Path, start_timeout: float = 20.0) -> Iterator[Chromiu
         log.close()
         _remove_singleton_dir(user_data_dir)
         shutil.rmtree(user_data_dir, ignore_errors=True)
+
+
+def cdp_browser_call(port: int, commands: Sequence[tuple[str, dict]]) -> list[dict]:
+    """Send browser-level CDP commands on Chromium's own DevTools port (not through a gate); their answers."""
+    import asyncio
+
+    import websockets
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/version", timeout=5) as resp:
+        url = json.loads(resp.read())["webSocketDebuggerUrl"]
+
+    async def run() -> list[dict]:
+        answers: dict[int, dict] = {}
+        async with websockets.connect(url, max_size=None) as ws:
+            for i, (method, params) in enumerate(commands, 1):
+                await ws.send(json.dumps({"id": i, "method": method, "params": params}))
+            while len(answers) < len(commands):
+                message = json.loads(await asyncio.wait_for(ws.recv(), 10))
+                if "id" in message:
+                    answers[message["id"]] = message
+        return [answers[i] for i in range(1, len(commands) + 1)]
+
+    return asyncio.run(run())
 
 
 def _remove_singleton_dir(user_data_dir: Path) -> None:

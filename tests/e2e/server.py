@@ -443,6 +443,17 @@ def _leftover_processes(cfg: ServerConfig) -> dict[int, list[str]]:
     return hits
 
 
+def dispose_contexts(cfg: ServerConfig) -> None:
+    """Dispose of the browser contexts the server remembered in its state dir, on Chromium's own port."""
+    try:
+        remembered = json.loads((cfg.state_dir / "contexts.json").read_text())
+    except (OSError, ValueError):
+        return
+    contexts = [entry["context"] for entry in remembered.values()]
+    if contexts:
+        harness.cdp_browser_call(cfg.cdp_port, [("Target.disposeBrowserContext", {"browserContextId": c}) for c in contexts])
+
+
 def cleanup_server(cfg: ServerConfig) -> None:
     leftovers = _leftover_processes(cfg)
     if leftovers:
@@ -460,6 +471,9 @@ def cleanup_server(cfg: ServerConfig) -> None:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+    # A server keeps its sessions' browser contexts for the next server on its state dir (which adopts
+    # them with their daemons); no server comes after a test's, and the shared Chromium stays lean.
+    dispose_contexts(cfg)
     if os.environ.get("BROWSER_SHELL_E2E_KEEP"):
         log(f"keeping server dir {cfg.base}")
     else:

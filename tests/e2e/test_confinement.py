@@ -151,8 +151,11 @@ def test_hardening_check_verifies_the_confinement_on_this_machine(server) -> Non
     )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "confinement verified" in run.stdout and "FAIL" not in run.stdout, run.stdout
-    # The CDP abuse a child could try through the gate, and Chromium's own port, are covered.
-    for probe in ("gate_download_behavior", "gate_file_target", "gate_http_new_tab", "tcp_connect_forbidden_0"):
+    # The CDP abuse a child could try through the gate, and Chromium's own port, are covered; a page in
+    # the probe's browser context goes out through the egress proxy, which refused what no policy allows.
+    probes = ("gate_download_behavior", "gate_file_target", "gate_http_new_tab", "tcp_connect_forbidden_0",
+              "egress_forbidden_connection")
+    for probe in probes:
         assert f"ok   {probe}" in run.stdout, run.stdout
 
 

@@ -86,20 +86,31 @@ def test_the_gate_serves_no_plain_http_so_no_tab_opens_by_url(server) -> None:
             assert caught.value.code == 404, path
 
 
-def test_a_session_sees_and_drives_only_its_own_tabs(server, web: harness.WebServer) -> None:
+def test_a_session_sees_and_can_touch_only_its_own_contexts_targets(server, web: harness.WebServer) -> None:
     server.ok("tab-owner", ["open", web.url("/form")])
     theirs = json.loads((server.cfg.state_dir / "sock" / "tab-owner.target").read_text())["targetId"]
-    listed, attach = ask(
+    # A compromised child asks for every target there is, then for the other session's tab by id.
+    listed, every, info, attach, activate, close = ask(
         gate_url(server, "tab-intruder"),
         {"method": "Target.getTargets", "params": {}},
+        {"method": "Target.getTargets", "params": {"filter": [{}]}},
+        {"method": "Target.getTargetInfo", "params": {"targetId": theirs}},
         {"method": "Target.attachToTarget", "params": {"targetId": theirs, "flatten": True}},
+        {"method": "Target.activateTarget", "params": {"targetId": theirs}},
+        {"method": "Target.closeTarget", "params": {"targetId": theirs}},
     )
-    ids = [t["targetId"] for t in listed["result"]["targetInfos"] if t["type"] == "page"]
-    assert theirs not in ids, listed
-    assert refused(attach) and "another session" in attach["error"]["message"], attach
-    # The owner's own connection still lists it.
+    for answer in (listed, every):
+        assert theirs not in [t["targetId"] for t in answer["result"]["targetInfos"]], answer
+    for answer in (info, attach, activate, close):
+        assert refused(answer) and "not in this session's browser context" in answer["error"]["message"], answer
+    # Each attempt is an audited refusal naming the intruder; the owner's tab lives on, listed to it alone.
+    deadline = time.monotonic() + 10
+    while denied_rules(server, "tab-intruder").count("cdp.refused") < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert denied_rules(server, "tab-intruder").count("cdp.refused") == 4, denied_rules(server, "tab-intruder")
     (mine,) = ask(gate_url(server, "tab-owner"), {"method": "Target.getTargets", "params": {}})
     assert theirs in [t["targetId"] for t in mine["result"]["targetInfos"]], mine
+    assert server.ok("tab-owner", ["get", "url"])["url"] == web.url("/form")
 
 
 def test_a_session_the_connection_never_attached_is_refused(server) -> None:

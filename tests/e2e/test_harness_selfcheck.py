@@ -48,7 +48,9 @@ def test_agent_browser_drives_our_chromium_directly(
     """The pinned agent-browser can talk to the fixture Chromium at all (baseline for the suite)."""
     socket_dir = Path(tempfile.mkdtemp(prefix="bsab", dir="/tmp"))
     env = {"PATH": os.environ["PATH"], "HOME": str(socket_dir), "AGENT_BROWSER_SOCKET_DIR": str(socket_dir)}
-    base = [str(agent_browser_bin), "--cdp", str(chromium.port), "--json", "--session", "selfcheck"]
+    # A tab of its own: the shared Chromium also holds browser-shell sessions' tabs, each in a browser
+    # context whose proxy is that session's egress (gone once its server stopped).
+    base = [str(agent_browser_bin), "--cdp", str(chromium.port), "--json", "--session", "selfcheck", "--pin-tab"]
     try:
         run = subprocess.run(
             [*base, "batch", "--bail"],

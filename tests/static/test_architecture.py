@@ -91,3 +91,7 @@ def test_a_call_never_opens_a_socket() -> None:
 
 def test_only_the_audit_crate_mints_the_intents_proof() -> None:
     assert not files_matching(r"IntentSynced::minted|IntentSynced\s*\{"), "the binary builds its own proof"
+
+
+def test_the_egress_knows_no_gate_and_no_call() -> None:
+    assert not imports()["egress"] & {"gate", "call", "server", "transport", "cli", "runner"}, imports()["egress"]

@@ -131,8 +131,9 @@ def test_binaries_land_where_the_hub_and_env_say(dockerfile, final_env, hub):
     assert dests[("mcp-hub", ("/opt/browser-shell/hub-venv",))] == "/opt/browser-shell/hub-venv"
 
 
-def test_the_image_forbids_chromium_downloads_by_managed_policy(dockerfile):
-    """Chromium is not confined: beside browser-shell's CDP deny, a managed policy blocks downloads."""
+def test_the_image_forbids_downloads_and_unproxied_webrtc_by_managed_policy(dockerfile):
+    """Chromium is not confined: beside browser-shell's CDP deny, a managed policy blocks downloads, and
+    WebRTC may not send UDP around the sessions' egress proxy."""
     _, stages = dockerfile
     copies = [copy_parts(a) for a in stages[-1].of("COPY")]
     dests = {dest for _, srcs, dest in copies if srcs == ["deploy/aio/browser-policy.json"]}
@@ -141,7 +142,7 @@ def test_the_image_forbids_chromium_downloads_by_managed_policy(dockerfile):
         "/etc/opt/chrome/policies/managed/browser-shell.json",
     }, copies
     policy = json.loads((ROOT / "deploy/aio/browser-policy.json").read_text())
-    assert policy == {"DownloadRestrictions": 3}
+    assert policy == {"DownloadRestrictions": 3, "WebRtcIPHandling": "disable_non_proxied_udp"}
 
 
 def test_hub_is_the_hash_pinned_mcp_proxy_in_a_venv_on_the_base(dockerfile):
