@@ -2,7 +2,7 @@
 //! the outcome record (written before the reply, synced within 100 ms), and
 //! the session's next standby.
 
-use audit::{Outcome, Verdict as Decided};
+use audit::{Outcome, Verdict};
 use serde_json::Value;
 
 use super::{
@@ -200,7 +200,7 @@ pub(crate) fn record_outcome(
     let mut done = call
         .record
         .event(audit::Phase::Outcome, Some(&request.session));
-    done.verdict = Some(Decided::Allowed);
+    done.verdict = Some(Verdict::Allowed);
     done.confinement = Some(confinement);
     done.outcome = Some(outcome);
     if let Termination::SpawnFailed(why) = &executed.raw.termination {

@@ -2,13 +2,13 @@
 //! `denied` record naming its rule, written before the reply. If even that
 //! cannot be written, the reply says the audit is unavailable.
 
-use audit::Verdict as Decided;
+use audit::Verdict;
 
 use super::{
     context::{Call, CallContext},
     record::{MAX_RECORDED_REASON_BYTES, capped, refused_argv},
     reply::Reply,
-    span::{self, Verdict},
+    span::{self, Ending},
 };
 use crate::{
     obs::telemetry::{CallOutcome, Called},
@@ -18,7 +18,7 @@ use crate::{
 };
 
 /// A call's reply and how it ended, for its span.
-pub(crate) type Replied = (Reply, Verdict);
+pub(crate) type Replied = (Reply, Ending);
 
 /// Record a refusal (the call's only record) and build its reply.
 pub(crate) fn refuse(
@@ -34,7 +34,7 @@ pub(crate) fn refuse(
     let mut event = call.record.event(audit::Phase::Denied, session);
     event.argv = argv.map(|argv| refused_argv(&call.rules.redactor, argv));
     event.argv_mac = argv.map(|argv| call.rules.redactor.argv_mac(argv));
-    event.verdict = Some(Decided::Denied);
+    event.verdict = Some(Verdict::Denied);
     event.rule = Some(refusal.rule.id().to_owned());
     event.reason = Some(capped(&refusal.message, MAX_RECORDED_REASON_BYTES).into_owned());
     event.exit_code = Some(exit_code::REFUSED);
@@ -42,7 +42,7 @@ pub(crate) fn refuse(
     match server.journal.append(event, call.span) {
         Ok(()) => (
             Reply::refused(session_id, refusal),
-            Verdict::Denied {
+            Ending::Denied {
                 rule: refusal.rule,
                 subcommand,
             },
@@ -52,7 +52,7 @@ pub(crate) fn refuse(
             let message = format!("audit unavailable ({e}); the call was refused: {refusal}");
             (
                 Reply::internal(session_id, &message),
-                Verdict::AuditUnavailable { subcommand },
+                Ending::AuditUnavailable { subcommand },
             )
         }
     }
@@ -93,7 +93,7 @@ pub(crate) fn refuse_unknown_tool(
                 .collect();
             call.rules.redactor.argv_mac(&argv)
         });
-    event.verdict = Some(Decided::Denied);
+    event.verdict = Some(Verdict::Denied);
     event.rule = Some(refusal.rule.id().to_owned());
     event.reason = Some(refusal.message.clone());
     event.exit_code = Some(exit_code::REFUSED);
@@ -135,7 +135,7 @@ pub(crate) fn record_protocol_fault(
     let call = Call::new(&ctx, &active, server.rules.get());
     let mut event = call.record.event(audit::Phase::Denied, None);
     event.tool = None;
-    event.verdict = Some(Decided::Denied);
+    event.verdict = Some(Verdict::Denied);
     event.rule = Some(rule.id().to_owned());
     event.reason = Some(capped(message, MAX_RECORDED_REASON_BYTES).into_owned());
     if let Err(e) = server.journal.append(event, call.span) {

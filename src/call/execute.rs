@@ -1,5 +1,5 @@
 //! Running the agent's command: the batch goes to the session's child only
-//! through the release gate — the intent durable, the page looked at first
+//! through the release check — the intent durable, the page looked at first
 //! if the session's last command left it unchecked, room made for a
 //! screenshot — and the client's cancellation or the server's shutdown
 //! stops it.
@@ -41,7 +41,7 @@ pub(crate) async fn execute(
     if !planned.secrets.is_empty()
         && let Some(text) = tokens.last_mut()
     {
-        // Filled in now, sent only once the release gate checked the page.
+        // Filled in now, sent only once the release check checked the page.
         *text = call.rules.secrets.fill_in(text);
     }
     let batch = guard::batch_for(tokens, guard);

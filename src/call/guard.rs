@@ -188,7 +188,7 @@ pub(crate) async fn look_before(
 }
 
 /// Before a command that types secrets: the page must be on the hosts of
-/// each, or nothing is typed. Part of the release gate, like
+/// each, or nothing is typed. Part of the release check, like
 /// [`look_before`]: the batch (which holds the values) reaches agent-browser
 /// only if this passes.
 pub(crate) async fn check_secret_hosts(

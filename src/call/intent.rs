@@ -8,7 +8,7 @@
 //! writes the intent, starts the `fdatasync` on a blocking thread and spawns
 //! meanwhile: the child gets its batch only once the sync succeeded.
 
-use audit::{AuditError, IntentSynced, IntentWritten, Verdict as Decided};
+use audit::{AuditError, IntentSynced, IntentWritten, Verdict};
 use serde_json::Value;
 
 use super::{
@@ -39,7 +39,7 @@ pub(crate) fn write(
         .event(audit::Phase::Intent, Some(&request.session));
     event.argv = Some(redact_argv(&call.rules.redactor, &request.argv));
     event.argv_mac = Some(call.rules.redactor.argv_mac(&request.argv));
-    event.verdict = Some(Decided::Allowed);
+    event.verdict = Some(Verdict::Allowed);
     event.confinement = Some(confinement);
     if !planned.resolved.is_empty() {
         event.resolved = Some(planned.resolved.iter().map(ToString::to_string).collect());

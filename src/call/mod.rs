@@ -50,7 +50,7 @@ pub(crate) use deny::{record_protocol_fault, refuse_unknown_tool};
 use guard::Guard;
 use laps::Laps;
 use reply::Reply;
-use span::Verdict;
+use span::Ending;
 
 /// Handle a `tools/call` of `browser-shell` with these raw arguments.
 pub(crate) async fn handle(
@@ -71,8 +71,8 @@ pub(crate) async fn handle(
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let rules = server.rules.get();
     let call = Call::new(ctx, &active, Arc::clone(&rules));
-    let (reply, verdict) = run(server, arguments, &call, hint.as_ref()).await;
-    span::finish(&rules.redactor, &server.journal, active, &reply, &verdict);
+    let (reply, ending) = run(server, arguments, &call, hint.as_ref()).await;
+    span::finish(&rules.redactor, &server.journal, active, &reply, &ending);
     reply
 }
 
@@ -115,7 +115,17 @@ async fn run(
         session: turn.session.clone(),
         ..request
     };
+    run_admitted(server, call, request, planned, turn).await
+}
 
+/// An admitted call: intent, execution, guard and reply, outcome.
+async fn run_admitted(
+    server: &Server,
+    call: &Call<'_>,
+    request: request::Validated,
+    planned: plan::Planned,
+    turn: admit::Admitted<'_>,
+) -> Replied {
     let mut laps = Laps::start(call.started);
     let confinement = crate::obs::confinement::record(server.runner.confinement().report());
     let intent = intent::write(server, call, &request, &planned, &turn, confinement.clone());
@@ -181,19 +191,30 @@ async fn run(
     );
     laps.lap("outcome");
     laps.report();
-    conclude::prepare_next(server, &request, &executed);
-    let forward = subcommand::Subcommand::facts_of(&request.argv).is_some_and(|f| f.comes_forward);
-    if (turn.just_bound || forward) && !conclude::ends_session(&request) {
-        server.runner.foreground_after_reply(&request.session);
-    }
+    after_reply(server, &request, &executed, turn.just_bound);
     let error_type = conclude::error_type(outcome);
     (
         reply,
-        Verdict::Allowed {
+        Ending::Allowed {
             subcommand,
             error_type,
         },
     )
+}
+
+/// What follows the reply: the session's next child is readied, and its
+/// tab comes forward when a person watching should see it.
+fn after_reply(
+    server: &Server,
+    request: &request::Validated,
+    executed: &crate::runner::Executed,
+    just_bound: bool,
+) {
+    conclude::prepare_next(server, request, executed);
+    let forward = subcommand::Subcommand::facts_of(&request.argv).is_some_and(|f| f.comes_forward);
+    if (just_bound || forward) && !conclude::ends_session(request) {
+        server.runner.foreground_after_reply(&request.session);
+    }
 }
 
 /// The intent could not be made durable: nothing ran.
@@ -205,7 +226,7 @@ fn audit_unavailable(request: &request::Validated, subcommand: String, why: &str
     );
     (
         reply,
-        Verdict::AuditUnavailable {
+        Ending::AuditUnavailable {
             subcommand: Some(subcommand),
         },
     )

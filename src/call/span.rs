@@ -12,7 +12,7 @@ use crate::{
 
 /// How a call ended, for its span.
 #[derive(Debug, Clone)]
-pub(crate) enum Verdict {
+pub(crate) enum Ending {
     Allowed {
         subcommand: String,
         error_type: Option<&'static str>,
@@ -51,7 +51,7 @@ pub(crate) fn finish(
     journal: &Journal,
     span: ActiveCall,
     reply: &Reply,
-    verdict: &Verdict,
+    ending: &Ending,
 ) {
     // The span is a record too: no secret, no typed text in a URL.
     let message = reply
@@ -60,8 +60,8 @@ pub(crate) fn finish(
         .next()
         .map(|l| journal.shielded(&redactor.text(l)));
     let message: Option<String> = message.map(|m| m.chars().take(200).collect());
-    let outcome = match verdict {
-        Verdict::Allowed {
+    let outcome = match ending {
+        Ending::Allowed {
             subcommand,
             error_type,
         } => CallOutcome {
@@ -72,7 +72,7 @@ pub(crate) fn finish(
             error_message: error_type.and(message.as_deref()),
             ..CallOutcome::default()
         },
-        Verdict::Denied { rule, subcommand } => CallOutcome {
+        Ending::Denied { rule, subcommand } => CallOutcome {
             subcommand: subcommand.as_deref(),
             verdict: "denied",
             deny_reason: Some(rule.id()),
@@ -80,7 +80,7 @@ pub(crate) fn finish(
             error_type: Some(rule.error_type()),
             error_message: message.as_deref(),
         },
-        Verdict::AuditUnavailable { subcommand } => CallOutcome {
+        Ending::AuditUnavailable { subcommand } => CallOutcome {
             subcommand: subcommand.as_deref(),
             verdict: "denied",
             exit_code: Some(reply.exit_code),

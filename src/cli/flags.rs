@@ -145,8 +145,8 @@ pub(crate) struct ServeArgs {
 
     /// A new session beyond --max-sessions: `refuse` it, or `evict-lru` the
     /// least recently used idle session (audited as evicted).
-    #[arg(long, env = "BROWSER_SHELL_SESSION_OVERFLOW", value_enum, default_value_t = crate::server::sessions::Overflow::Refuse)]
-    pub(crate) session_overflow: crate::server::sessions::Overflow,
+    #[arg(long, env = "BROWSER_SHELL_SESSION_OVERFLOW", value_enum, default_value_t = OverflowFlag::Refuse)]
+    pub(crate) session_overflow: OverflowFlag,
 
     /// A session idle this long is reaped: daemon stopped, tab closed,
     /// socket files and screenshots removed (audited as reaped).
@@ -252,3 +252,35 @@ pub(crate) struct ServeArgs {
 /// Where the policy file is when no `--policy` names one: only here may it
 /// be missing (a mistyped path must not run the default policy silently).
 pub(crate) const DEFAULT_POLICY: &str = "/etc/agent-browser/browser-shell.policy.json";
+
+/// `--session-overflow`, as the command line spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum OverflowFlag {
+    Refuse,
+    EvictLru,
+}
+
+impl From<OverflowFlag> for crate::server::sessions::Overflow {
+    fn from(flag: OverflowFlag) -> Self {
+        match flag {
+            OverflowFlag::Refuse => Self::Refuse,
+            OverflowFlag::EvictLru => Self::EvictLru,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::ValueEnum;
+
+    use super::*;
+
+    #[test]
+    fn the_overflow_settings_are_spelled_alike_on_the_command_line_and_in_records() {
+        for flag in OverflowFlag::value_variants() {
+            let name = flag.to_possible_value().map(|v| v.get_name().to_owned());
+            let setting: crate::server::sessions::Overflow = (*flag).into();
+            assert_eq!(name.as_deref(), Some(setting.name()));
+        }
+    }
+}

@@ -132,21 +132,7 @@ impl ServeArgs {
         .start_self_test()
         .map_err(|e| anyhow::anyhow!("the confined agent-browser does not start: {e}"))?;
         let (audit, key) = self.open_audit()?;
-        if !self.policy.exists() {
-            if self.policy != Path::new(super::flags::DEFAULT_POLICY) {
-                bail!(
-                    "--policy {}: no such file (only the default path {} may be missing, for the \
-                     built-in default policy); fix the path, or leave --policy out",
-                    self.policy.display(),
-                    super::flags::DEFAULT_POLICY
-                );
-            }
-            tracing::warn!(
-                path = %self.policy.display(),
-                "no policy file at the default path: the built-in default policy applies \
-                 (http/https to public addresses only)"
-            );
-        }
+        self.check_policy_present()?;
         let rules = rules::Current::load(rules::Source {
             policy_file: self.policy.clone(),
             secrets_file: self.secrets.clone(),
@@ -193,6 +179,28 @@ impl ServeArgs {
             self_test,
             agent_browser: self.agent_browser.clone(),
         })
+    }
+
+    /// Only the default policy path may be missing (the built-in default
+    /// policy applies, said on stderr): a mistyped `--policy` stops the start.
+    fn check_policy_present(&self) -> anyhow::Result<()> {
+        if self.policy.exists() {
+            return Ok(());
+        }
+        if self.policy != Path::new(super::flags::DEFAULT_POLICY) {
+            bail!(
+                "--policy {}: no such file (only the default path {} may be missing, for the \
+                 built-in default policy); fix the path, or leave --policy out",
+                self.policy.display(),
+                super::flags::DEFAULT_POLICY
+            );
+        }
+        tracing::warn!(
+            path = %self.policy.display(),
+            "no policy file at the default path: the built-in default policy applies \
+             (http/https to public addresses only)"
+        );
+        Ok(())
     }
 
     /// The trampoline's file: `--trampoline`, else `hardening-trampoline`
@@ -326,7 +334,7 @@ impl ServeArgs {
             max_inflight: self.max_inflight,
             busy_wait: Duration::from_secs(self.busy_wait_sec),
             max_sessions: self.max_sessions as usize,
-            overflow: self.session_overflow,
+            overflow: self.session_overflow.into(),
             session_idle: Duration::from_secs(self.session_idle_sec),
             output_quota: Quota {
                 per_session: self.output_quota_session_bytes,

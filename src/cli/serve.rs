@@ -123,38 +123,23 @@ pub(super) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The file in the state dir (the server's; the child writes only in its
+/// `home/` and `sock/`) that keeps the sessions' browser contexts.
+const CONTEXTS_MEMO: &str = "contexts.json";
+
 /// stdin → wire → rmcp → wire → stdout, plus the reaper, until the client
 /// hangs up or SIGTERM drains the calls in flight.
 ///
 /// `start_hashing` is called [`HASH_AFTER_HANDSHAKE`] after the handshake
 /// was answered (or failed), or sooner when a call needs the `started`
 /// record, which follows it.
-/// The file in the state dir (the server's; the child writes only in its
-/// `home/` and `sock/`) that keeps the sessions' browser contexts.
-const CONTEXTS_MEMO: &str = "contexts.json";
-
 async fn run(
     server: Arc<Server>,
     gate: Gate,
     grace: Duration,
     start_hashing: impl FnOnce(&Arc<Server>) + Send + 'static,
 ) -> anyhow::Result<()> {
-    let gate_kept = gate.same_port_as_before();
-    let mut refusals = gate
-        .serve(
-            Arc::clone(&server.rules),
-            Arc::clone(&server.resolver),
-            server.runner.socket_dir().clone(),
-            Some(server.runner.state_dir().join(CONTEXTS_MEMO)),
-            &server.gate,
-        )
-        .context("cannot serve the browser gate")?;
-    let recorder = Arc::clone(&server);
-    tokio::spawn(async move {
-        while let Some(event) = refusals.recv().await {
-            recorder.record_gate_refusal(event);
-        }
-    });
+    let gate_kept = serve_gate(&server, gate)?;
     // The wire frames, bounds and parses messages, answers malformed ones
     // itself, is rmcp's transport and stdout's only writer.
     let (transport, ends) = wire::Wire::new();
@@ -205,33 +190,7 @@ async fn run(
         });
     }
     let stopped = match served {
-        Ok(service) => {
-            let stop = service.cancellation_token();
-            let mut sigterm = signal(SignalKind::terminate())?;
-            let mut sighup = signal(SignalKind::hangup())?;
-            let waiting = service.waiting();
-            tokio::pin!(waiting);
-            loop {
-                tokio::select! {
-                    quit = &mut waiting => {
-                        quit?;
-                        break "the client closed the connection (stdin)";
-                    }
-                    _ = sighup.recv() => {
-                        // Off the workers: reading and hashing a file blocks.
-                        let server = Arc::clone(&server);
-                        let _ = tokio::task::spawn_blocking(move || server.reload_rules()).await;
-                    }
-                    _ = sigterm.recv() => {
-                        tracing::info!("SIGTERM: refusing new calls, letting in-flight calls finish");
-                        server.drain(grace).await;
-                        stop.cancel();
-                        input.abort();
-                        break "SIGTERM: drained the calls in flight";
-                    }
-                }
-            }
-        }
+        Ok(service) => until_stopped(service, &server, grace, &input).await?,
         // The client hung up before a session began: after nothing at all,
         // or after a `server/discover` probe alone (2026-07-28 clients probe
         // to learn the revisions, then may go). An end like stdin's EOF.
@@ -255,6 +214,63 @@ async fn run(
     server.close();
     tracing::info!("browser-shell exiting");
     Ok(())
+}
+
+/// Serve the browser gate; its refusals go to the audit writer. Returns
+/// whether its port is the previous server's.
+fn serve_gate(server: &Arc<Server>, gate: Gate) -> anyhow::Result<bool> {
+    let kept = gate.same_port_as_before();
+    let mut refusals = gate
+        .serve(
+            Arc::clone(&server.rules),
+            Arc::clone(&server.resolver),
+            server.runner.socket_dir().clone(),
+            Some(server.runner.state_dir().join(CONTEXTS_MEMO)),
+            &server.gate,
+        )
+        .context("cannot serve the browser gate")?;
+    let recorder = Arc::clone(server);
+    tokio::spawn(async move {
+        while let Some(event) = refusals.recv().await {
+            recorder.record_gate_refusal(event);
+        }
+    });
+    Ok(kept)
+}
+
+/// Serve the MCP session until the client leaves or SIGTERM (after a
+/// drain); SIGHUP reloads the rules. Returns why it stopped.
+async fn until_stopped(
+    service: rmcp::service::RunningService<rmcp::RoleServer, mcp::BrowserShellServer>,
+    server: &Arc<Server>,
+    grace: Duration,
+    input: &tokio::task::JoinHandle<()>,
+) -> anyhow::Result<&'static str> {
+    let stop = service.cancellation_token();
+    let mut sigterm = signal(SignalKind::terminate())?;
+    let mut sighup = signal(SignalKind::hangup())?;
+    let waiting = service.waiting();
+    tokio::pin!(waiting);
+    loop {
+        tokio::select! {
+            quit = &mut waiting => {
+                quit?;
+                return Ok("the client closed the connection (stdin)");
+            }
+            _ = sighup.recv() => {
+                // Off the workers: reading and hashing a file blocks.
+                let server = Arc::clone(server);
+                let _ = tokio::task::spawn_blocking(move || server.reload_rules()).await;
+            }
+            _ = sigterm.recv() => {
+                tracing::info!("SIGTERM: refusing new calls, letting in-flight calls finish");
+                server.drain(grace).await;
+                stop.cancel();
+                input.abort();
+                return Ok("SIGTERM: drained the calls in flight");
+            }
+        }
+    }
 }
 
 /// Retire idle sessions, checking a few times per idle TTL.

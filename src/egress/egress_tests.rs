@@ -18,6 +18,14 @@ struct Rebinding {
     asked: AtomicUsize,
 }
 
+impl Rebinding {
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            asked: AtomicUsize::new(0),
+        })
+    }
+}
+
 impl Resolve for Rebinding {
     fn resolve<'a>(&'a self, _host: &'a str) -> BoxFuture<'a, io::Result<Vec<IpAddr>>> {
         let first = self.asked.fetch_add(1, Ordering::SeqCst) == 0;
@@ -104,9 +112,7 @@ const ALLOW_127_0_0_1: &str = r#"{"open":{"allow_private_cidrs":["127.0.0.1/32"]
 
 #[tokio::test]
 async fn a_rebinding_name_reaches_only_the_address_that_was_checked() {
-    let resolver = Arc::new(Rebinding {
-        asked: AtomicUsize::new(0),
-    });
+    let resolver = Rebinding::new();
     let (egress, _refusals, _dir) = egress(ALLOW_127_0_0_1, Arc::clone(&resolver) as _);
     let proxy = egress.open("s1").expect("listener");
     let (port, allowed, forbidden) = twin_listeners().await;
@@ -143,10 +149,7 @@ async fn a_rebinding_name_reaches_only_the_address_that_was_checked() {
 
 #[tokio::test]
 async fn a_forbidden_connection_is_refused_reported_and_never_made() {
-    let resolver = Arc::new(Rebinding {
-        asked: AtomicUsize::new(0),
-    });
-    let (egress, mut refusals, _dir) = egress(ALLOW_127_0_0_1, resolver);
+    let (egress, mut refusals, _dir) = egress(ALLOW_127_0_0_1, Rebinding::new());
     let proxy = egress.open("s1").expect("listener");
     let (port, _allowed, forbidden) = twin_listeners().await;
     for head in [
@@ -179,10 +182,7 @@ async fn a_forbidden_connection_is_refused_reported_and_never_made() {
 
 #[tokio::test]
 async fn an_allowed_absolute_form_request_is_sent_on_in_origin_form() {
-    let resolver = Arc::new(Rebinding {
-        asked: AtomicUsize::new(0),
-    });
-    let (egress, _refusals, _dir) = egress(ALLOW_127_0_0_1, resolver);
+    let (egress, _refusals, _dir) = egress(ALLOW_127_0_0_1, Rebinding::new());
     let proxy = egress.open("s1").expect("listener");
     let (port, allowed, _forbidden) = twin_listeners().await;
     let answer = ask(
@@ -196,10 +196,7 @@ async fn an_allowed_absolute_form_request_is_sent_on_in_origin_form() {
 
 #[tokio::test]
 async fn a_page_cannot_reach_another_sessions_listener_through_its_own() {
-    let resolver = Arc::new(Rebinding {
-        asked: AtomicUsize::new(0),
-    });
-    let (egress, mut refusals, _dir) = egress(ALLOW_127_0_0_1, resolver);
+    let (egress, mut refusals, _dir) = egress(ALLOW_127_0_0_1, Rebinding::new());
     let mine = egress.open("a").expect("listener");
     let theirs = egress.open("b").expect("listener");
     let answer = ask(
@@ -218,10 +215,7 @@ async fn a_page_cannot_reach_another_sessions_listener_through_its_own() {
 
 #[tokio::test]
 async fn a_closed_sessions_listener_accepts_nothing() {
-    let resolver = Arc::new(Rebinding {
-        asked: AtomicUsize::new(0),
-    });
-    let (egress, _refusals, _dir) = egress(ALLOW_127_0_0_1, resolver);
+    let (egress, _refusals, _dir) = egress(ALLOW_127_0_0_1, Rebinding::new());
     let port = egress.open("a").expect("listener");
     assert_eq!(egress.open("a").expect("same listener"), port);
     egress.close("a");

@@ -64,6 +64,18 @@ struct Connection {
     shown: Mutex<HashSet<String>>,
 }
 
+impl Connection {
+    fn new(session: String) -> Self {
+        Self {
+            session,
+            attached: Mutex::default(),
+            hidden: Mutex::default(),
+            awaited: Mutex::default(),
+            shown: Mutex::default(),
+        }
+    }
+}
+
 /// What the relay does with one message from agent-browser.
 enum Judgement {
     Forward(Value),
@@ -85,13 +97,7 @@ pub(super) async fn relay(
     shared: Arc<Shared>,
 ) {
     shared.contexts.adopt_or_drop(&shared, &session).await;
-    let conn = Arc::new(Connection {
-        session,
-        attached: Mutex::default(),
-        hidden: Mutex::default(),
-        awaited: Mutex::default(),
-        shown: Mutex::default(),
-    });
+    let conn = Arc::new(Connection::new(session));
     let (mut to_daemon, mut from_daemon) = client.split();
     // One writer to the daemon, fed by Chromium's messages and the gate's
     // own refusals, at most MAX_QUEUED_BYTES of them waiting.
@@ -160,14 +166,7 @@ pub(super) async fn relay(
                 (Rule::CdpRefused, why)
             }
         };
-        let mut answer = json!({
-            "id": request.get("id").cloned().unwrap_or(Value::Null),
-            "error": {"code": -32000, "message": format!("browser-shell refused [{rule}]: {why}")},
-        });
-        if let Some(cdp_session) = request.get("sessionId") {
-            answer["sessionId"] = cdp_session.clone();
-        }
-        let answer = answer.to_string();
+        let answer = refusal_answer(&request, rule, &why);
         // A daemon that sends refused messages and never reads the answers
         // has its connection closed, not a queue that grows.
         let Ok(room) = Arc::clone(&budget).try_acquire_many_owned(room_for(answer.len())) else {
@@ -186,6 +185,18 @@ pub(super) async fn relay(
     }
     drop(daemon_tx);
     let _ = writer.await;
+}
+
+/// The CDP error a refused message of agent-browser's is answered with.
+fn refusal_answer(request: &Value, rule: Rule, why: &str) -> String {
+    let mut answer = json!({
+        "id": request.get("id").cloned().unwrap_or(Value::Null),
+        "error": {"code": -32000, "message": format!("browser-shell refused [{rule}]: {why}")},
+    });
+    if let Some(cdp_session) = request.get("sessionId") {
+        answer["sessionId"] = cdp_session.clone();
+    }
+    answer.to_string()
 }
 
 /// The relay's own connection to Chromium's browser endpoint.
@@ -259,13 +270,41 @@ async fn judge(mut request: Value, conn: &Connection, shared: &Arc<Shared>) -> J
             why: format!("{shown_method} is not on the gate's allowlist"),
         };
     };
+    if let Some(refused) = refused_url(how, &request, &shown_method, shared) {
+        return refused;
+    }
+    if let Some(refused) = screen_request(&method, &request, conn, shared).await {
+        return refused;
+    }
+    if method == "Target.createTarget"
+        && let Err(refused) = open_in_context(&mut request, conn, shared).await
+    {
+        return refused;
+    }
+    if matches!(
+        method.as_str(),
+        "Input.insertText" | "Input.dispatchKeyEvent"
+    ) && let Err(refused) = check_typing(&request, conn, shared).await
+    {
+        return refused;
+    }
+    policed_first(request, &shown_method, conn, shared).await
+}
+
+/// A URL in the method's parameters the gate does not let through.
+fn refused_url(
+    how: Treatment,
+    request: &Value,
+    shown_method: &str,
+    shared: &Shared,
+) -> Option<Judgement> {
     let url_of = |param: &str| {
         request
             .pointer(&format!("/params/{param}"))
             .and_then(Value::as_str)
             .map(str::to_owned)
     };
-    let refused_url = match how {
+    let (raw, why) = match how {
         Treatment::Pass => None,
         Treatment::CheckUrl(param) => {
             url_of(param).and_then(|raw| check_navigation(&raw, shared).err().map(|why| (raw, why)))
@@ -273,57 +312,71 @@ async fn judge(mut request: Value, conn: &Connection, shared: &Arc<Shared>) -> J
         Treatment::BlankOnly(param) => url_of(param)
             .filter(|raw| !raw.is_empty() && raw != "about:blank")
             .map(|raw| (raw, "a new tab may only start at about:blank".to_owned())),
-    };
-    if let Some((raw, why)) = refused_url {
-        return Judgement::Refuse {
+    }?;
+    Some(Judgement::Refuse {
+        rule: Rule::CdpRefused,
+        why: format!("{shown_method} to {}: {why}", shown(&raw)),
+    })
+}
+
+/// `Target.createTarget`: the tab opens in the session's browser context
+/// (made now if need be), a pooled daemon's unseen.
+async fn open_in_context(
+    request: &mut Value,
+    conn: &Connection,
+    shared: &Arc<Shared>,
+) -> Result<(), Judgement> {
+    let context = shared
+        .contexts
+        .of(shared, &conn.session)
+        .await
+        .map_err(|why| Judgement::Refuse {
             rule: Rule::CdpRefused,
-            why: format!("{shown_method} to {}: {why}", shown(&raw)),
-        };
+            why: format!("the session's browser context could not be made: {why}"),
+        })?;
+    let window = shared.contexts.window_bounds(shared).await;
+    in_own_context(request, context, window.as_ref());
+    if crate::session_id::is_pool_name(&conn.session) {
+        wait_unseen(request);
     }
-    if let Some(refused) = screen_request(&method, &request, conn, shared).await {
-        return refused;
-    }
-    if method == "Target.createTarget" {
-        match shared.contexts.of(shared, &conn.session).await {
-            Ok(context) => {
-                let window = shared.contexts.window_bounds(shared).await;
-                in_own_context(&mut request, context, window.as_ref());
-            }
-            Err(why) => {
-                return Judgement::Refuse {
-                    rule: Rule::CdpRefused,
-                    why: format!("the session's browser context could not be made: {why}"),
-                };
-            }
-        }
-        if crate::session_id::is_pool_name(&conn.session) {
-            wait_unseen(&mut request);
-        }
-    }
-    let target_of = |cdp_session: &str| {
-        lock(&conn.attached)
-            .get(cdp_session)
-            .map(|a| a.target_id.clone())
+    Ok(())
+}
+
+/// Text input while the session's call types secrets: only into a focused
+/// frame on the secrets' hosts.
+async fn check_typing(
+    request: &Value,
+    conn: &Connection,
+    shared: &Arc<Shared>,
+) -> Result<(), Judgement> {
+    let Some(names) = shared.typing.names(&conn.session) else {
+        return Ok(());
     };
-    if matches!(
-        method.as_str(),
-        "Input.insertText" | "Input.dispatchKeyEvent"
-    ) && let Some(names) = shared.typing.names(&conn.session)
-    {
-        let target = request
-            .get("sessionId")
-            .and_then(Value::as_str)
-            .and_then(target_of);
-        if let Err(why) = check_typing_frame(&names, target.as_deref(), shared).await {
-            return Judgement::Refuse {
-                rule: Rule::SecretHost,
-                why,
-            };
-        }
-    }
-    // A message for a tab goes to it only once the tab is policed. Every
-    // CDP session agent-browser holds was announced on this connection, so
-    // one the relay never saw is refused rather than let through unpoliced.
+    let target = request
+        .get("sessionId")
+        .and_then(Value::as_str)
+        .and_then(|cdp_session| {
+            lock(&conn.attached)
+                .get(cdp_session)
+                .map(|a| a.target_id.clone())
+        });
+    check_typing_frame(&names, target.as_deref(), shared)
+        .await
+        .map_err(|why| Judgement::Refuse {
+            rule: Rule::SecretHost,
+            why,
+        })
+}
+
+/// A message for a tab goes to it only once the tab is policed. Every CDP
+/// session agent-browser holds was announced on this connection, so one the
+/// relay never saw is refused rather than let through unpoliced.
+async fn policed_first(
+    request: Value,
+    shown_method: &str,
+    conn: &Connection,
+    shared: &Arc<Shared>,
+) -> Judgement {
     let Some(cdp_session) = request.get("sessionId") else {
         return Judgement::Forward(request);
     };

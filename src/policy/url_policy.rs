@@ -390,21 +390,8 @@ impl UrlPolicy {
                 format!("{name} is denied by the policy ({entry})"),
             ));
         }
-        if reach == Reach::Page
-            && (self.allow_hosts.is_some() || self.allow_host_suffixes.is_some())
-        {
-            let exact = self.allow_hosts.iter().flatten().any(|h| *h == name);
-            let suffix = self
-                .allow_host_suffixes
-                .iter()
-                .flatten()
-                .any(|s| name.ends_with(s.as_str()) && name.len() > s.len());
-            if !(exact || suffix) {
-                return Err(Refusal::new(
-                    Rule::HostNotAllowed,
-                    format!("{name} is not in the policy's allowed hosts"),
-                ));
-            }
+        if reach == Reach::Page {
+            self.check_allowed_host(&name)?;
         }
         let resolved = match host {
             Host::Ipv4(v4) => vec![IpAddr::V4(v4)],
@@ -424,38 +411,68 @@ impl UrlPolicy {
         }
         let port = url.port_or_known_default().unwrap_or(0);
         for ip in &resolved {
-            let Some(kind) = address::special_kind(*ip) else {
-                continue;
-            };
-            if self.protected_ports.contains(&port) {
-                return Err(Refusal::new(
-                    Rule::PortProtected,
-                    format!(
-                        "{name}:{port} is {ip} ({kind}) on a port of browser-shell's stack \
-                         (Chromium's DevTools, the browser gate or a service listed with \
-                         --protect-port); no policy can allow it"
-                    ),
-                ));
-            }
-            if !self
-                .allow_private_cidrs
-                .iter()
-                .any(|allowance| allowance.covers(*ip, port))
-            {
-                return Err(Refusal::new(
-                    Rule::AddressPrivate,
-                    format!(
-                        "{name} is {ip} ({kind}) and port {port}; only public addresses may be \
-                         opened unless an entry of the policy's allow_private_cidrs covers the \
-                         address and the port"
-                    ),
-                ));
-            }
+            self.check_address(&name, *ip, port)?;
         }
         Ok(Checked {
             url: url.to_string(),
             resolved,
         })
+    }
+
+    /// A page's host must be on the allowlists, when there are any.
+    fn check_allowed_host(&self, name: &str) -> Result<(), Refusal> {
+        if self.allow_hosts.is_none() && self.allow_host_suffixes.is_none() {
+            return Ok(());
+        }
+        let exact = self.allow_hosts.iter().flatten().any(|h| h == name);
+        let suffix = self
+            .allow_host_suffixes
+            .iter()
+            .flatten()
+            .any(|s| name.ends_with(s.as_str()) && name.len() > s.len());
+        if exact || suffix {
+            Ok(())
+        } else {
+            Err(Refusal::new(
+                Rule::HostNotAllowed,
+                format!("{name} is not in the policy's allowed hosts"),
+            ))
+        }
+    }
+
+    /// One address `name` resolved to: a public one passes; a special one
+    /// only when an allowance covers it and its port, and never on a port
+    /// of browser-shell's stack.
+    fn check_address(&self, name: &str, ip: IpAddr, port: u16) -> Result<(), Refusal> {
+        let Some(kind) = address::special_kind(ip) else {
+            return Ok(());
+        };
+        if self.protected_ports.contains(&port) {
+            return Err(Refusal::new(
+                Rule::PortProtected,
+                format!(
+                    "{name}:{port} is {ip} ({kind}) on a port of browser-shell's stack \
+                     (Chromium's DevTools, the browser gate or a service listed with \
+                     --protect-port); no policy can allow it"
+                ),
+            ));
+        }
+        if self
+            .allow_private_cidrs
+            .iter()
+            .any(|allowance| allowance.covers(ip, port))
+        {
+            Ok(())
+        } else {
+            Err(Refusal::new(
+                Rule::AddressPrivate,
+                format!(
+                    "{name} is {ip} ({kind}) and port {port}; only public addresses may be \
+                     opened unless an entry of the policy's allow_private_cidrs covers the \
+                     address and the port"
+                ),
+            ))
+        }
     }
 }
 

@@ -89,12 +89,12 @@ pub(crate) enum Termination {
     TimedOut,
     Cancelled,
     SpawnFailed(String),
-    /// The release gate held the batch back: the child never received it
+    /// The release check held the batch back: the child never received it
     /// and was killed.
     Withheld(Withhold),
 }
 
-/// Why a release gate held a child's batch back.
+/// Why a release check held a child's batch back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Withhold {
     /// The call's audit intent could not be made durable.
@@ -106,7 +106,7 @@ pub(crate) enum Withhold {
     Refused(crate::refusal::Refusal),
 }
 
-/// A release gate that did not open: why, and the proof it had obtained
+/// A release check that did not open: why, and the proof it had obtained
 /// before it decided (so the call can still act for itself, e.g. reset a
 /// page the guard refused).
 #[derive(Debug)]
@@ -129,7 +129,7 @@ pub(crate) struct RawOutcome {
 }
 
 /// A call's command, run: what the child produced, and the proof that let
-/// it run (absent only when the gate never opened for lack of one).
+/// it run (absent only when the check never passed for lack of one).
 #[derive(Debug)]
 pub(crate) struct Executed {
     pub(crate) raw: RawOutcome,
@@ -219,12 +219,12 @@ impl Runner {
     ///
     /// The child is spawned at once, but receives the batch on stdin only
     /// once `release` yields the call's [`IntentSynced`]. agent-browser does
-    /// nothing before it has read its whole batch, so the gate's wait
-    /// overlaps the child's start-up instead of preceding it. Should the gate
+    /// nothing before it has read its whole batch, so the check's wait
+    /// overlaps the child's start-up instead of preceding it. Should the check
     /// not open, the child is killed without ever having a command
     /// ([`Termination::Withheld`]).
     ///
-    /// With `front`, the session's tab is brought to the front once the gate
+    /// With `front`, the session's tab is brought to the front once the check
     /// opened, while the batch is delivered, so no command works on a
     /// background tab.
     pub(crate) async fn run(
@@ -236,7 +236,7 @@ impl Runner {
         release: impl Future<Output = Result<IntentSynced, Withheld>>,
     ) -> Executed {
         let mut proof = None;
-        let gate = async {
+        let release = async {
             match release.await {
                 Ok(intent) => {
                     proof = Some(intent);
@@ -248,7 +248,9 @@ impl Runner {
                 }
             }
         };
-        let raw = self.run_gated(session, batch, bounds, front, gate).await;
+        let raw = self
+            .run_released(session, batch, bounds, front, release)
+            .await;
         Executed { raw, intent: proof }
     }
 
@@ -261,19 +263,19 @@ impl Runner {
         batch: &[Vec<String>],
         bounds: Bounds<'_>,
     ) -> RawOutcome {
-        self.run_gated(session, batch, bounds, false, std::future::ready(Ok(())))
+        self.run_released(session, batch, bounds, false, std::future::ready(Ok(())))
             .await
     }
 
     /// The child's whole life: spawn (or take the standby), wait for the
-    /// gate, deliver the batch, wait for the end within `bounds`, clean up.
-    async fn run_gated(
+    /// release check, deliver the batch, wait for the end within `bounds`, clean up.
+    async fn run_released(
         &self,
         session: &SessionId,
         batch: &[Vec<String>],
         bounds: Bounds<'_>,
         front: bool,
-        gate: impl Future<Output = Result<(), Withhold>>,
+        release: impl Future<Output = Result<(), Withhold>>,
     ) -> RawOutcome {
         let started = tokio::time::Instant::now();
         let finish = |termination, out: Captured, err: Captured| RawOutcome {
@@ -312,9 +314,9 @@ impl Runner {
         // has no daemon command to stop.
         let fed = std::sync::atomic::AtomicBool::new(false);
         let feed = async {
-            gate.await?;
+            release.await?;
             fed.store(true, std::sync::atomic::Ordering::SeqCst);
-            // After the gate (bringing a tab forward is visible to the page),
+            // After the check (bringing a tab forward is visible to the page),
             // and beside the delivery: the CLI talks to its daemon for a
             // millisecond or more before the command reaches the tab.
             let to_front = async {

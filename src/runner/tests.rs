@@ -2,9 +2,9 @@
 //! its pid, then copies its stdin to a file), started like the real one but
 //! through a stand-in trampoline that only execs it: this test binary cannot
 //! be the trampoline, and the real one's confinement is proven by hardening's
-//! tests and `tests/e2e`. The release gate: the child starts while the gate
-//! is still closed, gets its batch only once the gate opens, and is killed without it when the
-//! gate fails. Standbys: a session's next call is served by the process
+//! tests and `tests/e2e`. The release check: the child starts while the
+//! check is pending, gets its batch only once it passes, and is killed
+//! without it when the check fails. Standbys: a session's next call is served by the process
 //! spawned ahead of it, and one whose session ended is never used. And a
 //! killed multi-threaded process (the daemon) counts as gone only once all
 //! its threads are.
@@ -112,11 +112,11 @@ fn proof(s: &StandIn) -> IntentSynced {
     s.audit.append_intent_synced(event).unwrap().1
 }
 
-/// Run the batch through the stand-in's runner, behind `gate`.
+/// Run the batch through the stand-in's runner, behind `release`.
 async fn run(
     s: &StandIn,
     session: &SessionId,
-    gate: impl Future<Output = Result<IntentSynced, Withheld>>,
+    release: impl Future<Output = Result<IntentSynced, Withheld>>,
 ) -> super::RawOutcome {
     let cancel = CancellationToken::new();
     let bounds = Bounds {
@@ -124,7 +124,7 @@ async fn run(
         cancel: &cancel,
     };
     s.runner
-        .run(session, &batch(), bounds, false, gate)
+        .run(session, &batch(), bounds, false, release)
         .await
         .raw
 }
@@ -134,7 +134,7 @@ async fn the_child_starts_before_the_gate_opens_but_gets_its_batch_only_after() 
     let s = stand_in();
     let at_release = Arc::new(Mutex::new(None));
     let intent = proof(&s);
-    let gate = {
+    let release = {
         let (received, at_release) = (s.received.clone(), Arc::clone(&at_release));
         async move {
             started(&received).await;
@@ -145,7 +145,7 @@ async fn the_child_starts_before_the_gate_opens_but_gets_its_batch_only_after() 
         }
     };
     let session = SessionId::parse("g1").unwrap();
-    let raw = run(&s, &session, gate).await;
+    let raw = run(&s, &session, release).await;
     assert_eq!(raw.termination, Termination::Exited(0), "{raw:?}");
     assert_eq!(at_release.lock().unwrap().as_deref(), Some(&b""[..]));
     assert_got_the_batch(&s);
@@ -154,7 +154,7 @@ async fn the_child_starts_before_the_gate_opens_but_gets_its_batch_only_after() 
 #[tokio::test]
 async fn a_failed_gate_kills_the_child_without_its_batch() {
     let s = stand_in();
-    let gate = {
+    let release = {
         let received = s.received.clone();
         async move {
             started(&received).await;
@@ -166,7 +166,7 @@ async fn a_failed_gate_kills_the_child_without_its_batch() {
         }
     };
     let session = SessionId::parse("g2").unwrap();
-    let raw = run(&s, &session, gate).await;
+    let raw = run(&s, &session, release).await;
     assert_eq!(
         raw.termination,
         Termination::Withheld(Withhold::Audit("fdatasync: Invalid argument".to_owned()))

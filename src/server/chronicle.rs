@@ -8,7 +8,6 @@
 use std::{path::Path, sync::atomic::Ordering};
 
 use audit::Outcome;
-use clap::ValueEnum;
 use serde_json::{Value, json};
 
 use super::Server;
@@ -91,7 +90,7 @@ impl Server {
                 "max_inflight": limits.max_inflight,
                 "busy_wait_sec": limits.busy_wait.as_secs(),
                 "max_sessions": limits.max_sessions,
-                "session_overflow": limits.overflow.to_possible_value().map(|v| v.get_name().to_owned()),
+                "session_overflow": limits.overflow.name(),
                 "session_idle_sec": limits.session_idle.as_secs(),
                 "output_quota_session_bytes": limits.output_quota.per_session,
                 "output_quota_total_bytes": limits.output_quota.total,

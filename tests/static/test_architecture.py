@@ -95,3 +95,44 @@ def test_only_the_audit_crate_mints_the_intents_proof() -> None:
 
 def test_the_egress_knows_no_gate_and_no_call() -> None:
     assert not imports()["egress"] & {"gate", "call", "server", "transport", "cli", "runner"}, imports()["egress"]
+
+
+def long_functions(limit: int = 100) -> list[str]:
+    """Production functions (crates' src/, tests cut off) longer than `limit` lines, brace to brace."""
+    found = []
+    for path in sorted(SRC.parent.glob("*/src/**/*.rs")) + sorted(SRC.rglob("*.rs")):
+        if path.name.endswith("tests.rs") or "target" in path.parts:
+            continue
+        lines = path.read_text().split("#[cfg(test)]")[0].split("\n")
+        i = 0
+        while i < len(lines):
+            m = re.match(r"^(\s*)(pub(\([^)]*\))?\s+)?(const\s+)?(async\s+)?fn\s+(\w+)", lines[i])
+            if m and not lines[i].rstrip().endswith(";"):
+                indent, start = len(m.group(1)), i
+                end = start
+                while end < len(lines) and not (
+                    lines[end].startswith(" " * indent + "}") and len(lines[end]) - len(lines[end].lstrip()) == indent
+                ):
+                    end += 1
+                if end - start + 1 > limit:
+                    found.append(f"{path.relative_to(SRC.parent)}: {m.group(6)} ({end - start + 1} lines)")
+                i = end
+            i += 1
+    return found
+
+
+def test_no_production_function_is_longer_than_a_hundred_lines() -> None:
+    assert long_functions(limit=10), "the scan found no function over 10 lines: it would prove nothing"
+    assert not long_functions(), long_functions()
+
+
+def test_tests_longer_than_sixty_lines_live_in_a_sibling_file() -> None:
+    """One layout: `#[cfg(test)] #[path = "x_tests.rs"] mod tests;` for anything over ~60 lines."""
+    inline = {}
+    for path in sorted(SRC.parent.glob("*/src/**/*.rs")) + sorted(SRC.rglob("*.rs")):
+        text = path.read_text()
+        at = text.find("#[cfg(test)]\nmod tests {")
+        if at >= 0:
+            inline[str(path.relative_to(SRC.parent))] = text[at:].count("\n")
+    assert inline, "no inline test module found: the check would prove nothing"
+    assert not {f: n for f, n in inline.items() if n > 60}, inline

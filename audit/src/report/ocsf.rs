@@ -237,27 +237,7 @@ fn api_activity(record: &Value, phase: &str, outcome: Option<&str>, argv: Option
     } else {
         put(e, "actor", Some(actor(record)));
     }
-    let mut src = Map::new();
-    if let Some(host) = record.get("host") {
-        src.insert("hostname".into(), host.clone());
-    }
-    put(e, "src_endpoint", Some(Value::Object(src)));
-    if let Some(target) = target_url(argv) {
-        let url = url_object(target);
-        let mut dst = Map::new();
-        for (from, to) in [("hostname", "hostname"), ("port", "port")] {
-            if let Some(v) = url.get(from) {
-                dst.insert(to.into(), v.clone());
-            }
-        }
-        if let Some(ip) = record.pointer("/resolved/0") {
-            dst.insert("ip".into(), ip.clone());
-        }
-        if !dst.is_empty() {
-            put(e, "dst_endpoint", Some(Value::Object(dst)));
-        }
-        put(e, "http_request", Some(json!({ "url": url })));
-    }
+    put_endpoints(e, record, argv);
     if let Some(page) = str_of(record, "page_url") {
         resources
             .push(json!({"type": "web_page", "name": page, "data": {"url": url_object(page)}}));
@@ -265,6 +245,39 @@ fn api_activity(record: &Value, phase: &str, outcome: Option<&str>, argv: Option
     if !resources.is_empty() {
         put(e, "resources", Some(Value::Array(resources)));
     }
+    put_trace(e, record);
+    event
+}
+
+/// Where the call came from (the host) and went (the URL it was given,
+/// with the address it was checked at).
+fn put_endpoints(e: &mut Value, record: &Value, argv: Option<&Value>) {
+    let mut src = Map::new();
+    if let Some(host) = record.get("host") {
+        src.insert("hostname".into(), host.clone());
+    }
+    put(e, "src_endpoint", Some(Value::Object(src)));
+    let Some(target) = target_url(argv) else {
+        return;
+    };
+    let url = url_object(target);
+    let mut dst = Map::new();
+    for (from, to) in [("hostname", "hostname"), ("port", "port")] {
+        if let Some(v) = url.get(from) {
+            dst.insert(to.into(), v.clone());
+        }
+    }
+    if let Some(ip) = record.pointer("/resolved/0") {
+        dst.insert("ip".into(), ip.clone());
+    }
+    if !dst.is_empty() {
+        put(e, "dst_endpoint", Some(Value::Object(dst)));
+    }
+    put(e, "http_request", Some(json!({ "url": url })));
+}
+
+/// The call's trace and span, when it had them.
+fn put_trace(e: &mut Value, record: &Value) {
     let mut trace = Map::new();
     if let Some(t) = record.get("trace_id") {
         trace.insert("uid".into(), t.clone());
@@ -275,7 +288,6 @@ fn api_activity(record: &Value, phase: &str, outcome: Option<&str>, argv: Option
     if !trace.is_empty() {
         put(e, "trace", Some(Value::Object(trace)));
     }
-    event
 }
 
 /// Who asked: the session and the MCP client, as far as the record knows.

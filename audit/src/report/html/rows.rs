@@ -64,72 +64,9 @@ impl Report {
             );
         }
         o.push_str("<td>");
-        if event {
-            let _ = write!(o, "<em>{} {}</em>", esc(&r.kind), esc(&r.subcommand));
-            if r.kind == "server" {
-                let _ = write!(
-                    o,
-                    " <span class=\"muted\">pid {}</span>",
-                    r.pid.unwrap_or(0)
-                );
-            }
-        } else if r.argv.is_empty() {
-            let _ = write!(o, "<em>{}</em>", esc(&r.kind));
-        }
-        for item in &r.argv {
-            match item {
-                Value::Object(_) => {
-                    let _ = write!(
-                        o,
-                        "<span class=\"redacted\">{}</span>",
-                        html_escape(&arg_text(item))
-                    );
-                }
-                _ => {
-                    let _ = write!(
-                        o,
-                        "<code class=\"arg\">{}</code>",
-                        html_escape(&arg_text(item))
-                    );
-                }
-            }
-        }
+        command_cell(o, r, event);
         o.push_str("</td><td>");
-        match &r.flag {
-            Some(f) => {
-                let _ = write!(
-                    o,
-                    "<span class=\"badge {}\">{}</span>",
-                    f.level,
-                    esc(&f.label)
-                );
-                let what = [Some(r.verdict.as_str()), r.outcome.as_deref()]
-                    .into_iter()
-                    .flatten()
-                    .filter(|s| !s.is_empty())
-                    .collect::<Vec<_>>()
-                    .join(" · ");
-                let _ = write!(o, "<div class=\"muted\">{}</div>", esc(&what));
-            }
-            None if event => {
-                let _ = write!(
-                    o,
-                    "<span class=\"badge event\">{}</span>",
-                    esc(&r.subcommand)
-                );
-            }
-            None => {
-                let _ = write!(
-                    o,
-                    "<span class=\"badge ok\">{} · {}</span>",
-                    esc(&r.verdict),
-                    esc(r.outcome.as_deref().unwrap_or("-"))
-                );
-            }
-        }
-        if unverified {
-            o.push_str(" <span class=\"badge unverified\">UNVERIFIED</span>");
-        }
+        result_cell(o, r, event, unverified);
         let _ = write!(
             o,
             "</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"detail\">",
@@ -137,36 +74,114 @@ impl Report {
             r.duration_ms
                 .map_or_else(|| "-".into(), |d| format!("{d:.1}")),
         );
-        if r.rule.is_some() || r.reason.is_some() {
-            o.push_str("<div>");
-            if let Some(rule) = &r.rule {
-                let _ = write!(o, "<code class=\"rule\">{}</code> ", esc(rule));
-            }
-            let _ = write!(o, "{}</div>", esc(r.reason.as_deref().unwrap_or("")));
-        }
-        if let Some(page) = &r.page_url {
-            let _ = write!(
-                o,
-                "<div><span class=\"label\">page after</span> <code class=\"wrap\">{}</code></div>",
-                esc(page)
-            );
-        }
-        if !r.resolved.is_empty() {
-            let _ = write!(
-                o,
-                "<div><span class=\"label\">resolved</span> <code>{}</code></div>",
-                esc(&r.resolved.join(", "))
-            );
-        }
-        for (label, value, note) in digests(r) {
-            let _ = write!(
-                o,
-                "<div><span class=\"label\">{}</span> <code class=\"digest\" title=\"{1}\">{1}</code>{2}</div>",
-                esc(&label),
-                esc(&value),
-                esc(&note)
-            );
-        }
+        detail_cell(o, r);
         o.push_str("</td></tr>");
+    }
+}
+
+/// What was asked: the event, or the command's (redacted) arguments.
+fn command_cell(o: &mut String, r: &Row, event: bool) {
+    if event {
+        let _ = write!(o, "<em>{} {}</em>", esc(&r.kind), esc(&r.subcommand));
+        if r.kind == "server" {
+            let _ = write!(
+                o,
+                " <span class=\"muted\">pid {}</span>",
+                r.pid.unwrap_or(0)
+            );
+        }
+    } else if r.argv.is_empty() {
+        let _ = write!(o, "<em>{}</em>", esc(&r.kind));
+    }
+    for item in &r.argv {
+        match item {
+            Value::Object(_) => {
+                let _ = write!(
+                    o,
+                    "<span class=\"redacted\">{}</span>",
+                    html_escape(&arg_text(item))
+                );
+            }
+            _ => {
+                let _ = write!(
+                    o,
+                    "<code class=\"arg\">{}</code>",
+                    html_escape(&arg_text(item))
+                );
+            }
+        }
+    }
+}
+
+/// The flag's badge, or the verdict and outcome.
+fn result_cell(o: &mut String, r: &Row, event: bool, unverified: bool) {
+    match &r.flag {
+        Some(f) => {
+            let _ = write!(
+                o,
+                "<span class=\"badge {}\">{}</span>",
+                f.level,
+                esc(&f.label)
+            );
+            let what = [Some(r.verdict.as_str()), r.outcome.as_deref()]
+                .into_iter()
+                .flatten()
+                .filter(|s| !s.is_empty())
+                .collect::<Vec<_>>()
+                .join(" · ");
+            let _ = write!(o, "<div class=\"muted\">{}</div>", esc(&what));
+        }
+        None if event => {
+            let _ = write!(
+                o,
+                "<span class=\"badge event\">{}</span>",
+                esc(&r.subcommand)
+            );
+        }
+        None => {
+            let _ = write!(
+                o,
+                "<span class=\"badge ok\">{} · {}</span>",
+                esc(&r.verdict),
+                esc(r.outcome.as_deref().unwrap_or("-"))
+            );
+        }
+    }
+    if unverified {
+        o.push_str(" <span class=\"badge unverified\">UNVERIFIED</span>");
+    }
+}
+
+/// Rule and reason, the page after, the resolved addresses, the digests.
+fn detail_cell(o: &mut String, r: &Row) {
+    if r.rule.is_some() || r.reason.is_some() {
+        o.push_str("<div>");
+        if let Some(rule) = &r.rule {
+            let _ = write!(o, "<code class=\"rule\">{}</code> ", esc(rule));
+        }
+        let _ = write!(o, "{}</div>", esc(r.reason.as_deref().unwrap_or("")));
+    }
+    if let Some(page) = &r.page_url {
+        let _ = write!(
+            o,
+            "<div><span class=\"label\">page after</span> <code class=\"wrap\">{}</code></div>",
+            esc(page)
+        );
+    }
+    if !r.resolved.is_empty() {
+        let _ = write!(
+            o,
+            "<div><span class=\"label\">resolved</span> <code>{}</code></div>",
+            esc(&r.resolved.join(", "))
+        );
+    }
+    for (label, value, note) in digests(r) {
+        let _ = write!(
+            o,
+            "<div><span class=\"label\">{}</span> <code class=\"digest\" title=\"{1}\">{1}</code>{2}</div>",
+            esc(&label),
+            esc(&value),
+            esc(&note)
+        );
     }
 }

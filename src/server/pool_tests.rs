@@ -1,0 +1,66 @@
+use super::*;
+
+fn pool(size: usize) -> Pool {
+    Pool::new(PoolSettings {
+        size,
+        idle: Duration::from_secs(600),
+    })
+}
+
+fn exited_pid() -> u32 {
+    let mut child = std::process::Command::new("/bin/true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    pid
+}
+
+#[test]
+fn a_pooled_daemon_is_handed_out_once_oldest_first() {
+    let p = pool(2);
+    p.put(Pooled::for_test("pool-a"));
+    p.put(Pooled::for_test("pool-b"));
+    assert_eq!(p.take().map(|d| d.name).as_deref(), Some("pool-a"));
+    assert_eq!(p.take().map(|d| d.name).as_deref(), Some("pool-b"));
+    assert_eq!(p.take(), None);
+    assert_eq!(p.missing(), 2);
+}
+
+#[test]
+fn a_pooled_daemon_that_exited_is_skipped_and_kept_for_closing() {
+    let p = pool(2);
+    p.put(Pooled {
+        pid: exited_pid(),
+        ..Pooled::for_test("pool-dead")
+    });
+    p.put(Pooled::for_test("pool-live"));
+    assert_eq!(p.take().map(|d| d.name).as_deref(), Some("pool-live"));
+    let (dead, unused) = p.to_close(false);
+    assert_eq!(
+        dead.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(),
+        ["pool-dead"]
+    );
+    assert!(unused.is_empty());
+}
+
+#[test]
+fn a_pool_unused_for_its_idle_time_is_emptied_until_a_session_asks() {
+    let p = Pool::new(PoolSettings {
+        size: 1,
+        idle: Duration::ZERO,
+    });
+    p.put(Pooled::for_test("pool-a"));
+    std::thread::sleep(Duration::from_millis(2));
+    let (_, unused) = p.to_close(false);
+    assert_eq!(unused.len(), 1);
+    assert_eq!(p.missing(), 0, "a resting pool is not refilled");
+    assert_eq!(p.take(), None);
+    assert_eq!(p.missing(), 1, "asking wakes it");
+}
+
+#[test]
+fn a_pool_of_zero_hands_out_nothing() {
+    let p = pool(0);
+    p.put(Pooled::for_test("pool-a"));
+    assert!(!p.is_enabled());
+    assert_eq!(p.take(), None);
+}
