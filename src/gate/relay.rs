@@ -62,6 +62,8 @@ struct Connection {
     awaited: Mutex<HashMap<u64, Awaited>>,
     /// Targets this connection was shown (all in the session's context).
     shown: Mutex<HashSet<String>>,
+    /// Tabs this connection opened: only the first gets a window of its own.
+    opened: std::sync::atomic::AtomicUsize,
 }
 
 impl Connection {
@@ -72,6 +74,7 @@ impl Connection {
             hidden: Mutex::default(),
             awaited: Mutex::default(),
             shown: Mutex::default(),
+            opened: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 }
@@ -334,7 +337,16 @@ async fn open_in_context(
             rule: Rule::CdpRefused,
             why: format!("the session's browser context could not be made: {why}"),
         })?;
-    let window = shared.contexts.window_bounds(shared).await;
+    // The context's first tab opens its window; agent-browser's others
+    // (it opens a spare one beside its pinned tab) are tabs of that window.
+    let first = conn
+        .opened
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        == 0;
+    let window = match first {
+        true => shared.contexts.window_bounds(shared).await,
+        false => None,
+    };
     in_own_context(request, context, window.as_ref());
     if crate::session_id::is_pool_name(&conn.session) {
         wait_unseen(request);
@@ -432,8 +444,9 @@ async fn check_typing_frame(
         .map_err(|refusal| refusal.message)
 }
 
-/// A new tab opens in the session's context, whatever the child asked,
-/// and (headed) in a window over the browser's first one.
+/// A new tab opens in the session's context, whatever the child asked;
+/// given `window` (headed, the context's first tab), in a new window over
+/// the browser's first one.
 fn in_own_context(request: &mut Value, context: String, window: Option<&Value>) {
     if let Some(params) = request.get_mut("params").and_then(Value::as_object_mut) {
         params.insert("browserContextId".to_owned(), Value::String(context));
@@ -449,17 +462,16 @@ fn in_own_context(request: &mut Value, context: String, window: Option<&Value>) 
     }
 }
 
-/// A pooled daemon's tab waits unseen: in the background, and its window
-/// (headed, where each context has one) minimized where a window manager
-/// honours it (on bare Xvfb the runner brings the watched tab forward
-/// again after each warm-up). It comes forward once the first call of the
-/// session it is bound to has been answered.
+/// A pooled daemon's tab waits unseen, in the background: opened in
+/// front, it would push the tab a session works in to the background,
+/// where Chromium stops rendering it and a click waits out agent-browser's
+/// 5 s timeout. It comes forward once the first call of the session it is
+/// bound to has been answered (headed, where its window may have opened
+/// over the one a person watches, the runner brings that one forward again
+/// after each warm-up).
 fn wait_unseen(request: &mut Value) {
     if let Some(params) = request.get_mut("params").and_then(Value::as_object_mut) {
         params.insert("background".to_owned(), Value::Bool(true));
-        if params.contains_key("newWindow") {
-            params.insert("windowState".to_owned(), Value::from("minimized"));
-        }
     }
 }
 
