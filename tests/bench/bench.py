@@ -12,6 +12,8 @@ to the results (✓/✗ where the table can tell). What each section measures:
            `call phases` events, from a second server with that logging on, untimed);
            a refused call (on a server whose agent-browser is an exec-logging stand-in: the run fails
            if any refusal spawned a process); a `tools/list` round trip; the server's RSS after that run.
+  newsession also times a burst: 8 new sessions arriving 0.2 s apart on `--pool 2`, each first call
+           from its arrival.
   subresources  (max(5, N/5) of each, per size) `open` of a page with 20, 100 and 300 same-origin
            subresources (images, none cacheable, new URLs every load) on a warm session: browser-shell
            (the page and each image through the session's egress proxy) vs agent-browser direct on
@@ -545,6 +547,7 @@ def bench_new_session(ab: Path, chromium, evidence: Path, n: int, notes: list[st
         c.append(first_call(plain, f"ns-plain-{i}"))
         time.sleep(SETTLE_S)
         b.append(first_direct(f"ns-raw-{i}"))
+    burst = bench_burst(pooled)
     wait_pool(pooled)
     ready = [r["detail"] for r in audit_records(pooled) if r.get("outcome") == "pooled"]
     bound = {r["detail"]["daemon"] for r in audit_records(pooled) if r.get("outcome") == "bound"}
@@ -562,7 +565,30 @@ def bench_new_session(ab: Path, chromium, evidence: Path, n: int, notes: list[st
         row("new session's first call (`get url`): browser-shell `--pool 2` vs agent-browser direct", a, b,
             "≤ 20 ms, ≥ 5× faster", lambda a50, b50: a50 <= 20.0 and b50 / a50 >= 5.0),
         row("new session's first call: browser-shell without a pool vs agent-browser direct", c, b, "–"),
+        row(f"burst: {BURST} new sessions arriving {BURST_GAP_S} s apart on `--pool 2`, first call from its arrival",
+            burst, None, "–"),
     ]
+
+
+BURST, BURST_GAP_S = 8, 0.2
+
+
+def bench_burst(pooled: Server) -> list[float]:
+    """New sessions arriving faster than the pool refills: each first call's time from its arrival (the
+    client sends one call at a time, so a slow one delays the next, as it would a single agent)."""
+    wait_pool(pooled, want=2)
+    time.sleep(POOL_SETTLE_S)
+    times = []
+    start = time.perf_counter()
+    for i in range(BURST):
+        arrival = start + BURST_GAP_S * i
+        time.sleep(max(0.0, arrival - time.perf_counter()))
+        reply = pooled.call(f"ns-burst-{i}", ["get", "url"])
+        times.append((time.perf_counter() - arrival) * 1000)
+        expect(reply["exit_code"] == 0, f"burst session {i}: {reply}")
+    for i in range(BURST):
+        pooled.call(f"ns-burst-{i}", ["close"])
+    return times
 
 
 # --------------------------------------------------------------------------- subresources
