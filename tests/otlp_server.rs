@@ -152,7 +152,14 @@ async fn a_real_server_exports_one_span_per_call_and_one_log_per_record() {
         ),
         ("denied", "subcommand.denied")
     );
-    assert_eq!(a["error.type"], "policy_denied");
+    // A refusal is a tool result with isError: `tool_error`, its class beside it.
+    assert_eq!(
+        (
+            a["error.type"].as_str(),
+            a["browser_shell.error.type"].as_str()
+        ),
+        ("tool_error", "policy_denied")
+    );
     let filled = attrs(&by_request("2").attributes);
     assert_eq!(
         (
@@ -161,7 +168,12 @@ async fn a_real_server_exports_one_span_per_call_and_one_log_per_record() {
         ),
         ("fill", "tool_error")
     );
-    assert_eq!(attrs(&by_request("3").attributes)["error.type"], "-32602");
+    let malformed = attrs(&by_request("3").attributes);
+    assert_eq!(malformed["error.type"], "-32602");
+    assert!(
+        !malformed.contains_key("browser_shell.error.type"),
+        "a JSON-RPC error is not a tool error: {malformed:?}"
+    );
 
     let logs = received.log_records();
     let audit_lines = std::fs::read_to_string(&audit_log).unwrap();

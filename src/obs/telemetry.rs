@@ -43,6 +43,10 @@ const DURATION_BUCKETS: [f64; 14] = [
     0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
 ];
 const ERROR_TYPE: &str = "error.type";
+/// `error.type` of a tool result with `isError` (MCP semantic conventions).
+const TOOL_ERROR: &str = "tool_error";
+/// What kind of tool error it was: `policy_denied`, `timeout`, `tool_error`, …
+const BROWSER_SHELL_ERROR_TYPE: &str = "browser_shell.error.type";
 const RPC_RESPONSE_STATUS_CODE: &str = "rpc.response.status_code";
 
 /// OTLP wire protocol of one signal.
@@ -483,11 +487,16 @@ impl ActiveCall {
         let Some(inner) = self.inner.take() else {
             return;
         };
-        // A JSON-RPC error code as `error.type` is also the response status code.
+        // A JSON-RPC error code as `error.type` is also the response status
+        // code. Any other error is a tool result with `isError`, which the
+        // MCP conventions call `tool_error`; the specific class (a refusal,
+        // a timeout, …) is browser-shell's own attribute.
         let code = outcome.error_type.filter(|e| e.parse::<i64>().is_ok());
+        let class = outcome.error_type.filter(|_| code.is_none());
         let errors = [
-            (ERROR_TYPE, outcome.error_type),
+            (ERROR_TYPE, code.or(class.map(|_| TOOL_ERROR))),
             (RPC_RESPONSE_STATUS_CODE, code),
+            (BROWSER_SHELL_ERROR_TYPE, class),
         ];
         if let Some(mut span) = self.span.take() {
             let mut attributes = vec![KeyValue::new(
