@@ -92,7 +92,7 @@ def free_ports(n: int) -> list[int]:
 def stack_env(run_dir: Path, ports: dict[str, int], policy: Path, server_bin: Path) -> dict[str, str]:
     env = dict(os.environ)
     for key in list(env):
-        if key in PORT_VARS or key.startswith("STACK_") or key == "DISPLAY":
+        if key in PORT_VARS or key.startswith("STACK_") or key in ("DISPLAY", "BROWSER_SHELL_SECRETS_FILE"):
             del env[key]
     env.pop("BROWSER_SHELL_LOCAL_DEV", None)
     env.update({k: str(v) for k, v in ports.items()})
@@ -107,7 +107,9 @@ def stack_env(run_dir: Path, ports: dict[str, int], policy: Path, server_bin: Pa
 
 
 @contextmanager
-def running_stack(server_bin: Path, policy_json: dict, timeout: float = 420) -> Iterator[Stack]:
+def running_stack(
+    server_bin: Path, policy_json: dict, timeout: float = 420, secrets_json: dict | None = None
+) -> Iterator[Stack]:
     """`deploy/local/up` on free ports and a free display, in a fresh run dir; `down` afterwards,
     also when up or the test failed. The run dir is under /var/tmp: browser-shell refuses an
     audit log under /tmp, which the confined agent-browser may write."""
@@ -116,6 +118,12 @@ def running_stack(server_bin: Path, policy_json: dict, timeout: float = 420) -> 
     policy.write_text(json.dumps(policy_json))
     ports = dict(zip(PORT_VARS, free_ports(len(PORT_VARS)), strict=True))
     env = stack_env(run_dir, ports, policy, server_bin)
+    secrets = run_dir.parent / f"{run_dir.name}.secrets.json"
+    if secrets_json is not None:
+        fd = os.open(secrets, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(secrets_json, fh)
+        env["BROWSER_SHELL_SECRETS_FILE"] = str(secrets)
     up_log = run_dir.parent / f"{run_dir.name}.up.log"
     down_log = run_dir.parent / f"{run_dir.name}.down.log"
     stack = Stack(run_dir=run_dir, ports=ports, env_file={}, up_log=up_log, down_log=down_log)
@@ -132,7 +140,7 @@ def running_stack(server_bin: Path, policy_json: dict, timeout: float = 420) -> 
         with open(down_log, "wb") as log:
             subprocess.run([str(DOWN)], env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, timeout=120)
         if not os.environ.get("BROWSER_SHELL_E2E_KEEP"):
-            subprocess.run(["rm", "-rf", "--", str(run_dir), str(policy), up_log, down_log], check=False)
+            subprocess.run(["rm", "-rf", "--", str(run_dir), str(policy), str(secrets), up_log, down_log], check=False)
             state = stack.env_file.get("STACK_STATE_DIR", "")
             if state.startswith("/tmp/bs-"):
                 subprocess.run(["rm", "-rf", "--", state, state + "-out"], check=False)

@@ -39,6 +39,9 @@ COLOR = (0xFF, 0x00, 0xAA)
 # Only the fixture server's address is allowed (no allow_hosts: every other private or loopback
 # address, 127.0.0.2 included, is refused as address.private).
 POLICY = {"open": {"allow_private_cidrs": ["127.0.0.1/32"]}}
+# The operator's secret, given to `up` as BROWSER_SHELL_SECRETS_FILE.
+SECRET = "stack-s3cret-value"
+SECRETS = {"stack_login": {"value": SECRET, "hosts": ["127.0.0.1"]}}
 
 
 # =========================================================================== fixtures and helpers
@@ -47,7 +50,7 @@ POLICY = {"open": {"allow_private_cidrs": ["127.0.0.1/32"]}}
 @pytest.fixture(scope="module")
 def stack(binaries: Binaries) -> Iterator[st.Stack]:
     try:
-        with st.running_stack(binaries.server, POLICY) as running:
+        with st.running_stack(binaries.server, POLICY, secrets_json=SECRETS) as running:
             yield running
             pids = running.pids()
     except RuntimeError as exc:
@@ -462,3 +465,23 @@ def test_the_stacks_chromium_profile_forbids_downloads(stack):
     """Beside browser-shell's CDP deny: the profile the stack's Chromium runs with blocks downloads."""
     prefs = json.loads((stack.run_dir / "chromium-profile" / "Default" / "Preferences").read_text())
     assert prefs.get("download_restrictions") == 3, sorted(prefs)
+
+
+def test_a_secret_given_to_up_is_typed_through_the_gateway_and_never_shown(stack, web: harness.WebServer):
+    """`up` with BROWSER_SHELL_SECRETS_FILE: the agent types `{{secret:stack_login}}` through /mcp, the page
+    receives the value, and neither the replies nor the audit log carry it."""
+    replies: list[str] = []
+
+    async def go(session: ClientSession) -> None:
+        for argv in (["open", web.url("/form")], ["fill", "#q", "{{secret:stack_login}}"], ["click", "#go"]):
+            replies.append(json.dumps(await ok(session, "stack-secret", argv)))
+        replies.append(json.dumps(await ok(session, "stack-secret", ["close"])))
+
+    with_session(stack, go)
+    deadline = time.monotonic() + 10
+    while SECRET not in web.submitted() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert SECRET in web.submitted(), web.submitted()
+    assert not any(SECRET in r for r in replies), replies
+    assert SECRET not in (stack.run_dir / "audit.jsonl").read_text()
+    assert oct((stack.run_dir / "secrets.json").stat().st_mode & 0o777) == "0o600"
