@@ -51,6 +51,8 @@ class Stack:
     env_file: dict[str, str]
     up_log: Path
     down_log: Path
+    # The environment `up` ran with (for `up --allow` on the running stack).
+    env: dict[str, str] = field(default_factory=dict)
 
     @property
     def public(self) -> int:
@@ -126,7 +128,7 @@ def running_stack(
         env["BROWSER_SHELL_SECRETS_FILE"] = str(secrets)
     up_log = run_dir.parent / f"{run_dir.name}.up.log"
     down_log = run_dir.parent / f"{run_dir.name}.down.log"
-    stack = Stack(run_dir=run_dir, ports=ports, env_file={}, up_log=up_log, down_log=down_log)
+    stack = Stack(run_dir=run_dir, ports=ports, env_file={}, up_log=up_log, down_log=down_log, env=env)
     try:
         with open(up_log, "wb") as log:
             r = subprocess.run([str(UP)], env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, timeout=timeout)

@@ -18,6 +18,7 @@ import os
 import re
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -485,3 +486,23 @@ def test_a_secret_given_to_up_is_typed_through_the_gateway_and_never_shown(stack
     assert not any(SECRET in r for r in replies), replies
     assert SECRET not in (stack.run_dir / "audit.jsonl").read_text()
     assert oct((stack.run_dir / "secrets.json").stat().st_mode & 0o777) == "0o600"
+
+    # A changed value reaches the running server with `up --allow` (its policy reload), sessions kept.
+    changed = "stack-s3cret-rotated"
+    source = Path(stack.env["BROWSER_SHELL_SECRETS_FILE"])
+    source.write_text(json.dumps({"stack_login": {"value": changed, "hosts": ["127.0.0.1"]}}))
+    again = subprocess.run([str(st.UP), "--allow", "none"], env=stack.env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stdout + again.stderr
+
+    async def rotated(session: ClientSession) -> None:
+        for argv in (["open", web.url("/form")], ["fill", "#q", "{{secret:stack_login}}"], ["click", "#go"]):
+            replies.append(json.dumps(await ok(session, "stack-secret-2", argv)))
+        await ok(session, "stack-secret-2", ["close"])
+
+    with_session(stack, rotated)
+    deadline = time.monotonic() + 10
+    while changed not in web.submitted() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert changed in web.submitted(), web.submitted()
+    assert not any(changed in r for r in replies), replies
+    assert changed not in (stack.run_dir / "audit.jsonl").read_text()
