@@ -92,6 +92,11 @@ async fn twin_listeners() -> (u16, Arc<AtomicUsize>, Arc<AtomicUsize>) {
 
 /// Send `head` to the proxy on `port`; the first line of its answer.
 async fn ask(port: u16, head: &str) -> String {
+    ask_and_keep(port, head).await.0
+}
+
+/// As [`ask`], and the connection, kept open.
+async fn ask_and_keep(port: u16, head: &str) -> (String, TcpStream) {
     let mut stream = TcpStream::connect(("127.0.0.1", port))
         .await
         .expect("proxy");
@@ -101,11 +106,12 @@ async fn ask(port: u16, head: &str) -> String {
         .await
         .expect("an answer in time")
         .expect("read");
-    String::from_utf8_lossy(&answer[..n])
+    let line = String::from_utf8_lossy(&answer[..n])
         .lines()
         .next()
         .unwrap_or_default()
-        .to_owned()
+        .to_owned();
+    (line, stream)
 }
 
 const ALLOW_127_0_0_1: &str = r#"{"open":{"allow_private_cidrs":["127.0.0.1/32"]}}"#;
@@ -221,4 +227,33 @@ async fn a_closed_sessions_listener_accepts_nothing() {
     egress.close("a");
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(TcpStream::connect(("127.0.0.1", port)).await.is_err());
+}
+
+#[tokio::test]
+async fn open_tunnels_are_capped_per_session_until_they_close() {
+    let (egress, _refusals, _dir) = egress(ALLOW_127_0_0_1, Rebinding::new());
+    let proxy = egress.open("s1").expect("listener");
+    // A destination that holds every connection open, as a WebSocket server would.
+    let held = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = held.local_addr().expect("addr").port();
+    tokio::spawn(async move {
+        let mut kept = Vec::new();
+        while let Ok((stream, _)) = held.accept().await {
+            kept.push(stream);
+        }
+    });
+    let head = format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n");
+    let mut open = Vec::new();
+    for _ in 0..MAX_CONNECTIONS_PER_SESSION {
+        let (answer, stream) = ask_and_keep(proxy, &head).await;
+        assert!(answer.contains(" 200"), "{answer}");
+        open.push(stream);
+    }
+    let (over, _) = ask_and_keep(proxy, &head).await;
+    assert!(over.contains(" 503"), "{over}");
+    // One closes: its room is free again.
+    drop(open.pop());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (again, _) = ask_and_keep(proxy, &head).await;
+    assert!(again.contains(" 200"), "{again}");
 }

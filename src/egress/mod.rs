@@ -26,9 +26,10 @@ use crate::{
     policy::{resolve::Resolve, rules},
 };
 
-/// Connections one session's listener serves at once: Chromium keeps at
-/// most a few dozen open to one proxy, so more is a page trying to use up
-/// the server's descriptors.
+/// Connections one session's listener serves at once, and open tunnels
+/// beside them (a WebSocket outlives the connection that asked for it):
+/// Chromium keeps at most a few dozen open to one proxy, so more is a page
+/// trying to use up the server's descriptors.
 const MAX_CONNECTIONS_PER_SESSION: usize = 64;
 
 /// How long a connection to a checked address may take to open.
@@ -105,6 +106,8 @@ impl Egress {
         let room = Arc::new(proxy::Room {
             session: session.to_owned(),
             egress: self.clone(),
+            connections: Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS_PER_SESSION)),
+            tunnels: Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS_PER_SESSION)),
         });
         tokio::spawn(proxy::listen(listener, room, stop));
         Ok(port)

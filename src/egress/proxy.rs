@@ -17,6 +17,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use url::Url;
 
+use tokio::sync::Semaphore;
+
 use super::{CONNECT_TIMEOUT, Egress, MAX_CONNECTIONS_PER_SESSION};
 use crate::{
     policy::url_policy::shown,
@@ -29,11 +31,15 @@ type Body = BoxBody<Bytes, hyper::Error>;
 pub(super) struct Room {
     pub(super) session: String,
     pub(super) egress: Egress,
+    /// Room for more connections ([`MAX_CONNECTIONS_PER_SESSION`]).
+    pub(super) connections: Arc<Semaphore>,
+    /// Room for more open tunnels, held until each closes: a tunnel goes
+    /// on after hyper has handed over its connection.
+    pub(super) tunnels: Arc<Semaphore>,
 }
 
 /// Accept connections until `stop`; each is served until it ends or `stop`.
 pub(super) async fn listen(listener: TcpListener, room: Arc<Room>, stop: CancellationToken) {
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS_PER_SESSION));
     loop {
         let accepted = tokio::select! {
             () = stop.cancelled() => return,
@@ -47,7 +53,7 @@ pub(super) async fn listen(listener: TcpListener, room: Arc<Room>, stop: Cancell
                 continue;
             }
         };
-        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+        let Ok(slot) = Arc::clone(&room.connections).try_acquire_owned() else {
             tracing::debug!(session = %room.session, "the egress proxy is at its connection cap for a session; one more was closed");
             continue;
         };
@@ -103,6 +109,13 @@ async fn tunnel(
         return plain(StatusCode::BAD_REQUEST, "CONNECT needs host:port\n");
     };
     let target = format!("{host}:{port}");
+    let Ok(open) = Arc::clone(&room.tunnels).try_acquire_owned() else {
+        tracing::debug!(session = %room.session, "the egress proxy is at its tunnel cap for a session");
+        return plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!("this session already has {MAX_CONNECTIONS_PER_SESSION} open tunnels\n"),
+        );
+    };
     let rules = room.egress.inner.rules.get();
     let checked = rules
         .url
@@ -116,11 +129,19 @@ async fn tunnel(
         Err(refusal) => return refuse(room, "connection", &target, &refusal),
     };
     tokio::spawn(async move {
+        let _open = open;
         let mut upstream = upstream;
         let joined = async {
             let upgraded = hyper::upgrade::on(request).await?;
-            let mut client = TokioIo::new(upgraded);
-            tokio::io::copy_bidirectional(&mut client, &mut upstream).await?;
+            let (mut from_page, mut to_page) = tokio::io::split(TokioIo::new(upgraded));
+            let (mut from_site, mut to_site) = upstream.split();
+            // Either side closing ends the tunnel: a page's socket that is
+            // gone must not keep a connection (and its room) open because
+            // the far side never closes its own.
+            tokio::select! {
+                done = tokio::io::copy(&mut from_page, &mut to_site) => done?,
+                done = tokio::io::copy(&mut from_site, &mut to_page) => done?,
+            };
             Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
         };
         tokio::select! {
@@ -150,7 +171,7 @@ async fn forward(mut request: Request<Incoming>, room: &Room) -> Response<Body> 
     let rules = room.egress.inner.rules.get();
     let checked = rules
         .url
-        .check_request(&url, false, room.egress.inner.resolver.as_ref())
+        .check_subresource(&url, room.egress.inner.resolver.as_ref())
         .await;
     let addresses = match decided(checked, port, room) {
         Ok(addresses) => addresses,
@@ -283,18 +304,17 @@ fn host_header(host: &str, port: Option<u16>) -> String {
     }
 }
 
+/// A body of `bytes`, known whole.
+fn full(bytes: Bytes) -> Body {
+    Full::new(bytes).map_err(|never| match never {}).boxed()
+}
+
 fn empty() -> Body {
-    Full::new(Bytes::new())
-        .map_err(|never| match never {})
-        .boxed()
+    full(Bytes::new())
 }
 
 fn plain(status: StatusCode, text: &str) -> Response<Body> {
-    let mut response = Response::new(
-        Full::new(Bytes::from(text.to_owned()))
-            .map_err(|never| match never {})
-            .boxed(),
-    );
+    let mut response = Response::new(full(Bytes::from(text.to_owned())));
     *response.status_mut() = status;
     response.headers_mut().insert(
         header::CONTENT_TYPE,

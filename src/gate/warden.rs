@@ -1,12 +1,15 @@
 //! The warden: browser-shell's own CDP connection to Chromium, which puts
-//! every tab a session drives under the URL policy, request by request.
+//! every document a session's tabs load under the whole URL policy (host
+//! allowlists included), naming the session. Every other connection goes
+//! out through the session's egress proxy (`crate::egress`).
 //!
 //! The gate hands agent-browser's first message for a tab to Chromium only
 //! after the warden has attached to that tab and enabled the Fetch domain
-//! there — and, through auto-attach with `waitForDebuggerOnStart`, in every
-//! out-of-process frame and worker the tab starts later, before it runs.
-//! Each request is then paused until the policy has decided; a refused one
-//! fails with `BlockedByClient` before a byte leaves the browser. Its own
+//! there for documents — and, through auto-attach with
+//! `waitForDebuggerOnStart`, in every out-of-process frame the tab starts
+//! later, before it runs. Each document is paused until the policy has
+//! decided; a refused one fails with `BlockedByClient` before a byte leaves
+//! the browser. Its own
 //! connection keeps the warden's sessions, ids and events apart from
 //! agent-browser's, which the relay forwards untouched.
 
@@ -406,8 +409,8 @@ impl Link {
 
     /// A frame or worker attached under a policed tab: police it, then let
     /// it run. A frame that cannot be policed stays paused (it never loads);
-    /// a worker whose target has no Fetch domain runs on, unpoliced (the
-    /// README lists what the gate does not see).
+    /// a worker loads no document, and its connections meet the egress
+    /// proxy, so it runs on either way.
     async fn police_child(&self, child: &str, waiting: bool, frame: bool) {
         if let Err(e) = self.police(child).await {
             if frame {
@@ -438,7 +441,7 @@ impl Link {
             .get("resourceType")
             .and_then(Value::as_str)
             .unwrap_or("Other");
-        let verdict = judge_request(raw, kind == "Document", shared).await;
+        let verdict = judge_document(raw, shared).await;
         let (method, answer) = match verdict {
             Ok(()) => ("Fetch.continueRequest", json!({"requestId": request_id})),
             Err(why) => {
@@ -474,9 +477,10 @@ fn frame_owned(described: &Value) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// The policy's verdict on one request's URL. Schemes that load nothing
+/// The whole policy's verdict on a document (a tab's or a frame's: the
+/// warden pauses nothing else). Schemes that load nothing
 /// from the network or the disk (`data:`, `blob:`, `about:`) pass.
-async fn judge_request(raw: &str, document: bool, shared: &Shared) -> Result<(), String> {
+async fn judge_document(raw: &str, shared: &Shared) -> Result<(), String> {
     let url = Url::parse(raw).map_err(|e| format!("its URL does not parse: {e}"))?;
     if matches!(url.scheme(), "data" | "blob" | "about") {
         return Ok(());
@@ -485,7 +489,7 @@ async fn judge_request(raw: &str, document: bool, shared: &Shared) -> Result<(),
         .rules
         .get()
         .url
-        .check_request(&url, document, shared.resolver.as_ref())
+        .check_url(&url, shared.resolver.as_ref())
         .await
         .map(|_| ())
         .map_err(|refusal| format!("[{}] {}", refusal.rule, refusal.message))

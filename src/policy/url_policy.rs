@@ -321,22 +321,16 @@ impl UrlPolicy {
         self.check(url, resolver, Reach::Page).await
     }
 
-    /// The policy for a request a page makes (the gate's warden): a
-    /// document, in any frame, is a page and meets the whole policy; a
-    /// subresource meets all of it but the host allowlists, which name the
-    /// sites an agent may visit, not every host those sites load from.
-    pub(crate) async fn check_request(
+    /// The policy for a page's subresource (an absolute-form request at
+    /// the egress proxy): all of it but the host allowlists, which name the
+    /// sites an agent may visit, not every host those sites load from. A
+    /// document, in any frame, is a page ([`Self::check_url`]).
+    pub(crate) async fn check_subresource(
         &self,
         url: &Url,
-        document: bool,
         resolver: &dyn Resolve,
     ) -> Result<Checked, Refusal> {
-        let reach = if document {
-            Reach::Page
-        } else {
-            Reach::Subresource
-        };
-        self.check(url, resolver, reach).await
+        self.check(url, resolver, Reach::Subresource).await
     }
 
     /// The policy for a connection a page asks the egress proxy to tunnel

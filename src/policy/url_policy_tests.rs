@@ -1179,7 +1179,12 @@ fn a_subresource_skips_only_the_host_allowlist_and_a_frame_meets_all_of_it() {
     let r = resolver();
     let request = |url: &str, document: bool| {
         let url = Url::parse(url).map_err(|e| e.to_string())?;
-        block_on(policy.check_request(&url, document, &r))
+        let checked = if document {
+            block_on(policy.check_url(&url, &r))
+        } else {
+            block_on(policy.check_subresource(&url, &r))
+        };
+        checked
             .map(|checked| checked.url)
             .map_err(|refusal| refusal.rule.id().to_owned())
     };

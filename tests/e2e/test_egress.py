@@ -166,8 +166,9 @@ def isolation_site() -> ThreadingHTTPServer:
                 body = (
                     "<!doctype html><title>setting</title><script>"
                     f"document.cookie = 'k={value}; path=/'; localStorage.setItem('k', '{value}');"
-                    "navigator.serviceWorker.register('/noop.js').then(() => navigator.serviceWorker.ready)"
-                    ".then(() => { document.title = 'set'; });</script>"
+                    # Registered is enough: getRegistrations() lists it, activated or not.
+                    "navigator.serviceWorker.register('/noop.js')"
+                    ".then(() => { document.title = 'set'; }, (e) => { document.title = `failed ${e}`; });</script>"
                 )
                 kind = "text/html"
             elif self.path == "/noop.js":

@@ -468,41 +468,33 @@ def test_the_stacks_chromium_profile_forbids_downloads(stack):
     assert prefs.get("download_restrictions") == 3, sorted(prefs)
 
 
-def test_a_secret_given_to_up_is_typed_through_the_gateway_and_never_shown(stack, web: harness.WebServer):
-    """`up` with BROWSER_SHELL_SECRETS_FILE: the agent types `{{secret:stack_login}}` through /mcp, the page
-    receives the value, and neither the replies nor the audit log carry it."""
+def type_secret_through_the_gateway(stack: st.Stack, web: harness.WebServer, sid: str, value: str) -> None:
+    """Fill `{{secret:stack_login}}` and submit, through /mcp; the page must receive `value`, and no reply
+    and no audit record may carry it."""
     replies: list[str] = []
 
     async def go(session: ClientSession) -> None:
-        for argv in (["open", web.url("/form")], ["fill", "#q", "{{secret:stack_login}}"], ["click", "#go"]):
-            replies.append(json.dumps(await ok(session, "stack-secret", argv)))
-        replies.append(json.dumps(await ok(session, "stack-secret", ["close"])))
+        for argv in (["open", web.url("/form")], ["fill", "#q", "{{secret:stack_login}}"], ["click", "#go"], ["close"]):
+            replies.append(json.dumps(await ok(session, sid, argv)))
 
     with_session(stack, go)
     deadline = time.monotonic() + 10
-    while SECRET not in web.submitted() and time.monotonic() < deadline:
+    while value not in web.submitted() and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert SECRET in web.submitted(), web.submitted()
-    assert not any(SECRET in r for r in replies), replies
-    assert SECRET not in (stack.run_dir / "audit.jsonl").read_text()
-    assert oct((stack.run_dir / "secrets.json").stat().st_mode & 0o777) == "0o600"
+    assert value in web.submitted(), web.submitted()
+    assert not any(value in r for r in replies), replies
+    assert value not in (stack.run_dir / "audit.jsonl").read_text()
 
-    # A changed value reaches the running server with `up --allow` (its policy reload), sessions kept.
+
+def test_a_secret_given_to_up_is_typed_through_the_gateway_and_never_shown(stack, web: harness.WebServer):
+    """`up` with BROWSER_SHELL_SECRETS_FILE: the agent types `{{secret:stack_login}}` through /mcp, and the
+    page receives the value; a changed file reaches the running server with `up --allow` (its policy
+    reload), sessions kept."""
+    type_secret_through_the_gateway(stack, web, "stack-secret", SECRET)
+    assert oct((stack.run_dir / "secrets.json").stat().st_mode & 0o777) == "0o600"
     changed = "stack-s3cret-rotated"
     source = Path(stack.env["BROWSER_SHELL_SECRETS_FILE"])
     source.write_text(json.dumps({"stack_login": {"value": changed, "hosts": ["127.0.0.1"]}}))
     again = subprocess.run([str(st.UP), "--allow", "none"], env=stack.env, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stdout + again.stderr
-
-    async def rotated(session: ClientSession) -> None:
-        for argv in (["open", web.url("/form")], ["fill", "#q", "{{secret:stack_login}}"], ["click", "#go"]):
-            replies.append(json.dumps(await ok(session, "stack-secret-2", argv)))
-        await ok(session, "stack-secret-2", ["close"])
-
-    with_session(stack, rotated)
-    deadline = time.monotonic() + 10
-    while changed not in web.submitted() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert changed in web.submitted(), web.submitted()
-    assert not any(changed in r for r in replies), replies
-    assert changed not in (stack.run_dir / "audit.jsonl").read_text()
+    type_secret_through_the_gateway(stack, web, "stack-secret-2", changed)
