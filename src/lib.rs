@@ -13,8 +13,9 @@
 //! (a proxy listener per session, deciding every connection); their
 //! refusals reach the audit writer through [`browser_refusals`]. Runner
 //! and gate agree on a daemon through [`daemons`] (its gate URL, socket
-//! dir, pinned tab). [`server`] holds the shared state and the
-//! server's own lifecycle (reaper, the daemon pool, refusal pacing); [`obs`]
+//! dir, pinned tab). [`server`] builds the services a call's stages borrow
+//! (admission, sessions with the daemon pool and reaper, the chronicle of
+//! the server's own records, refusal pacing); [`obs`]
 //! the audit journal behind its shield, and OTLP; [`cli`] the commands that
 //! prepare and start it all. [`refusal`] and [`session_id`] are the
 //! vocabulary every layer shares. docs/design.md explains why.

@@ -5,14 +5,13 @@
 
 use std::sync::Arc;
 
-use audit::Outcome;
 use tokio::sync::{OwnedMutexGuard, SemaphorePermit};
 use tokio_util::sync::CancellationToken;
 
 use super::request::Validated;
 use crate::{
     refusal::{Refusal, Rule},
-    server::{Server, sessions::Admission},
+    server::{admission::Admission, sessions::Sessions},
     session_id::SessionId,
 };
 
@@ -31,40 +30,19 @@ pub(crate) struct Admitted<'s> {
 const MAX_TRIES: u32 = 3;
 
 pub(crate) async fn admit<'s>(
-    server: &'s Server,
+    sessions: &Sessions,
+    admission: &'s Admission,
     request: &Validated,
     cancel: &CancellationToken,
 ) -> Result<Admitted<'s>, Refusal> {
-    let wait = server.limits.busy_wait;
+    let wait = admission.busy_wait();
     // One bound for the whole admission, however often it starts over.
     let give_up = tokio::time::Instant::now() + wait;
     let mut tries = 0;
     let mut just_bound = false;
     let (turn, name) = loop {
-        let turn = match server
-            .sessions
-            .admit(&request.session, || server.pool.take())
-        {
-            Admission::Go(turn) => turn,
-            Admission::Evicted(turn, victim) => {
-                let why = "the session cap was reached; least recently used idle session";
-                server.retire(victim, Outcome::Evicted, why).await;
-                turn
-            }
-            Admission::Full => {
-                return Err(Refusal::new(
-                    Rule::Sessions,
-                    format!(
-                        "{} sessions are already live; close one (argv [\"close\"]) or wait for idle ones to be reaped",
-                        server.limits.max_sessions
-                    ),
-                ));
-            }
-        };
-        if let Some(pooled) = &turn.bound {
-            server.record_bound(request.session.as_str(), pooled);
-            just_bound = true;
-        }
+        let turn = sessions.enter(&request.session).await?;
+        just_bound |= turn.bound.is_some();
         let (lock, name) = (turn.lock, turn.daemon_name);
         let turn = tokio::select! {
             turn = tokio::time::timeout_at(give_up, Arc::clone(&lock).lock_owned()) => turn.map_err(|_| {
@@ -82,7 +60,7 @@ pub(crate) async fn admit<'s>(
         };
         // The session may have been retired (reaped, evicted) while this
         // call waited for its turn: then it starts anew, as a new session.
-        if server.sessions.is_current(&name, &lock) {
+        if sessions.is_current(&name, &lock) {
             break (turn, name);
         }
         tries += 1;
@@ -93,19 +71,7 @@ pub(crate) async fn admit<'s>(
             ));
         }
     };
-    let slot = match tokio::time::timeout(wait, server.inflight.acquire()).await {
-        Ok(Ok(slot)) => slot,
-        _ => {
-            return Err(Refusal::new(
-                Rule::Busy,
-                format!(
-                    "{} calls are already running; none finished within {} s; try again",
-                    server.limits.max_inflight,
-                    wait.as_secs()
-                ),
-            ));
-        }
-    };
+    let slot = admission.slot().await?;
     Ok(Admitted {
         _turn: turn,
         _slot: slot,

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::{
     context::Call,
-    guard::{self, GuardVerdict},
+    guard::{self, GuardServices, GuardVerdict},
     image::Shown,
     plan::Planned,
     record,
@@ -16,97 +16,52 @@ use super::{
     subcommand::Subcommand,
 };
 use crate::{
-    policy::outputs,
+    obs::journal::Journal,
+    policy::outputs::{self, Outputs},
     refusal::{Refusal, Rule},
-    runner::{Executed, Termination, Withhold},
-    server::Server,
+    runner::{Executed, Runner, Termination, Withhold},
+    server::sessions::Sessions,
 };
 
-/// The session's registry entry after its command: a successful `close`
-/// ends the session; anything else counts as use.
-///
-/// A closed session ends whole: its daemon is stopped and its browser
-/// context, with every tab, popup, worker and cookie of it, is disposed of.
-/// A session of the same name may follow at once, so that is done before
-/// the session's turn is given back; a pooled daemon's name is its own, and
-/// its end runs off the reply's path.
-pub(crate) async fn update_session(server: &Server, request: &Validated, executed: &Executed) {
-    let name = request.session.daemon_name();
+/// The session after its command: a successful `close` ends it whole
+/// (before the session's turn is given back: a session of the same name
+/// may follow at once); anything else counts as use.
+pub(crate) async fn update_session(sessions: &Sessions, request: &Validated, executed: &Executed) {
     let closed =
         ends_session(request) && matches!(executed.raw.termination, Termination::Exited(0));
-    if !closed {
-        server.sessions.touch(name);
-        return;
-    }
-    let gone = server.sessions.forget(name);
-    server.runner.discard_standby(name);
-    let pooled = gone.is_some_and(|known| known.pooled);
-    let (gate, daemon) = (server.gate.clone(), name.to_owned());
-    // The daemon first, so that it opens nothing in the context meanwhile.
-    let end = end_daemon_task(server, request, pooled);
-    let ended = async move {
-        end.await;
-        if let Err(e) = gate.end_session(&daemon).await {
-            tracing::warn!(error = %e, "a closed session's browser context was not disposed of");
-        }
-    };
-    if pooled {
-        tokio::spawn(ended);
+    if closed {
+        sessions.close(&request.session).await;
     } else {
-        ended.await;
+        sessions.touch(request.session.daemon_name());
     }
 }
 
-/// Stop a closed session's daemon and remove its files. A pooled daemon
-/// is the session's alone, and no later session takes it up: its end is
-/// recorded now.
-fn end_daemon_task(
-    server: &Server,
-    request: &Validated,
-    pooled: bool,
-) -> impl Future<Output = ()> + Send + 'static {
-    let session = &request.session;
-    if pooled {
-        server.record_lifecycle(
-            session.as_str(),
-            Outcome::Closed,
-            format!(
-                "the session closed; its pooled daemon {} and tab are closed",
-                session.daemon_name()
-            ),
-        );
-    }
-    let (runner, name, dir) = (
-        server.runner.clone(),
-        session.daemon_name().to_owned(),
-        server.output_dir.clone(),
-    );
-    async move {
-        let problems = runner.retire(&name, None, &dir).await;
-        if !problems.is_empty() {
-            tracing::warn!(daemon = %name, problems = %problems.join("; "), "a closed session left something behind");
-        }
-    }
+/// An allowed call after its command and the guard's look: what the
+/// concluding steps read.
+pub(crate) struct Judged<'a> {
+    pub(crate) request: &'a Validated,
+    pub(crate) planned: &'a Planned,
+    pub(crate) executed: &'a Executed,
+    pub(crate) verdict: &'a GuardVerdict,
 }
 
 /// Act on the guard's verdict: replace the reply of a command that left the
 /// page somewhere refused (returning the refusal for the outcome record).
 pub(crate) async fn enforce(
-    server: &Server,
+    with: GuardServices<'_>,
+    outputs: &Outputs,
     call: &Call<'_>,
-    request: &Validated,
-    planned: &Planned,
-    executed: &Executed,
-    verdict: &GuardVerdict,
+    judged: &Judged<'_>,
     reply: Reply,
 ) -> (Reply, Option<Refusal>) {
-    match verdict {
+    match judged.verdict {
         GuardVerdict::Blocked { page, why } => {
             let redactor = &call.rules.redactor;
-            let refusal = block(server, redactor, request, planned, executed, page, why).await;
-            let session = request.session.as_str();
+            let refusal = block(with, outputs, redactor, judged, page, why).await;
+            let session = judged.request.session.as_str();
             // 126 says nothing ran; after a command that did, that would be false.
-            let reply = if matches!(executed.raw.termination, Termination::Withheld(_)) {
+            let withheld = matches!(judged.executed.raw.termination, Termination::Withheld(_));
+            let reply = if withheld {
                 Reply::refused(session, &refusal)
             } else {
                 Reply::withheld(session, &refusal)
@@ -120,19 +75,19 @@ pub(crate) async fn enforce(
 /// A page the guard refused: take it away, delete a screenshot this call
 /// wrote of it, and say so in the refusal that replaces the reply.
 async fn block(
-    server: &Server,
+    with: GuardServices<'_>,
+    outputs: &Outputs,
     redactor: &audit::Redactor,
-    request: &Validated,
-    planned: &Planned,
-    executed: &Executed,
+    judged: &Judged<'_>,
     page: &str,
     why: &str,
 ) -> Refusal {
-    let reset = guard::take_away(server, request, executed.intent.as_ref()).await;
+    let executed = judged.executed;
+    let reset = guard::take_away(with, judged.request, executed.intent.as_ref()).await;
     // Only a screenshot this call wrote: a withheld command wrote nothing.
     let wrote = !matches!(executed.raw.termination, Termination::Withheld(_));
-    let removed = match &planned.output {
-        Some(target) if wrote && outputs::remove(&server.output_dir, target) => {
+    let removed = match &judged.planned.output {
+        Some(target) if wrote && outputs::remove(&outputs.dir, target) => {
             "; the screenshot was deleted"
         }
         _ => "",
@@ -179,9 +134,14 @@ pub(crate) fn error_type(outcome: Outcome) -> Option<&'static str> {
     }
 }
 
-/// What the agent was shown, for the outcome record: the page the command
-/// ended on (as the guard read it) and what became of a screenshot.
-pub(crate) struct Evidence<'a> {
+/// How an allowed call ended, for its outcome record: the outcome, the
+/// refusal that replaced its reply, the confinement its child ran under, and
+/// what the agent was shown (the page the command ended on, as the guard
+/// read it, and what became of a screenshot).
+pub(crate) struct Ended<'a> {
+    pub(crate) outcome: Outcome,
+    pub(crate) blocked: Option<&'a Refusal>,
+    pub(crate) confinement: Value,
     pub(crate) page: Option<&'a str>,
     pub(crate) image: Option<Shown>,
 }
@@ -189,20 +149,19 @@ pub(crate) struct Evidence<'a> {
 /// Write the call's outcome record; a reply whose record could not be
 /// written says so.
 pub(crate) fn record_outcome(
-    server: &Server,
+    journal: &Journal,
     call: &Call<'_>,
-    request: &Validated,
-    executed: &Executed,
+    judged: &Judged<'_>,
     mut reply: Reply,
-    (outcome, blocked, confinement): (Outcome, Option<&Refusal>, Value),
-    evidence: Evidence<'_>,
+    ended: Ended<'_>,
 ) -> Reply {
+    let executed = judged.executed;
     let mut done = call
         .record
-        .event(audit::Phase::Outcome, Some(&request.session));
+        .event(audit::Phase::Outcome, Some(&judged.request.session));
     done.verdict = Some(Verdict::Allowed);
-    done.confinement = Some(confinement);
-    done.outcome = Some(outcome);
+    done.confinement = Some(ended.confinement);
+    done.outcome = Some(ended.outcome);
     if let Termination::SpawnFailed(why) = &executed.raw.termination {
         done.reason = Some(record::capped(why, record::MAX_RECORDED_REASON_BYTES).into_owned());
     }
@@ -211,7 +170,7 @@ pub(crate) fn record_outcome(
         done.reason =
             Some(record::capped(&refusal.message, record::MAX_RECORDED_REASON_BYTES).into_owned());
     }
-    if let Some(refusal) = blocked {
+    if let Some(refusal) = ended.blocked {
         done.rule = Some(refusal.rule.id().to_owned());
         done.reason =
             Some(record::capped(&refusal.message, record::MAX_RECORDED_REASON_BYTES).into_owned());
@@ -225,15 +184,15 @@ pub(crate) fn record_outcome(
     done.reply_stdout_bytes = Some(reply.stdout.len() as u64);
     done.reply_stdout_sha256 = Some(audit::sha256_hex(reply.stdout.as_bytes()));
     // A form may have put a typed secret into the page's URL.
-    done.page_url = evidence
+    done.page_url = ended
         .page
         .map(|page| call.rules.redactor.url(&call.rules.secrets.scrub(page)));
-    if let Some(image) = evidence.image {
+    if let Some(image) = ended.image {
         done.image_action = Some(image.action.to_owned());
         done.image_bytes = image.bytes;
         done.image_sha256 = image.sha256;
     }
-    if let Err(e) = server.journal.append(done, call.span) {
+    if let Err(e) = journal.append(done, call.span) {
         // The command already ran and its intent proves it was allowed; say
         // so loudly. The next call's intent write is the gate: while the log
         // stays broken, every call is refused.
@@ -251,10 +210,10 @@ pub(crate) fn record_outcome(
 /// The next call of a session in working order gets a child that is already
 /// running; after a timeout or a cancellation it spawns its own. Last, so
 /// the guard's own reads do not use it up.
-pub(crate) fn prepare_next(server: &Server, request: &Validated, executed: &Executed) {
+pub(crate) fn prepare_next(runner: &Runner, request: &Validated, executed: &Executed) {
     let closed = ends_session(request);
     if matches!(executed.raw.termination, Termination::Exited(_)) && !closed {
-        server.runner.prepare_standby(&request.session);
+        runner.prepare_standby(&request.session);
     }
 }
 

@@ -11,9 +11,13 @@ use super::{
     span::{self, Ending},
 };
 use crate::{
-    obs::telemetry::{CallOutcome, Called},
+    obs::{
+        journal::Journal,
+        telemetry::{CallOutcome, Called},
+    },
+    policy::rules,
     refusal::{Refusal, Rule, exit_code},
-    server::Server,
+    server::pace::RefusalPace,
     session_id::SessionId,
 };
 
@@ -22,7 +26,8 @@ pub(crate) type Replied = (Reply, Ending);
 
 /// Record a refusal (the call's only record) and build its reply.
 pub(crate) fn refuse(
-    server: &Server,
+    journal: &Journal,
+    pace: &RefusalPace,
     call: &Call<'_>,
     session: Option<&SessionId>,
     argv: Option<&[String]>,
@@ -30,7 +35,7 @@ pub(crate) fn refuse(
 ) -> Replied {
     let session_id = session.map_or("", SessionId::as_str);
     let subcommand = argv.and_then(|a| a.first().cloned());
-    server.refusal_pace.spend();
+    pace.spend();
     let mut event = call.record.event(audit::Phase::Denied, session);
     event.argv = argv.map(|argv| refused_argv(&call.rules.redactor, argv));
     event.argv_mac = argv.map(|argv| call.rules.redactor.argv_mac(argv));
@@ -39,7 +44,7 @@ pub(crate) fn refuse(
     event.reason = Some(capped(&refusal.message, MAX_RECORDED_REASON_BYTES).into_owned());
     event.exit_code = Some(exit_code::REFUSED);
     event.duration_ms = Some(call.millis());
-    match server.journal.append(event, call.span) {
+    match journal.append(event, call.span) {
         Ok(()) => (
             Reply::refused(session_id, refusal),
             Ending::Denied {
@@ -61,24 +66,26 @@ pub(crate) fn refuse(
 /// Audit a call of a tool this server does not have (answered with a
 /// JSON-RPC error). Returns the audit failure, if any.
 pub(crate) fn refuse_unknown_tool(
-    server: &Server,
+    journal: &Journal,
+    pace: &RefusalPace,
+    rules: &rules::Current,
     ctx: &CallContext,
     asked: (&str, Option<&serde_json::Map<String, serde_json::Value>>),
 ) -> Result<(), String> {
     let (tool, arguments) = asked;
     let session = super::request::session_hint(arguments);
     let active = span::start(
-        server,
+        journal,
         ctx,
         Called::UnknownTool,
         session.as_ref().map(SessionId::as_str),
     );
-    let call = Call::new(ctx, &active, server.rules.get());
+    let call = Call::new(ctx, &active, rules.get());
     let refusal = Refusal::new(
         Rule::ToolUnknown,
         "unknown tool; this server has exactly one tool, browser-shell",
     );
-    server.refusal_pace.spend();
+    pace.spend();
     // What was asked, on the record: the tool's name (capped), the session,
     // and a keyed MAC of the argv (a reviewer holding it can match it).
     let mut event = call.record.event(audit::Phase::Denied, session.as_ref());
@@ -98,7 +105,7 @@ pub(crate) fn refuse_unknown_tool(
     event.reason = Some(refusal.message.clone());
     event.exit_code = Some(exit_code::REFUSED);
     event.duration_ms = Some(call.millis());
-    let written = server.journal.append(event, call.span);
+    let written = journal.append(event, call.span);
     active.finish(&CallOutcome {
         verdict: "denied",
         deny_reason: Some(refusal.rule.id()),
@@ -122,7 +129,8 @@ const MAX_RECORDED_TOOL_BYTES: usize = 128;
 /// Audit a message the wire answered itself (malformed JSON-RPC). There is
 /// no reply to build: the wire already sent the protocol error.
 pub(crate) fn record_protocol_fault(
-    server: &Server,
+    journal: &Journal,
+    rules: &rules::Current,
     rule: Rule,
     message: &str,
     request_id: Option<String>,
@@ -131,14 +139,14 @@ pub(crate) fn record_protocol_fault(
         request_id,
         ..CallContext::default()
     };
-    let active = span::start(server, &ctx, Called::Unparsed, None);
-    let call = Call::new(&ctx, &active, server.rules.get());
+    let active = span::start(journal, &ctx, Called::Unparsed, None);
+    let call = Call::new(&ctx, &active, rules.get());
     let mut event = call.record.event(audit::Phase::Denied, None);
     event.tool = None;
     event.verdict = Some(Verdict::Denied);
     event.rule = Some(rule.id().to_owned());
     event.reason = Some(capped(message, MAX_RECORDED_REASON_BYTES).into_owned());
-    if let Err(e) = server.journal.append(event, call.span) {
+    if let Err(e) = journal.append(event, call.span) {
         tracing::error!(error = %e, "audit record of a malformed message not written");
     }
     active.finish(&CallOutcome {

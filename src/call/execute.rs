@@ -13,14 +13,13 @@ use super::{
     subcommand::Subcommand,
 };
 use crate::{
-    policy::outputs,
+    policy::outputs::{self, Outputs},
     runner::{Bounds, Executed, Withheld, Withhold},
-    server::Server,
     session_id::SessionId,
 };
 
 pub(crate) async fn execute(
-    server: &Server,
+    services: super::Services<'_>,
     call: &Call<'_>,
     request: &Validated,
     planned: &Planned,
@@ -35,7 +34,7 @@ pub(crate) async fn execute(
     // From now on no record holds this call's typed text in clear, not
     // even in the URL of the page a form sends it to.
     for text in super::record::free_text(&request.argv) {
-        server.journal.remember_typed(text);
+        services.journal.remember_typed(text);
     }
     let mut tokens = planned.tokens.clone();
     if !planned.secrets.is_empty()
@@ -46,7 +45,7 @@ pub(crate) async fn execute(
     }
     let batch = guard::batch_for(tokens, guard);
     // The client's cancellation, or the server's shutdown, stops the call.
-    let cancel = server.shutdown_token();
+    let cancel = services.admission.shutdown_token();
     let forward = {
         let (from_client, to_call) = (call.cancel.clone(), cancel.clone());
         tokio::spawn(async move {
@@ -57,7 +56,7 @@ pub(crate) async fn execute(
     // The session's last command ended without the guard looking at the
     // page (it failed, timed out or was cancelled): look now, before this
     // command acts on whatever page that is.
-    let look_first = guard.is_on() && server.sessions.is_unlooked(request.session.daemon_name());
+    let look_first = guard.is_on() && services.sessions.is_unlooked(request.session.daemon_name());
     let durable = intent.durable();
     let release = async {
         let intent = durable.await.map_err(|why| Withheld {
@@ -65,7 +64,8 @@ pub(crate) async fn execute(
             intent: None,
         })?;
         let intent = if look_first {
-            guard::look_before(server, &call.rules, &request.session, intent).await?
+            let (runner, resolver) = (services.runner, services.resolver);
+            guard::look_before(runner, resolver, &call.rules, &request.session, intent).await?
         } else {
             intent
         };
@@ -73,13 +73,14 @@ pub(crate) async fn execute(
             intent
         } else {
             let names = &planned.secrets;
-            guard::check_secret_hosts(server, &call.rules, &request.session, intent, names).await?
+            let runner = services.runner;
+            guard::check_secret_hosts(runner, &call.rules, &request.session, intent, names).await?
         };
         // A screenshot's room is made (the oldest files deleted) last: it is
         // the call's first side effect, due only once the intent is durable
         // and the guard let the command run.
         if planned.output.is_some() {
-            make_room(server, &request.session).await;
+            make_room(services.outputs, &request.session).await;
         }
         Ok(intent)
     };
@@ -87,8 +88,7 @@ pub(crate) async fn execute(
     // focused frame on the secret's hosts (a field in a frame of another
     // origin is refused there).
     let _typing = (!planned.secrets.is_empty()).then(|| {
-        server
-            .gate
+        services
             .typing
             .begin(request.session.daemon_name(), &planned.secrets)
     });
@@ -96,7 +96,7 @@ pub(crate) async fn execute(
         timeout: request.timeout,
         cancel: &cancel,
     };
-    let executed = server
+    let executed = services
         .runner
         .run(&request.session, &batch, bounds, front, release)
         .await;
@@ -106,11 +106,11 @@ pub(crate) async fn execute(
 
 /// Delete the oldest screenshots until one more fits the quotas (file I/O,
 /// on a blocking thread).
-async fn make_room(server: &Server, session: &SessionId) {
+async fn make_room(outputs: &Outputs, session: &SessionId) {
     let (root, name, quota) = (
-        server.output_dir.clone(),
+        outputs.dir.clone(),
         session.own_name().to_owned(),
-        server.limits.output_quota,
+        outputs.quota,
     );
     match tokio::task::spawn_blocking(move || outputs::make_room(&root, &name, &quota)).await {
         Ok(0) => {}

@@ -12,12 +12,23 @@ use super::{
     subcommand::{GuardBy, Subcommand},
 };
 use crate::{
-    policy::rules::Rules,
+    policy::{resolve::Resolve, rules::Rules},
     refusal::{Refusal, Rule},
-    runner::{Bounds, Executed, RawOutcome, Termination, Withheld, Withhold},
-    server::Server,
+    runner::{Bounds, Executed, RawOutcome, Runner, Termination, Withheld, Withhold},
+    server::{admission::Admission, sessions::Sessions},
     session_id::SessionId,
 };
+
+/// What the guard works with after a command: the runner to read and reset
+/// the page, the resolver the URL policy checks hosts with, the sessions
+/// that remember whether a page was seen, and the server's shutdown.
+#[derive(Clone, Copy)]
+pub(crate) struct GuardServices<'a> {
+    pub(crate) runner: &'a Runner,
+    pub(crate) resolver: &'a dyn Resolve,
+    pub(crate) sessions: &'a Sessions,
+    pub(crate) admission: &'a Admission,
+}
 
 /// How long the guard's reset to about:blank may take.
 const RESET_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -166,17 +177,18 @@ impl GuardVerdict {
 /// its last command: read the page URL and check it. Part of the release
 /// gate, so it runs once the call's intent is durable.
 pub(crate) async fn look_before(
-    server: &Server,
+    runner: &Runner,
+    resolver: &dyn Resolve,
     rules: &Rules,
     session: &SessionId,
     intent: IntentSynced,
 ) -> Result<IntentSynced, Withheld> {
-    let (page, why) = match read_page_url(server, &intent, session, false).await {
+    let (page, why) = match read_page_url(runner, &intent, session, false).await {
         None => (
             "an unknown URL".to_owned(),
             "the page URL could not be read before the command".to_owned(),
         ),
-        Some(page) => match check_page(server, rules, &page).await {
+        Some(page) => match check_page(resolver, rules, &page).await {
             Ok(()) => return Ok(intent),
             Err(refusal) => (page, refusal.message),
         },
@@ -192,13 +204,13 @@ pub(crate) async fn look_before(
 /// [`look_before`]: the batch (which holds the values) reaches agent-browser
 /// only if this passes.
 pub(crate) async fn check_secret_hosts(
-    server: &Server,
+    runner: &Runner,
     rules: &Rules,
     session: &SessionId,
     intent: IntentSynced,
     names: &[String],
 ) -> Result<IntentSynced, Withheld> {
-    let page = read_page_url(server, &intent, session, false)
+    let page = read_page_url(runner, &intent, session, false)
         .await
         .unwrap_or_default();
     match rules.secrets.check_hosts(names, &page) {
@@ -213,7 +225,7 @@ pub(crate) async fn check_secret_hosts(
 /// After the command: where did it leave the page? The session remembers
 /// whether it was seen, so its next command looks first if not.
 pub(crate) async fn judge(
-    server: &Server,
+    with: GuardServices<'_>,
     rules: &Rules,
     session: &SessionId,
     guard: Guard,
@@ -240,7 +252,7 @@ pub(crate) async fn judge(
         let page = match guard_read(&executed.raw, guard) {
             GuardRead::Url(url) => Some(url),
             // Read mid-navigation: look again once it has settled.
-            GuardRead::Failed => read_page_url(server, intent, session, true).await,
+            GuardRead::Failed => read_page_url(with.runner, intent, session, true).await,
             GuardRead::NotRun => None,
         };
         let Some(page) = page else {
@@ -250,7 +262,7 @@ pub(crate) async fn judge(
                 why: "the page URL could not be read after the command".to_owned(),
             };
         };
-        match check_page(server, rules, &page).await {
+        match check_page(with.resolver, rules, &page).await {
             Ok(()) => GuardVerdict::Passed { page },
             Err(refusal) => GuardVerdict::Blocked {
                 page,
@@ -260,9 +272,7 @@ pub(crate) async fn judge(
     };
     if guard.is_on() {
         let unlooked = verdict == GuardVerdict::Unchecked;
-        server
-            .sessions
-            .set_unlooked(session.daemon_name(), unlooked);
+        with.sessions.set_unlooked(session.daemon_name(), unlooked);
     }
     verdict
 }
@@ -272,7 +282,7 @@ pub(crate) async fn judge(
 /// the agent's timeout or cancellation: this must happen. Returns what was
 /// done, for the refusal's message.
 pub(crate) async fn take_away(
-    server: &Server,
+    with: GuardServices<'_>,
     request: &Validated,
     intent: Option<&IntentSynced>,
 ) -> String {
@@ -280,12 +290,12 @@ pub(crate) async fn take_away(
     let failed = match intent {
         Some(intent) => {
             let reset = vec![vec!["open".to_owned(), "about:blank".to_owned()]];
-            let cancel = server.shutdown_token();
+            let cancel = with.admission.shutdown_token();
             let bounds = Bounds {
                 timeout: RESET_TIMEOUT,
                 cancel: &cancel,
             };
-            let reset = server
+            let reset = with
                 .runner
                 .run_more(intent, &request.session, &reset, bounds)
                 .await;
@@ -298,8 +308,8 @@ pub(crate) async fn take_away(
     };
     // Whatever the page is, the session's daemon no longer serves it; the
     // next command looks first.
-    server.runner.kill_daemon(name).await;
-    server.sessions.set_unlooked(name, true);
+    with.runner.kill_daemon(name).await;
+    with.sessions.set_unlooked(name, true);
     format!(
         "sending the session to about:blank failed ({failed}), so its browser daemon was stopped"
     )
@@ -309,7 +319,7 @@ pub(crate) async fn take_away(
 /// the first at once, or, with `settle` (the batch's read fell in the middle
 /// of a navigation), after 100 ms too.
 async fn read_page_url(
-    server: &Server,
+    runner: &Runner,
     intent: &IntentSynced,
     session: &SessionId,
     settle: bool,
@@ -324,7 +334,7 @@ async fn read_page_url(
         if settle || attempt > 0 {
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
-        let raw = server.runner.run_more(intent, session, &read, bounds).await;
+        let raw = runner.run_more(intent, session, &read, bounds).await;
         if let Ok(Value::Array(items)) = serde_json::from_slice::<Value>(&raw.stdout)
             && let Some(url) = items
                 .first()
@@ -339,15 +349,11 @@ async fn read_page_url(
 
 /// Is a page URL allowed? Chromium's own error page (a failed load) is not
 /// a destination.
-async fn check_page(server: &Server, rules: &Rules, page: &str) -> Result<(), Refusal> {
+async fn check_page(resolver: &dyn Resolve, rules: &Rules, page: &str) -> Result<(), Refusal> {
     let url = url::Url::parse(page)
         .map_err(|e| Refusal::new(Rule::UrlInvalid, format!("unparsable page URL: {e}")))?;
     if url.scheme() == "chrome-error" {
         return Ok(());
     }
-    rules
-        .url
-        .check_url(&url, server.resolver.as_ref())
-        .await
-        .map(drop)
+    rules.url.check_url(&url, resolver).await.map(drop)
 }

@@ -20,7 +20,7 @@ use std::{
 use base64::Engine;
 
 use super::{plan::Planned, png_scale, reply::Reply};
-use crate::{policy::outputs, server::Server};
+use crate::policy::outputs::{self, Outputs};
 
 /// The MIME type of every image a reply carries (agent-browser writes PNG).
 pub(crate) const MIME: &str = "image/png";
@@ -62,9 +62,13 @@ enum Prepared {
 
 /// After a successful `screenshot`: put its PNG into `reply` (base64), or
 /// say in `stderr` why it is shrunk or absent. None for any other call.
-pub(crate) async fn attach(server: &Server, planned: &Planned, reply: &mut Reply) -> Option<Shown> {
+pub(crate) async fn attach(
+    outputs: &Outputs,
+    planned: &Planned,
+    reply: &mut Reply,
+) -> Option<Shown> {
     let target = planned.output.clone().filter(|_| reply.exit_code == 0)?;
-    let max_base64 = server.max_image_bytes;
+    let max_base64 = outputs.max_image_bytes;
     let bound = png_bound(max_base64);
     let presented = if bound == 0 {
         present(
@@ -74,8 +78,8 @@ pub(crate) async fn attach(server: &Server, planned: &Planned, reply: &mut Reply
             max_base64,
         )
     } else {
-        let root = server.output_dir.clone();
-        let source_cap = server.limits.output_quota.max_file;
+        let root = outputs.dir.clone();
+        let source_cap = outputs.quota.max_file;
         // Reading, shrinking, hashing and encoding: all off the runtime.
         tokio::task::spawn_blocking(move || {
             present(prepare(&root, &target, bound, source_cap), max_base64)

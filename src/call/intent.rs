@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::{
     admit::Admitted, context::Call, plan::Planned, record::redact_argv, request::Validated,
 };
-use crate::server::Server;
+use crate::{obs::journal::Journal, runner::Runner};
 
 /// An intent on its way to disk.
 pub(crate) enum Intent {
@@ -27,7 +27,8 @@ pub(crate) enum Intent {
 /// Write the intent of an admitted call. `confinement` is the record of the
 /// confinement its child will run under.
 pub(crate) fn write(
-    server: &Server,
+    journal: &Journal,
+    runner: &Runner,
     call: &Call<'_>,
     request: &Validated,
     planned: &Planned,
@@ -44,14 +45,10 @@ pub(crate) fn write(
     if !planned.resolved.is_empty() {
         event.resolved = Some(planned.resolved.iter().map(ToString::to_string).collect());
     }
-    if server.runner.has_standby(&request.session) {
-        server
-            .journal
-            .intent_synced(event, call.span)
-            .map(Intent::Synced)
+    if runner.has_standby(&request.session) {
+        journal.intent_synced(event, call.span).map(Intent::Synced)
     } else {
-        server
-            .journal
+        journal
             .intent_written(event, call.span)
             .map(Intent::Written)
     }

@@ -39,9 +39,12 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use crate::{
+    gate::SecretTyping,
+    obs::journal::Journal,
+    policy::{outputs::Outputs, resolve::Resolve, rules},
     refusal::{Refusal, Rule},
-    runner::{Termination, Withhold},
-    server::Server,
+    runner::{Runner, Termination, Withhold},
+    server::{admission::Admission, chronicle::Chronicle, pace::RefusalPace, sessions::Sessions},
     session_id::SessionId,
 };
 use context::{Call, CallContext};
@@ -52,61 +55,97 @@ use laps::Laps;
 use reply::Reply;
 use span::Ending;
 
+/// The server's services a call's stages use. The pipeline below hands
+/// each stage only the ones its signature names; none sees the others.
+#[derive(Clone, Copy)]
+pub(crate) struct Services<'a> {
+    pub(crate) rules: &'a rules::Current,
+    pub(crate) resolver: &'a dyn Resolve,
+    pub(crate) journal: &'a Journal,
+    pub(crate) refusal_pace: &'a RefusalPace,
+    pub(crate) chronicle: &'a Chronicle,
+    pub(crate) admission: &'a Admission,
+    pub(crate) sessions: &'a Sessions,
+    pub(crate) runner: &'a Runner,
+    pub(crate) outputs: &'a Outputs,
+    /// Where a secret's text may land while it is typed (the browser gate).
+    pub(crate) typing: &'a SecretTyping,
+}
+
+impl<'a> Services<'a> {
+    fn guard(self) -> guard::GuardServices<'a> {
+        guard::GuardServices {
+            runner: self.runner,
+            resolver: self.resolver,
+            sessions: self.sessions,
+            admission: self.admission,
+        }
+    }
+}
+
 /// Handle a `tools/call` of `browser-shell` with these raw arguments.
 pub(crate) async fn handle(
-    server: &Server,
+    services: Services<'_>,
     arguments: Option<&Map<String, Value>>,
     ctx: &CallContext,
 ) -> Reply {
     let hint = request::session_hint(arguments);
     let active = span::start(
-        server,
+        services.journal,
         ctx,
         crate::obs::telemetry::Called::Tool,
         hint.as_ref().map(SessionId::as_str),
     );
-    server.need_started().await;
-    server
-        .calls_served
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let rules = server.rules.get();
+    services.chronicle.need_started().await;
+    services.admission.count_call();
+    let rules = services.rules.get();
     let call = Call::new(ctx, &active, Arc::clone(&rules));
-    let (reply, ending) = run(server, arguments, &call, hint.as_ref()).await;
-    span::finish(&rules.redactor, &server.journal, active, &reply, &ending);
+    let (reply, ending) = run(services, arguments, &call, hint.as_ref()).await;
+    span::finish(&rules.redactor, services.journal, active, &reply, &ending);
     reply
 }
 
 async fn run(
-    server: &Server,
+    services: Services<'_>,
     arguments: Option<&Map<String, Value>>,
     call: &Call<'_>,
     hint: Option<&SessionId>,
 ) -> Replied {
-    if server.is_draining() {
+    let (journal, pace) = (services.journal, services.refusal_pace);
+    if services.admission.is_draining() {
         let refusal = Refusal::new(
             Rule::ShuttingDown,
             "the server is shutting down; call again later",
         );
-        return refuse(server, call, hint, None, &refusal);
+        return refuse(journal, pace, call, hint, None, &refusal);
     }
     let request = match request::validate(arguments) {
         Ok(request) => request,
-        Err(refusal) => return refuse(server, call, hint, None, &refusal),
+        Err(refusal) => return refuse(journal, pace, call, hint, None, &refusal),
     };
     let refused = |refusal| {
         refuse(
-            server,
+            journal,
+            pace,
             call,
             Some(&request.session),
             Some(&request.argv),
             &refusal,
         )
     };
-    let planned = match plan::plan(server, &call.rules, &request).await {
+    let planned = plan::plan(services.resolver, services.outputs, &call.rules, &request).await;
+    let planned = match planned {
         Ok(planned) => planned,
         Err(refusal) => return refused(refusal),
     };
-    let turn = match admit::admit(server, &request, &call.cancel).await {
+    let admitted = admit::admit(
+        services.sessions,
+        services.admission,
+        &request,
+        &call.cancel,
+    )
+    .await;
+    let turn = match admitted {
         Ok(turn) => turn,
         Err(refusal) => return refused(refusal),
     };
@@ -115,20 +154,29 @@ async fn run(
         session: turn.session.clone(),
         ..request
     };
-    run_admitted(server, call, request, planned, turn).await
+    run_admitted(services, call, request, planned, turn).await
 }
 
 /// An admitted call: intent, execution, guard and reply, outcome.
 async fn run_admitted(
-    server: &Server,
+    services: Services<'_>,
     call: &Call<'_>,
     request: request::Validated,
     planned: plan::Planned,
     turn: admit::Admitted<'_>,
 ) -> Replied {
     let mut laps = Laps::start(call.started);
-    let confinement = crate::obs::confinement::record(server.runner.confinement().report());
-    let intent = intent::write(server, call, &request, &planned, &turn, confinement.clone());
+    let runner = services.runner;
+    let confinement = crate::obs::confinement::record(runner.confinement().report());
+    let intent = intent::write(
+        services.journal,
+        runner,
+        call,
+        &request,
+        &planned,
+        &turn,
+        confinement.clone(),
+    );
     laps.lap("intent");
     let subcommand = request.argv.first().cloned().unwrap_or_default();
     let intent = match intent {
@@ -136,12 +184,12 @@ async fn run_admitted(
         Err(e) => return audit_unavailable(&request, subcommand, &e.to_string()),
     };
     let guard = Guard::for_command(&planned.tokens, call.rules.url.navigation_guard);
-    let executed = execute::execute(server, call, &request, &planned, intent, guard).await;
+    let executed = execute::execute(services, call, &request, &planned, intent, guard).await;
     laps.lap("agent_browser");
     if let Termination::Withheld(Withhold::Audit(why)) = &executed.raw.termination {
         return audit_unavailable(&request, subcommand, why);
     }
-    conclude::update_session(server, &request, &executed).await;
+    conclude::update_session(services.sessions, &request, &executed).await;
 
     let marked = call
         .rules
@@ -151,13 +199,13 @@ async fn run_admitted(
     let reply = reply::normalize_marked(
         request.session.as_str(),
         &executed.raw,
-        server.max_output_bytes,
+        services.outputs.max_reply_bytes,
         guard,
         marked,
         &call.rules.secrets,
     );
     let verdict = guard::judge(
-        server,
+        services.guard(),
         &call.rules,
         &request.session,
         guard,
@@ -165,33 +213,33 @@ async fn run_admitted(
         reply.exit_code == 0,
     )
     .await;
+    let judged = conclude::Judged {
+        request: &request,
+        planned: &planned,
+        executed: &executed,
+        verdict: &verdict,
+    };
     let (reply, blocked) =
-        conclude::enforce(server, call, &request, &planned, &executed, &verdict, reply).await;
+        conclude::enforce(services.guard(), services.outputs, call, &judged, reply).await;
     // No reply carries a secret's value back: the page data was scrubbed
     // when normalised; a refusal that replaced it may quote the page's URL.
     let mut reply = reply.scrubbed(&call.rules.secrets);
     let blocked = blocked.map(|r| Refusal::new(r.rule, call.rules.secrets.scrub(&r.message)));
     laps.lap("guard");
-    let image = image::attach(server, &planned, &mut reply).await;
+    let image = image::attach(services.outputs, &planned, &mut reply).await;
     laps.lap("image");
     let outcome = conclude::outcome_of(&executed, &reply, &verdict);
-    let outcome_record = (outcome, blocked.as_ref(), confinement);
-    let evidence = conclude::Evidence {
+    let ended = conclude::Ended {
+        outcome,
+        blocked: blocked.as_ref(),
+        confinement,
         page: verdict.page(),
         image,
     };
-    let reply = conclude::record_outcome(
-        server,
-        call,
-        &request,
-        &executed,
-        reply,
-        outcome_record,
-        evidence,
-    );
+    let reply = conclude::record_outcome(services.journal, call, &judged, reply, ended);
     laps.lap("outcome");
     laps.report();
-    after_reply(server, &request, &executed, turn.just_bound);
+    after_reply(runner, &request, &executed, turn.just_bound);
     let error_type = conclude::error_type(outcome);
     (
         reply,
@@ -205,15 +253,15 @@ async fn run_admitted(
 /// What follows the reply: the session's next child is readied, and its
 /// tab comes forward when a person watching should see it.
 fn after_reply(
-    server: &Server,
+    runner: &Runner,
     request: &request::Validated,
     executed: &crate::runner::Executed,
     just_bound: bool,
 ) {
-    conclude::prepare_next(server, request, executed);
+    conclude::prepare_next(runner, request, executed);
     let forward = subcommand::Subcommand::facts_of(&request.argv).is_some_and(|f| f.comes_forward);
     if (just_bound || forward) && !conclude::ends_session(request) {
-        server.runner.foreground_after_reply(&request.session);
+        runner.foreground_after_reply(&request.session);
     }
 }
 

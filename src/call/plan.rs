@@ -10,9 +10,13 @@ use super::{
     subcommand::Subcommand,
 };
 use crate::{
-    policy::{outputs, rules::Rules, secrets},
+    policy::{
+        outputs::{self, Outputs},
+        resolve::Resolve,
+        rules::Rules,
+        secrets,
+    },
     refusal::{Refusal, Rule},
-    server::Server,
 };
 
 /// What a valid request will do, once allowed.
@@ -30,7 +34,8 @@ pub(crate) struct Planned {
 }
 
 pub(crate) async fn plan(
-    server: &Server,
+    resolver: &dyn Resolve,
+    outputs: &Outputs,
     rules: &Rules,
     request: &Validated,
 ) -> Result<Planned, Refusal> {
@@ -44,14 +49,14 @@ pub(crate) async fn plan(
     match command.slot {
         Slot::None => {}
         Slot::Url(raw) => {
-            let checked = rules.url.check_open(&raw, server.resolver.as_ref()).await?;
+            let checked = rules.url.check_open(&raw, resolver).await?;
             planned.tokens.push(checked.url);
             planned.resolved = checked.resolved;
         }
         Slot::OutputFile(name) => {
-            let target = outputs::resolve(&server.output_dir, &request.session, name.as_deref())?;
+            let target = outputs::resolve(&outputs.dir, &request.session, name.as_deref())?;
             // Only the check: room is made once the intent is durable.
-            outputs::check_room(&server.limits.output_quota)?;
+            outputs::check_room(&outputs.quota)?;
             planned.tokens.push(target.path.display().to_string());
             planned.output = Some(target);
         }

@@ -3,11 +3,12 @@
 //! only its first line).
 
 use super::{context::CallContext, record, reply::Reply};
-use crate::obs::journal::Journal;
 use crate::{
-    obs::telemetry::{ActiveCall, CallMeta, CallOutcome, Called},
+    obs::{
+        journal::Journal,
+        telemetry::{ActiveCall, CallMeta, CallOutcome, Called},
+    },
     refusal::Rule,
-    server::Server,
 };
 
 /// How a call ended, for its span.
@@ -27,7 +28,7 @@ pub(crate) enum Ending {
 }
 
 pub(crate) fn start(
-    server: &Server,
+    journal: &Journal,
     ctx: &CallContext,
     called: Called,
     session_id: Option<&str>,
@@ -36,7 +37,7 @@ pub(crate) fn start(
         .request_id
         .as_deref()
         .map(|id| record::capped(id, record::MAX_RECORDED_ID_BYTES));
-    server.journal.telemetry().start_call(&CallMeta {
+    journal.telemetry().start_call(&CallMeta {
         called,
         request_id: request_id.as_deref(),
         traceparent: ctx.traceparent.as_deref(),

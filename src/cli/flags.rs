@@ -260,7 +260,7 @@ pub(crate) enum OverflowFlag {
     EvictLru,
 }
 
-impl From<OverflowFlag> for crate::server::sessions::Overflow {
+impl From<OverflowFlag> for crate::server::registry::Overflow {
     fn from(flag: OverflowFlag) -> Self {
         match flag {
             OverflowFlag::Refuse => Self::Refuse,
@@ -279,7 +279,7 @@ mod tests {
     fn the_overflow_settings_are_spelled_alike_on_the_command_line_and_in_records() {
         for flag in OverflowFlag::value_variants() {
             let name = flag.to_possible_value().map(|v| v.get_name().to_owned());
-            let setting: crate::server::sessions::Overflow = (*flag).into();
+            let setting: crate::server::registry::Overflow = (*flag).into();
             assert_eq!(name.as_deref(), Some(setting.name()));
         }
     }

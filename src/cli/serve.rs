@@ -14,6 +14,7 @@ use crate::{
     server::{
         Server,
         chronicle::{BinaryFacts, StartFacts, TrampolineFacts, file_sha256},
+        sessions::Sessions,
     },
     transport::{mcp, stdio, wire},
 };
@@ -59,7 +60,7 @@ pub(super) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
                 facts.browser_shell_sha256.clone()
             };
             let _entered = runtime.enter();
-            server.record_started(&facts);
+            server.chronicle.record_started(&facts);
         });
     }
     let mut parts = starting.finish()?;
@@ -152,7 +153,8 @@ async fn run(
             let server = Arc::clone(&server);
             move |fault: &wire::Fault| {
                 let id = fault.request_id.clone();
-                call::record_protocol_fault(&server, fault.rule, &fault.message, id);
+                let (journal, rules) = (&server.journal, &server.rules);
+                call::record_protocol_fault(journal, rules, fault.rule, &fault.message, id);
             }
         },
     ));
@@ -161,15 +163,15 @@ async fn run(
         ends.answers_rx,
         stdio::output(),
     ));
-    server.adopt_orphans(gate_kept).await;
-    let reaper = tokio::spawn(reap_forever(Arc::clone(&server)));
+    server.sessions.adopt_orphans(gate_kept).await;
+    let reaper = tokio::spawn(reap_forever(Arc::clone(&server.sessions)));
     // After the previous server's pooled daemons are closed, and after the
     // `started` record: the pool's records follow the record of its server.
     let pool = {
         let server = Arc::clone(&server);
         tokio::spawn(async move {
-            server.wait_started().await;
-            server.keep_pool().await;
+            server.chronicle.wait_started().await;
+            server.sessions.keep_pool(&server.admission).await;
         })
     };
     let served = mcp::BrowserShellServer::new(Arc::clone(&server))
@@ -184,7 +186,7 @@ async fn run(
         tokio::spawn(async move {
             tokio::select! {
                 () = tokio::time::sleep(HASH_AFTER_HANDSHAKE) => {}
-                () = server.started_needed() => {}
+                () = server.chronicle.started_needed() => {}
             }
             start_hashing(&server);
         });
@@ -206,11 +208,12 @@ async fn run(
     reaper.abort();
     pool.abort();
     // Bounded: a Chromium that does not answer cannot hold the exit.
-    let _ = tokio::time::timeout(Duration::from_secs(5), server.empty_pool()).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), server.sessions.empty_pool()).await;
     // The life's last record follows its first, even for a client that left
     // before the binaries were hashed.
-    server.need_started().await;
-    server.record_stopped(stopped);
+    server.chronicle.need_started().await;
+    let calls_served = server.admission.calls_served();
+    server.chronicle.record_stopped(stopped, calls_served);
     server.close();
     tracing::info!("browser-shell exiting");
     Ok(())
@@ -232,7 +235,8 @@ fn serve_gate(server: &Arc<Server>, gate: Gate) -> anyhow::Result<bool> {
     let recorder = Arc::clone(server);
     tokio::spawn(async move {
         while let Some(event) = refusals.recv().await {
-            recorder.record_gate_refusal(event);
+            let session = recorder.sessions.session_of(&event.session);
+            recorder.chronicle.record_gate_refusal(event, session);
         }
     });
     Ok(kept)
@@ -260,11 +264,11 @@ async fn until_stopped(
             _ = sighup.recv() => {
                 // Off the workers: reading and hashing a file blocks.
                 let server = Arc::clone(server);
-                let _ = tokio::task::spawn_blocking(move || server.reload_rules()).await;
+                let _ = tokio::task::spawn_blocking(move || server.chronicle.reload_rules()).await;
             }
             _ = sigterm.recv() => {
                 tracing::info!("SIGTERM: refusing new calls, letting in-flight calls finish");
-                server.drain(grace).await;
+                server.admission.drain(grace).await;
                 stop.cancel();
                 input.abort();
                 return Ok("SIGTERM: drained the calls in flight");
@@ -274,11 +278,10 @@ async fn until_stopped(
 }
 
 /// Retire idle sessions, checking a few times per idle TTL.
-async fn reap_forever(server: Arc<Server>) {
-    let tick =
-        (server.session_idle() / 4).clamp(Duration::from_millis(250), Duration::from_secs(30));
+async fn reap_forever(sessions: Arc<Sessions>) {
+    let tick = (sessions.idle_ttl() / 4).clamp(Duration::from_millis(250), Duration::from_secs(30));
     loop {
         tokio::time::sleep(tick).await;
-        server.reap_idle().await;
+        sessions.reap_idle().await;
     }
 }

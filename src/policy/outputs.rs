@@ -146,6 +146,18 @@ pub(crate) fn open_written(root: &Path, target: &Target) -> Result<(std::fs::Fil
     Ok((std::fs::File::from(fd), size))
 }
 
+/// Where files written for agents go and how much of them a reply carries.
+#[derive(Debug, Clone)]
+pub(crate) struct Outputs {
+    /// The output root (`--output-dir`).
+    pub(crate) dir: PathBuf,
+    pub(crate) quota: Quota,
+    /// The bound on a reply's stdout and stderr (`--max-output-bytes`).
+    pub(crate) max_reply_bytes: usize,
+    /// The bound on a reply's image, in base64 bytes (0: no images).
+    pub(crate) max_image_bytes: u64,
+}
+
 /// Bytes of screenshots a session, and all sessions together, may keep.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Quota {

@@ -5,15 +5,19 @@
 //! rules decided a call: every call record names its policy's SHA-256, and
 //! these records carry the policy behind each digest.
 
-use std::{path::Path, sync::atomic::Ordering};
+use std::{
+    path::Path,
+    sync::{Arc, atomic::AtomicU64},
+};
 
 use audit::Outcome;
 use serde_json::{Value, json};
 
-use super::Server;
+use super::{Limits, pace::RefusalPace, pool::PoolSettings};
 use crate::{
-    obs::journal::{MAX_RECORDED_REASON_BYTES, capped, new_call_id},
-    policy::rules::Reload,
+    obs::journal::{Journal, MAX_RECORDED_REASON_BYTES, capped, new_call_id},
+    policy::rules::{self, Reload},
+    runner::Runner,
 };
 
 /// How long a call waits for the `started` record: far longer than hashing
@@ -66,11 +70,60 @@ fn digest(result: &Result<String, String>) -> Value {
     }
 }
 
-impl Server {
+/// The server's own records, and the `started` record's timing.
+pub(crate) struct Chronicle {
+    journal: Journal,
+    rules: Arc<rules::Current>,
+    runner: Runner,
+    settings: Settings,
+    /// Set once the `started` record is written.
+    started: tokio::sync::watch::Sender<bool>,
+    /// A call (or the exit) needs the `started` record now: its hashing
+    /// starts at once rather than after the client's first moments.
+    started_needed: tokio::sync::Notify,
+    /// The browser gate's refusals: a budget of records of their own, and
+    /// how many came past it unrecorded since the last record.
+    gate_pace: RefusalPace,
+    gate_unrecorded: AtomicU64,
+}
+
+/// The settings the `started` record states.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Settings {
+    pub(crate) limits: Limits,
+    pub(crate) max_output_bytes: usize,
+    pub(crate) pool: PoolSettings,
+}
+
+impl std::fmt::Debug for Chronicle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Chronicle").finish_non_exhaustive()
+    }
+}
+
+impl Chronicle {
+    pub(crate) fn new(
+        journal: Journal,
+        rules: Arc<rules::Current>,
+        runner: Runner,
+        settings: Settings,
+    ) -> Self {
+        Self {
+            journal,
+            rules,
+            runner,
+            settings,
+            started: tokio::sync::watch::Sender::new(false),
+            started_needed: tokio::sync::Notify::new(),
+            gate_pace: RefusalPace::default(),
+            gate_unrecorded: AtomicU64::new(0),
+        }
+    }
+
     /// The first record of this server's life.
     pub(crate) fn record_started(&self, facts: &StartFacts) {
         let rules = self.rules.get();
-        let limits = &self.limits;
+        let limits = &self.settings.limits;
         let detail = json!({
             "browser_shell": {
                 "version": env!("CARGO_PKG_VERSION"),
@@ -94,9 +147,9 @@ impl Server {
                 "session_idle_sec": limits.session_idle.as_secs(),
                 "output_quota_session_bytes": limits.output_quota.per_session,
                 "output_quota_total_bytes": limits.output_quota.total,
-                "max_output_bytes": self.max_output_bytes,
-                "pool": self.pool.settings().size,
-                "pool_idle_sec": self.pool.settings().idle.as_secs(),
+                "max_output_bytes": self.settings.max_output_bytes,
+                "pool": self.settings.pool.size,
+                "pool_idle_sec": self.settings.pool.idle.as_secs(),
             },
             "confinement": crate::obs::confinement::record(self.runner.confinement().report()),
             "cdp_port": self.runner.cdp_port(),
@@ -121,7 +174,7 @@ impl Server {
         let _ = tokio::time::timeout(STARTED_WITHIN, written).await;
     }
 
-    /// [`Server::wait_started`] for one that needs the record now (a call,
+    /// [`Chronicle::wait_started`] for one that needs the record now (a call,
     /// the exit): the binaries are hashed at once if they were not yet.
     pub(crate) async fn need_started(&self) {
         // A permit is kept when nothing waits yet: the need is not lost.
@@ -129,7 +182,7 @@ impl Server {
         self.wait_started().await;
     }
 
-    /// Until something needs the `started` record ([`Server::need_started`]).
+    /// Until something needs the `started` record ([`Chronicle::need_started`]).
     pub(crate) async fn started_needed(&self) {
         self.started_needed.notified().await;
     }
@@ -185,11 +238,56 @@ impl Server {
         self.append_server_event(event);
     }
 
+    /// Something the browser gate or the egress refused (a CDP method, a
+    /// request a page made): a `denied` record of its own, attributed to
+    /// `session` (the agent's id of the daemon the connection named; a
+    /// pooled daemon serves a session whose id is another), else to the
+    /// daemon.
+    ///
+    /// A page or a child can make refusals far faster than a client can, so
+    /// they have a budget of their own (the client's is the wire's, see
+    /// [`super::pace`]): past it, refusals are counted, and the count goes
+    /// into the next record. They are not calls; none is lost unsaid.
+    pub(crate) fn record_gate_refusal(
+        &self,
+        refused: crate::browser_refusals::BrowserRefusal,
+        session: Option<String>,
+    ) {
+        use std::sync::atomic::Ordering;
+        let earlier = refused.unrecorded_before;
+        if !self.gate_pace.delay().is_zero() {
+            self.gate_unrecorded
+                .fetch_add(earlier + 1, Ordering::Relaxed);
+            return;
+        }
+        self.gate_pace.spend();
+        let unrecorded = earlier + self.gate_unrecorded.swap(0, Ordering::Relaxed);
+        let mut event = audit::Event::new(audit::Phase::Denied, new_call_id());
+        event.session_id = Some(session.unwrap_or(refused.session));
+        event.verdict = Some(audit::Verdict::Denied);
+        event.rule = Some(refused.rule.id().to_owned());
+        let rules = self.rules.get();
+        event.policy_sha256 = Some(rules.sha256.clone());
+        // A page may put a typed secret into a URL it then requests.
+        let reason = rules.secrets.scrub(&refused.reason);
+        let reason = capped(&reason, MAX_RECORDED_REASON_BYTES);
+        event.reason = Some(if unrecorded > 0 {
+            format!(
+                "{reason} ({unrecorded} earlier gate refusals came too fast to be recorded one by one)"
+            )
+        } else {
+            reason.into_owned()
+        });
+        if let Err(e) = self.journal.append_unattached(event) {
+            tracing::error!(error = %e, "audit record of a browser gate refusal not written");
+        }
+    }
+
     /// The last record of this server's life.
-    pub(crate) fn record_stopped(&self, reason: &str) {
+    pub(crate) fn record_stopped(&self, reason: &str, calls_served: u64) {
         let mut event = self.server_event(Outcome::Stopped, reason.to_owned());
         event.policy_sha256 = Some(self.rules.get().sha256.clone());
-        event.detail = Some(json!({ "calls_served": self.calls_served.load(Ordering::Relaxed) }));
+        event.detail = Some(json!({ "calls_served": calls_served }));
         self.append_server_event(event);
     }
 

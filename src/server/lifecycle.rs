@@ -1,21 +1,21 @@
 //! The server's own acts on sessions, each audited before it is done, as a
 //! call is: retiring a session (idle reaper, eviction), adopting or closing
-//! daemons found at start, and draining at shutdown.
+//! daemons found at start.
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use audit::Outcome;
 
-use super::{Server, sessions::Retiring};
-use crate::obs::journal::{MAX_RECORDED_REASON_BYTES, capped, new_call_id};
+use super::{registry::Retiring, sessions::Sessions};
+use crate::obs::journal::new_call_id;
 
-impl Server {
+impl Sessions {
     /// Record why (`reaped`, `evicted`), then end `retiring`'s session for
     /// good. What could not be undone is recorded after, as
     /// `retire_incomplete`.
     ///
     /// The session's turn is held throughout, so a call for it waits and
-    /// then starts it anew ([`super::sessions::Sessions::is_current`]).
+    /// then starts it anew ([`super::registry::Registry::is_current`]).
     pub(crate) async fn retire(&self, retiring: Retiring, outcome: Outcome, reason: &str) {
         let victim = &retiring.victim;
         self.record_lifecycle(&victim.session_id, outcome, reason.to_owned());
@@ -53,61 +53,17 @@ impl Server {
         }
     }
 
-    /// Something the browser gate refused (a CDP method, a request a page
-    /// made): a `denied` record of its own, attributed to the session the
-    /// connection named.
-    ///
-    /// A page or a child can make refusals far faster than a client can, so
-    /// they have a budget of their own (the client's is the wire's, see
-    /// [`super::pace`]): past it, refusals are counted, and the count goes
-    /// into the next record. They are not calls; none is lost unsaid.
-    pub(crate) fn record_gate_refusal(&self, refused: crate::browser_refusals::BrowserRefusal) {
-        use std::sync::atomic::Ordering;
-        let earlier = refused.unrecorded_before;
-        if !self.gate_pace.delay().is_zero() {
-            self.gate_unrecorded
-                .fetch_add(earlier + 1, Ordering::Relaxed);
-            return;
-        }
-        self.gate_pace.spend();
-        let unrecorded = earlier + self.gate_unrecorded.swap(0, Ordering::Relaxed);
-        let mut event = audit::Event::new(audit::Phase::Denied, new_call_id());
-        // The gate knows the daemon's name; a pooled one serves a session
-        // whose id is another.
-        let session = self.sessions.session_of(&refused.session);
-        event.session_id = Some(session.unwrap_or(refused.session));
-        event.verdict = Some(audit::Verdict::Denied);
-        event.rule = Some(refused.rule.id().to_owned());
-        let rules = self.rules.get();
-        event.policy_sha256 = Some(rules.sha256.clone());
-        // A page may put a typed secret into a URL it then requests.
-        let reason = rules.secrets.scrub(&refused.reason);
-        let reason = capped(&reason, MAX_RECORDED_REASON_BYTES);
-        event.reason = Some(if unrecorded > 0 {
-            format!(
-                "{reason} ({unrecorded} earlier gate refusals came too fast to be recorded one by one)"
-            )
-        } else {
-            reason.into_owned()
-        });
-        if let Err(e) = self.journal.append_unattached(event) {
-            tracing::error!(error = %e, "audit record of a browser gate refusal not written");
-        }
-    }
-
     /// Retire every session idle longer than the TTL (the reaper's tick),
     /// all at once: each holds its session's turn until it is done, so one
     /// after the other would keep a call for the last of them waiting on
     /// all the others.
     pub(crate) async fn reap_idle(self: &Arc<Self>) {
-        let why = format!(
-            "idle for more than {} s",
-            self.limits.session_idle.as_secs()
-        );
+        let why = format!("idle for more than {} s", self.idle.as_secs());
         let mut retirements = tokio::task::JoinSet::new();
-        for retiring in self.sessions.take_idle(self.limits.session_idle) {
-            let (server, why) = (Arc::clone(self), why.clone());
-            retirements.spawn(async move { server.retire(retiring, Outcome::Reaped, &why).await });
+        for retiring in self.registry.take_idle(self.idle) {
+            let (sessions, why) = (Arc::clone(self), why.clone());
+            retirements
+                .spawn(async move { sessions.retire(retiring, Outcome::Reaped, &why).await });
         }
         while let Some(done) = retirements.join_next().await {
             if let Err(e) = done {
@@ -153,7 +109,7 @@ impl Server {
                 );
                 self.runner.kill_daemon(&name).await;
             } else if confined {
-                self.sessions.adopt(&name);
+                self.registry.adopt(&name);
                 self.record_lifecycle(
                     &name,
                     Outcome::Adopted,
@@ -170,29 +126,6 @@ impl Server {
                     tracing::warn!(error = %e, "an unconfined daemon's browser context was not disposed of");
                 }
             }
-        }
-    }
-
-    /// Graceful shutdown: refuse new calls, give in-flight calls up to
-    /// `patience` to finish, then cancel the rest (their outcome is audited
-    /// as `cancelled`) and wait a little for those records.
-    pub(crate) async fn drain(&self, patience: Duration) {
-        use std::sync::atomic::Ordering;
-        self.draining.store(true, Ordering::SeqCst);
-        let all = self.limits.max_inflight;
-        // Holding every slot means nothing is running.
-        let idle = || async {
-            if let Ok(slots) = self.inflight.acquire_many(all).await {
-                drop(slots);
-            }
-        };
-        if tokio::time::timeout(patience, idle()).await.is_err() {
-            tracing::warn!(
-                "calls still running after {} s; cancelling them",
-                patience.as_secs()
-            );
-            self.shutdown.cancel();
-            let _ = tokio::time::timeout(Duration::from_secs(5), idle()).await;
         }
     }
 }

@@ -17,7 +17,7 @@
 
 use std::{
     collections::VecDeque,
-    sync::{Arc, Mutex},
+    sync::Mutex,
     time::{Duration, Instant},
 };
 
@@ -25,7 +25,7 @@ use audit::Outcome;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
-use super::Server;
+use super::{admission::Admission, sessions::Sessions};
 use crate::{
     obs::journal::new_call_id,
     runner::{Bounds, Termination},
@@ -182,12 +182,12 @@ impl Pool {
     }
 }
 
-impl Server {
+impl Sessions {
     /// Keep the pool full until the server stops: warm one daemon at a time
     /// (a warm-up is CPU-heavy; calls come first), back off while warm-ups
     /// fail, and empty the pool when no new session has wanted it for its
     /// idle time.
-    pub(crate) async fn keep_pool(self: Arc<Self>) {
+    pub(crate) async fn keep_pool(&self, admission: &Admission) {
         if !self.pool.is_enabled() {
             return;
         }
@@ -211,11 +211,11 @@ impl Server {
             for pooled in unused {
                 self.close_pooled(&pooled, Outcome::Reaped, &why).await;
             }
-            if self.pool.missing() == 0 || self.is_draining() {
+            if self.pool.missing() == 0 || admission.is_draining() {
                 let _ = tokio::time::timeout(tick, self.pool.wake.notified()).await;
                 continue;
             }
-            self.until_quiet().await;
+            until_quiet(admission).await;
             match self.warm_one().await {
                 Ok(pooled) => {
                     backoff = Duration::ZERO;
@@ -231,22 +231,6 @@ impl Server {
                     );
                     tokio::time::sleep(backoff).await;
                 }
-            }
-        }
-    }
-
-    /// Until no call is running and none has started for [`QUIET`], or
-    /// [`QUIET_AT_MOST`] has passed.
-    async fn until_quiet(&self) {
-        use std::sync::atomic::Ordering;
-        let give_up = tokio::time::Instant::now() + QUIET_AT_MOST;
-        loop {
-            let served = self.calls_served.load(Ordering::Relaxed);
-            tokio::time::sleep(QUIET).await;
-            let idle = self.inflight.available_permits() == self.limits.max_inflight as usize;
-            let quiet = idle && self.calls_served.load(Ordering::Relaxed) == served;
-            if quiet || tokio::time::Instant::now() >= give_up {
-                return;
             }
         }
     }
@@ -343,7 +327,7 @@ impl Server {
 
     /// Record the binding of `session_id` to a pooled daemon, before its
     /// first command's intent.
-    pub(crate) fn record_bound(&self, session_id: &str, pooled: &Pooled) {
+    pub(super) fn record_bound(&self, session_id: &str, pooled: &Pooled) {
         let mut event = pool_event(
             Outcome::Bound,
             "a new session takes a pooled daemon and its fresh tab",
@@ -388,6 +372,20 @@ impl Server {
     fn append_pool_event(&self, event: audit::Event) {
         if let Err(e) = self.journal.append_unattached(event) {
             tracing::error!(error = %e, "audit record of the daemon pool not written");
+        }
+    }
+}
+
+/// Until no call is running and none has started for [`QUIET`], or
+/// [`QUIET_AT_MOST`] has passed.
+async fn until_quiet(admission: &Admission) {
+    let give_up = tokio::time::Instant::now() + QUIET_AT_MOST;
+    loop {
+        let served = admission.calls_served();
+        tokio::time::sleep(QUIET).await;
+        let quiet = admission.is_idle() && admission.calls_served() == served;
+        if quiet || tokio::time::Instant::now() >= give_up {
+            return;
         }
     }
 }

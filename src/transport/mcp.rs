@@ -95,7 +95,9 @@ impl ServerHandler for BrowserShellServer {
         if request.name != TOOL_NAME {
             // Unknown tools are a protocol error, but still on the record.
             let asked = (request.name.as_ref(), request.arguments.as_ref());
-            return Err(match call::refuse_unknown_tool(&self.server, &ctx, asked) {
+            let (journal, pace) = (&self.server.journal, &self.server.refusal_pace);
+            let refused = call::refuse_unknown_tool(journal, pace, &self.server.rules, &ctx, asked);
+            return Err(match refused {
                 Ok(()) => ErrorData::invalid_params(
                     format!("unknown tool; this server has exactly one tool, {TOOL_NAME}"),
                     None,
@@ -103,7 +105,8 @@ impl ServerHandler for BrowserShellServer {
                 Err(audit_failure) => ErrorData::internal_error(audit_failure, None),
             });
         }
-        let mut reply = call::handle(&self.server, request.arguments.as_ref(), &ctx).await;
+        let services = services(&self.server);
+        let mut reply = call::handle(services, request.arguments.as_ref(), &ctx).await;
         let image = reply.image.take();
         let is_error = reply.is_error();
         let value = serde_json::to_value(&reply).map_err(|e| {
@@ -128,5 +131,21 @@ fn request_id_string(id: &rmcp::model::RequestId) -> String {
     match id {
         rmcp::model::NumberOrString::Number(n) => n.to_string(),
         rmcp::model::NumberOrString::String(s) => s.to_string(),
+    }
+}
+
+/// Each of the server's services a call's stages may use, by reference.
+fn services(server: &Server) -> call::Services<'_> {
+    call::Services {
+        rules: &server.rules,
+        resolver: server.resolver.as_ref(),
+        journal: &server.journal,
+        refusal_pace: &server.refusal_pace,
+        chronicle: &server.chronicle,
+        admission: &server.admission,
+        sessions: &server.sessions,
+        runner: &server.runner,
+        outputs: &server.outputs,
+        typing: &server.gate.typing,
     }
 }

@@ -43,10 +43,11 @@ def test_an_idle_session_is_reaped_with_its_daemon_tab_and_files(
     srv = start_server(extra_args=["--session-idle-sec", "1"])
     srv.ok("reap", ["open", web.url("/form")])
     srv.ok("reap2", ["open", web.url("/next")])  # a second idle session: each tick retires all it finds
-    shot = Path(srv.ok("reap", ["screenshot", "r.png"])["path"])
     sock = srv.cfg.state_dir / "sock"
-    pid = int((sock / "reap.pid").read_text())
+    # Read at once: on a busy machine the next call may outlast reap2's 1 s of idleness.
     pid2 = int((sock / "reap2.pid").read_text())
+    shot = Path(srv.ok("reap", ["screenshot", "r.png"])["path"])
+    pid = int((sock / "reap.pid").read_text())
     target = json.loads((sock / "reap.target").read_text())["targetId"]
     assert shot.exists() and alive(pid) and target in tab_ids(chromium.port)
     deadline = time.monotonic() + 15

@@ -1,6 +1,6 @@
 """The code map's invariants (docs/design.md, "Code layout"), held against the source: the folders of
 src/ import each other without a cycle, the gate never imports a call's stages, only the runner starts
-processes, a call never opens a socket, and only the audit crate mints the proof that an intent is
+processes, a call never opens a socket nor sees the whole server, and only the audit crate mints the proof that an intent is
 durable. Read from the files; nothing is built."""
 
 from __future__ import annotations
@@ -87,6 +87,12 @@ def test_only_the_runner_starts_processes() -> None:
 
 def test_a_call_never_opens_a_socket() -> None:
     assert not {f for f in files_matching(r"TcpStream|UnixStream|TcpListener|UdpSocket") if f.startswith("call/")}
+
+
+def test_a_calls_stages_take_the_services_they_use_never_the_whole_server() -> None:
+    naming = files_matching(r"\bServer\b")
+    assert "transport/mcp.rs" in naming, "the scan found no `Server` at all: the check would prove nothing"
+    assert not {f for f in naming if f.startswith("call/")}, naming
 
 
 def test_only_the_audit_crate_mints_the_intents_proof() -> None:

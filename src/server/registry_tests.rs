@@ -1,6 +1,6 @@
 use super::*;
 
-fn admit(s: &Sessions, id: &str) -> Admission {
+fn admit(s: &Registry, id: &str) -> Arrival {
     s.admit(&SessionId::parse(id).unwrap(), || None)
 }
 
@@ -8,16 +8,16 @@ fn pooled(name: &str) -> crate::server::pool::Pooled {
     crate::server::pool::Pooled::for_test(name)
 }
 
-fn go(a: Admission) -> Arc<tokio::sync::Mutex<()>> {
+fn go(a: Arrival) -> Arc<tokio::sync::Mutex<()>> {
     match a {
-        Admission::Go(turn) | Admission::Evicted(turn, _) => turn.lock,
-        Admission::Full => panic!("unexpected Full"),
+        Arrival::Go(turn) | Arrival::Evicted(turn, _) => turn.lock,
+        Arrival::Full => panic!("unexpected Full"),
     }
 }
 
 #[test]
 fn a_session_reopened_after_close_looks_at_its_page_first() {
-    let s = Sessions::new(4, Overflow::Refuse);
+    let s = Registry::new(4, Overflow::Refuse);
     go(admit(&s, "a"));
     assert!(
         !s.is_unlooked("a"),
@@ -34,9 +34,9 @@ fn a_session_reopened_after_close_looks_at_its_page_first() {
 
 #[test]
 fn a_new_session_is_bound_to_a_pooled_daemon_and_found_again_by_its_id() {
-    let s = Sessions::new(4, Overflow::Refuse);
+    let s = Registry::new(4, Overflow::Refuse);
     let u1 = SessionId::parse("u1").unwrap();
-    let Admission::Go(turn) = s.admit(&u1, || Some(pooled("pool-a"))) else {
+    let Arrival::Go(turn) = s.admit(&u1, || Some(pooled("pool-a"))) else {
         panic!("expected Go");
     };
     assert_eq!(turn.daemon_name, "pool-a");
@@ -45,7 +45,7 @@ fn a_new_session_is_bound_to_a_pooled_daemon_and_found_again_by_its_id() {
     assert_eq!(s.session_of("pool-a").as_deref(), Some("u1"));
     drop(turn);
     // The next call of u1 finds its daemon; the pool is not asked again.
-    let Admission::Go(again) = s.admit(&u1, || panic!("asked the pool twice")) else {
+    let Arrival::Go(again) = s.admit(&u1, || panic!("asked the pool twice")) else {
         panic!("expected Go");
     };
     assert_eq!(again.daemon_name, "pool-a");
@@ -54,12 +54,12 @@ fn a_new_session_is_bound_to_a_pooled_daemon_and_found_again_by_its_id() {
 
 #[test]
 fn a_closed_pooled_session_leaves_no_tab_to_take_up_and_binds_anew() {
-    let s = Sessions::new(4, Overflow::Refuse);
+    let s = Registry::new(4, Overflow::Refuse);
     let u1 = SessionId::parse("u1").unwrap();
     drop(go(s.admit(&u1, || Some(pooled("pool-a")))));
     let gone = s.forget("pool-a").unwrap();
     assert!(gone.pooled && gone.session_id == "u1" && gone.own_name == "u1");
-    let Admission::Go(turn) = s.admit(&u1, || Some(pooled("pool-b"))) else {
+    let Arrival::Go(turn) = s.admit(&u1, || Some(pooled("pool-b"))) else {
         panic!("expected Go");
     };
     assert_eq!(turn.daemon_name, "pool-b");
@@ -68,11 +68,11 @@ fn a_closed_pooled_session_leaves_no_tab_to_take_up_and_binds_anew() {
 
 #[test]
 fn a_session_whose_own_tab_outlived_a_close_takes_it_up_not_a_pooled_one() {
-    let s = Sessions::new(4, Overflow::Refuse);
+    let s = Registry::new(4, Overflow::Refuse);
     drop(go(admit(&s, "u1")));
     s.forget("u1");
     let u1 = SessionId::parse("u1").unwrap();
-    let Admission::Go(turn) = s.admit(&u1, || panic!("a pooled daemon was taken")) else {
+    let Arrival::Go(turn) = s.admit(&u1, || panic!("a pooled daemon was taken")) else {
         panic!("expected Go");
     };
     assert_eq!(turn.daemon_name, "u1");
@@ -81,22 +81,22 @@ fn a_session_whose_own_tab_outlived_a_close_takes_it_up_not_a_pooled_one() {
 
 #[test]
 fn the_cap_refuses_a_new_session_but_not_a_known_one() {
-    let s = Sessions::new(2, Overflow::Refuse);
+    let s = Registry::new(2, Overflow::Refuse);
     drop(go(admit(&s, "a")));
     drop(go(admit(&s, "b")));
-    assert!(matches!(admit(&s, "c"), Admission::Full));
-    assert!(matches!(admit(&s, "a"), Admission::Go(_)));
+    assert!(matches!(admit(&s, "c"), Arrival::Full));
+    assert!(matches!(admit(&s, "a"), Arrival::Go(_)));
 }
 
 #[test]
 fn evict_lru_picks_the_least_recently_used_idle_session() {
-    let s = Sessions::new(2, Overflow::EvictLru);
+    let s = Registry::new(2, Overflow::EvictLru);
     drop(go(admit(&s, "a.1")));
     std::thread::sleep(Duration::from_millis(5));
     drop(go(admit(&s, "b")));
     s.touch("b");
     match admit(&s, "c") {
-        Admission::Evicted(_, retiring) => assert_eq!(retiring.victim.session_id, "a.1"),
+        Arrival::Evicted(_, retiring) => assert_eq!(retiring.victim.session_id, "a.1"),
         _ => panic!("expected an eviction"),
     }
     assert_eq!(s.len(), 2);
@@ -104,16 +104,16 @@ fn evict_lru_picks_the_least_recently_used_idle_session() {
 
 #[test]
 fn a_busy_session_is_never_evicted_or_reaped() {
-    let s = Sessions::new(1, Overflow::EvictLru);
+    let s = Registry::new(1, Overflow::EvictLru);
     let held = go(admit(&s, "a"));
     let _guard = held.try_lock().unwrap();
-    assert!(matches!(admit(&s, "b"), Admission::Full));
+    assert!(matches!(admit(&s, "b"), Arrival::Full));
     assert!(s.take_idle(Duration::ZERO).is_empty());
 }
 
 #[test]
 fn idle_sessions_are_taken_once() {
-    let s = Sessions::new(4, Overflow::Refuse);
+    let s = Registry::new(4, Overflow::Refuse);
     drop(go(admit(&s, "a")));
     std::thread::sleep(Duration::from_millis(5));
     let taken = s.take_idle(Duration::from_millis(1));
@@ -128,7 +128,7 @@ fn idle_sessions_are_taken_once() {
 
 #[test]
 fn a_call_for_a_session_being_retired_waits_then_starts_it_anew() {
-    let s = Sessions::new(4, Overflow::Refuse);
+    let s = Registry::new(4, Overflow::Refuse);
     drop(go(admit(&s, "a")));
     let mut taken = s.take_idle(Duration::ZERO);
     let retiring = taken.pop().unwrap();
@@ -147,7 +147,7 @@ fn a_call_for_a_session_being_retired_waits_then_starts_it_anew() {
 
 #[tokio::test]
 async fn a_retirement_abandoned_midway_still_frees_the_name() {
-    let s = Sessions::new(4, Overflow::Refuse);
+    let s = Registry::new(4, Overflow::Refuse);
     drop(go(admit(&s, "a")));
     let retiring = s.take_idle(Duration::ZERO).pop().unwrap();
     // The retirement's task is aborted while it works (a reaper stopped
@@ -168,9 +168,9 @@ async fn a_retirement_abandoned_midway_still_frees_the_name() {
 
 #[test]
 fn an_evicted_session_being_retired_does_not_count_against_the_cap() {
-    let s = Sessions::new(1, Overflow::EvictLru);
+    let s = Registry::new(1, Overflow::EvictLru);
     drop(go(admit(&s, "a")));
-    let Admission::Evicted(b, retiring) = admit(&s, "b") else {
+    let Arrival::Evicted(b, retiring) = admit(&s, "b") else {
         panic!("expected an eviction");
     };
     assert_eq!(s.len(), 1);
