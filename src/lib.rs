@@ -22,6 +22,7 @@
 
 #![forbid(unsafe_code)]
 
+mod boot;
 mod browser_refusals;
 mod call;
 mod cli;

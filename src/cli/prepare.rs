@@ -18,7 +18,10 @@ use super::flags::ServeArgs;
 use crate::{
     gate::Gate,
     policy::{outputs::Quota, rules, url_policy::UrlPolicy},
-    runner::{Launch, Runner, RunnerConfig, SelfTest},
+    runner::{
+        Launch, Runner, RunnerConfig, SelfTest,
+        child_policy::{self, CONFIG_FILE, HOME_DIR, SOCKET_DIR},
+    },
     server::{Limits, Parts},
     session_id::MAX_DAEMON_NAME_LEN,
 };
@@ -99,7 +102,7 @@ impl ServeArgs {
         let dirs = self.prepare_dirs()?;
         // Before the policy and the key are read: a file the child could
         // have written is not to be trusted even once.
-        self.check_inputs_outside(&child_writable_roots(&dirs.state, &dirs.output))?;
+        self.check_inputs_outside(&child_policy::writable_roots(&dirs.state, &dirs.output))?;
         // Checked before the audit log is opened; loaded for good below.
         UrlPolicy::load(&self.policy)?;
         // The log's directory exists before the evidence is checked, so
@@ -344,59 +347,25 @@ impl ServeArgs {
         }
     }
 
-    /// What the spawned agent-browser (and the daemon it forks) may do:
-    /// execute its own binary, read /proc, write under /tmp, the state dir
-    /// and the output dir, connect to the browser gate's port only (never
-    /// to Chromium's DevTools port: see `crate::gate`), bind nothing, and
-    /// create only unix and IPv4 TCP sockets (the gate is always 127.0.0.1;
-    /// no UDP, which Landlock cannot restrict).
+    /// The confinement of every spawned agent-browser under these flags
+    /// (`crate::runner::child_policy`).
     pub(crate) fn confinement_policy(
         &self,
         state_dir: &Path,
         output_dir: &Path,
         gate_port: u16,
     ) -> anyhow::Result<hardening::Policy> {
-        let binary = self
-            .agent_browser
-            .canonicalize()
-            .with_context(|| format!("cannot resolve {}", self.agent_browser.display()))?;
-        let binary_dir = binary
-            .parent()
-            .map(Path::to_path_buf)
-            .context("agent-browser has no parent directory")?;
-        let mut policy = hardening::Policy::default();
-        policy.read_exec_paths = std::iter::once(binary_dir)
-            .chain(self.extra_read_exec.iter().cloned())
-            .collect();
-        // The config file is read in place: the state dir itself is not the
-        // child's (see `child_writable_roots`).
-        policy.read_paths = vec![PathBuf::from("/proc"), state_dir.join(CONFIG_FILE)];
-        policy.read_write_paths = child_writable_roots(state_dir, output_dir);
-        policy.connect_tcp_ports = vec![gate_port];
-        policy.socket_families = vec![
-            hardening::SocketFamily::Unix,
-            hardening::SocketFamily::InetTcp,
-        ];
-        policy.rlimits = vec![
-            hardening::Limit {
-                resource: hardening::Resource::Core,
-                value: 0,
-            },
-            hardening::Limit {
-                resource: hardening::Resource::FileSize,
-                value: self.child_max_file_bytes,
-            },
-            hardening::Limit {
-                resource: hardening::Resource::NoFile,
-                value: self.child_max_open_files,
-            },
-        ];
-        policy.degraded = if self.allow_degraded_confinement {
-            hardening::Degraded::Allow
-        } else {
-            hardening::Degraded::Refuse
-        };
-        Ok(policy)
+        child_policy::policy(&child_policy::ChildSettings {
+            agent_browser: &self.agent_browser,
+            extra_read_exec: &self.extra_read_exec,
+            state_dir,
+            output_dir,
+            gate_port,
+            max_file_bytes: self.child_max_file_bytes,
+            max_open_files: self.child_max_open_files,
+            allow_degraded: self.allow_degraded_confinement,
+        })
+        .map_err(anyhow::Error::msg)
     }
 
     /// The audit key file: `--audit-key`, or `<audit log>.key`.
@@ -455,24 +424,6 @@ impl ServeArgs {
 }
 
 /// The state dir's parts: the child's home, its socket dir, its config.
-const HOME_DIR: &str = "home";
-const SOCKET_DIR: &str = "sock";
-const CONFIG_FILE: &str = "agent-browser.config.json";
-
-/// Where the confined agent-browser (and its daemon) may write: inside its
-/// home and socket dirs, never the state dir that holds them, so it cannot
-/// put a symlink where the server looks for them (the server's file
-/// operations on daemons run through those two names).
-fn child_writable_roots(state_dir: &Path, output_dir: &Path) -> Vec<PathBuf> {
-    vec![
-        PathBuf::from("/tmp"),
-        state_dir.join(HOME_DIR),
-        state_dir.join(SOCKET_DIR),
-        output_dir.to_owned(),
-        PathBuf::from("/dev/null"),
-    ]
-}
-
 /// `path` with its parent directory resolved (the file may not exist yet).
 fn canonical_in_parent(path: &Path) -> PathBuf {
     path.parent()

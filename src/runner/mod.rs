@@ -13,6 +13,7 @@
 
 mod capture;
 pub(crate) mod cdp;
+pub(crate) mod child_policy;
 mod daemon;
 pub(crate) use daemon::is_alive;
 mod spawn;

@@ -28,8 +28,8 @@ const STARTED_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
 /// What the server knows about itself once it is ready.
 #[derive(Debug)]
 pub(crate) struct StartFacts {
-    /// SHA-256 of browser-shell's own binary (or why it could not be read).
-    pub(crate) browser_shell_sha256: Result<String, String>,
+    /// SHA-256 of browser-shell's own binary.
+    pub(crate) browser_shell_sha256: Digest,
     pub(crate) agent_browser: BinaryFacts,
     pub(crate) trampoline: TrampolineFacts,
     pub(crate) otlp: bool,
@@ -41,7 +41,7 @@ pub(crate) struct StartFacts {
 pub(crate) struct BinaryFacts {
     pub(crate) path: String,
     pub(crate) version: String,
-    pub(crate) sha256: Result<String, String>,
+    pub(crate) sha256: Digest,
 }
 
 /// The program every child starts as, unconfined, before it confines
@@ -53,20 +53,34 @@ pub(crate) struct TrampolineFacts {
     /// What every spawn execs (the file as opened at start), to hash.
     pub(crate) exe: std::path::PathBuf,
     /// Of the file as opened at start (what every spawn runs).
-    pub(crate) sha256: Result<String, String>,
+    pub(crate) sha256: Digest,
 }
 
-/// SHA-256 of the file at `path`, or why not.
-pub(crate) fn file_sha256(path: &Path) -> Result<String, String> {
-    std::fs::File::open(path)
-        .and_then(audit::sha256_reader)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))
+/// A binary's SHA-256 for the `started` record. Hashing waits until the
+/// client's first moments are past, so a digest starts out pending.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Digest {
+    Pending,
+    Sha256(String),
+    /// The file could not be read: why.
+    Unreadable(String),
 }
 
-fn digest(result: &Result<String, String>) -> Value {
-    match result {
-        Ok(sha) => json!(sha),
-        Err(why) => json!({ "unavailable": why }),
+impl Digest {
+    /// The SHA-256 of the file at `path`, or why not.
+    pub(crate) fn of_file(path: &Path) -> Self {
+        match std::fs::File::open(path).and_then(audit::sha256_reader) {
+            Ok(sha) => Self::Sha256(sha),
+            Err(e) => Self::Unreadable(format!("cannot read {}: {e}", path.display())),
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        match self {
+            Self::Sha256(sha) => json!(sha),
+            Self::Unreadable(why) => json!({ "unavailable": why }),
+            Self::Pending => json!({ "unavailable": "not hashed yet" }),
+        }
     }
 }
 
@@ -127,16 +141,16 @@ impl Chronicle {
         let detail = json!({
             "browser_shell": {
                 "version": env!("CARGO_PKG_VERSION"),
-                "sha256": digest(&facts.browser_shell_sha256),
+                "sha256": facts.browser_shell_sha256.to_json(),
             },
             "agent_browser": {
                 "path": facts.agent_browser.path,
                 "version": facts.agent_browser.version,
-                "sha256": digest(&facts.agent_browser.sha256),
+                "sha256": facts.agent_browser.sha256.to_json(),
             },
             "trampoline": {
                 "path": facts.trampoline.path,
-                "sha256": digest(&facts.trampoline.sha256),
+                "sha256": facts.trampoline.sha256.to_json(),
             },
             "policy": rules.describe(self.rules.policy_file()),
             "limits": {
