@@ -25,6 +25,7 @@ NO_ARGS = [
 # Scripts that take options: the same for `--help` and an argument they do not take.
 WITH_OPTIONS = [
     "deploy/local/chromium",
+    "deploy/local/demo-site",
 ]
 
 
