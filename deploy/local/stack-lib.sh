@@ -1,4 +1,4 @@
-# Sourced by deploy/local/up, down and vnc-url (not a program of its own):
+# Sourced by deploy/local/up, down, vnc-url and chromium (not a program of its own):
 # where a stack's run dir is, and how the scripts find a running stack again.
 #
 # The run dir holds the audit log, the browser-shell launcher the hub executes,
@@ -187,4 +187,26 @@ os.chmod(tmp, 0o644)
 os.replace(tmp, out_path)
 PY
   printf '%s\n' "$entries" >"$run/allowed-origins"
+}
+
+# The flags every Chromium that browser-shell drives here starts with: up's (headed on
+# Xvfb) and deploy/local/chromium's. Chromium is not confined, so it is kept quiet:
+# no background services or updates outside the sessions' contexts, no QUIC (UDP
+# around the egress proxy), no WebRTC UDP that bypasses the proxy, no autofill
+# queries; DevTools only on loopback.
+chromium_flags=(
+  --no-sandbox
+  --disable-background-networking --disable-component-update --disable-sync
+  --no-first-run --no-default-browser-check --disable-quic --password-store=basic
+  --disable-features=AutofillServerCommunication
+  --force-webrtc-ip-handling-policy=disable_non_proxied_udp
+  --remote-debugging-address=127.0.0.1
+)
+
+# chromium_profile DIR: a profile in which no page may download (a download is a
+# write of the page's choosing by an unconfined process). browser-shell denies
+# downloads over CDP too; this preference holds when its connection is down.
+chromium_profile() {
+  mkdir -p "$1/Default"
+  printf '{"download_restrictions": 3}\n' >"$1/Default/Preferences"
 }

@@ -352,7 +352,11 @@ fn shown_origin(url: Option<&url::Url>) -> String {
         |u| match (u.host_str(), u.port_or_known_default()) {
             (Some(h), Some(p)) => format!("{h}:{p}"),
             (Some(h), None) => h.to_owned(),
-            _ => format!("a {}: page", u.scheme()),
+            // No host: an about: page by its name (about:blank, about:srcdoc),
+            // any other by its scheme alone (a data: or blob: URL may carry
+            // the whole page).
+            _ if u.scheme() == "about" => format!("about:{}", u.path()),
+            _ => format!("a {}: URL", u.scheme()),
         },
     )
 }

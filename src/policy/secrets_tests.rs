@@ -36,6 +36,19 @@ fn a_placeholder_becomes_the_value_only_on_a_host_of_the_secret() {
         assert_eq!(refusal.rule, Rule::SecretHost, "{page}");
         assert!(!refusal.message.contains("hunter22"));
     }
+    // A page without a host is named as a person would say it.
+    for (page, named) in [
+        ("about:blank", "the page is on about:blank;"),
+        ("about:blank#x", "the page is on about:blank;"),
+        ("data:text/html,<p>hi", "the page is on a data: URL;"),
+    ] {
+        let refusal = s.check_hosts(&names, page).expect_err(page);
+        assert!(
+            refusal.message.contains(named),
+            "{page}: {}",
+            refusal.message
+        );
+    }
 }
 
 #[test]

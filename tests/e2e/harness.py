@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import html
+import importlib.machinery
+import importlib.util
 import json
 import os
 import shutil
@@ -234,29 +236,20 @@ def _page(title: str, body: str = "") -> bytes:
     ).encode()
 
 
-FORM_BODY = (
-    "<h1>Form</h1>"
-    '<form action="/submit" method="get">'
-    '<label for=q>Query</label><input id="q" name="q">'
-    '<button id="go" type="submit">Search</button>'
-    "</form>"
-    '<p><label for=free>Free</label> <input id="free"></p>'
-    '<p><a id="next" href="/next">Next</a></p>'
-)
+def _load_demo_site():
+    """deploy/local/demo-site as a module (a script without a .py name)."""
+    loader = importlib.machinery.SourceFileLoader("demo_site", str(DEMO_SITE_SCRIPT))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader("demo_site", loader))
+    loader.exec_module(module)
+    return module
 
-# The demo site of skills/browser-shell/SKILL.md (its examples run against these pages).
-SIGNUP_BODY = (
-    "<h1>Sign up</h1>"
-    '<form action="/thanks" method="get">'
-    '<p><label for=email>Email</label> <input id="email" name="email" type="email"></p>'
-    '<p><label for=country>Country</label> <select id="country" name="country">'
-    '<option value="DE">Germany</option><option value="NL">Netherlands</option>'
-    '<option value="FR">France</option></select></p>'
-    '<p><input id="terms" name="terms" type="checkbox" value="yes"> <label for=terms>I accept the terms</label></p>'
-    '<button type="submit">Sign up</button>'
-    "</form>"
-    '<p><a id="next" href="/next">Next</a></p>'
-)
+
+# The demo site of skills/browser-shell/SKILL.md, which users start with deploy/local/demo-site:
+# the fixture server serves its pages too, so SKILL.md's examples run against either.
+DEMO_SITE_SCRIPT = REPO_ROOT / "deploy" / "local" / "demo-site"
+DEMO_SITE = _load_demo_site()
+FORM_BODY = DEMO_SITE.FORM_BODY
+SIGNUP_BODY = DEMO_SITE.SIGNUP_BODY
 
 
 @dataclass
@@ -417,7 +410,16 @@ def run_web_server(host: str = "127.0.0.1") -> Iterator[WebServer]:
             elif parsed.path == "/favicon.ico":
                 self._send(404, b"", "image/x-icon")
             else:
-                self._send(404, _page("Not found"))
+                self._send(*(DEMO_SITE.respond("GET", parsed.path, parsed.query) or (404, _page("Not found"))))
+
+        def do_POST(self) -> None:  # noqa: N802
+            # Only the demo site's pages take a POST (its sign-in form).
+            parsed = urllib.parse.urlsplit(self.path)
+            with state.lock:
+                state.requests.append(self.path)
+            length = min(int(self.headers.get("Content-Length") or 0), 64 * 1024)
+            form = self.rfile.read(length).decode("utf-8", "replace")
+            self._send(*(DEMO_SITE.respond("POST", parsed.path, parsed.query, form) or (404, _page("Not found"))))
 
     httpd = ThreadingHTTPServer((host, 0), Handler)
     httpd.daemon_threads = True

@@ -22,13 +22,18 @@ NO_ARGS = [
     "deploy/local/install-stack-deps",
     "tests/inspector/install",
 ]
+# Scripts that take options: the same for `--help` and an argument they do not take.
+WITH_OPTIONS = [
+    "deploy/local/chromium",
+    "deploy/local/demo-site",
+]
 
 
 def first_comment_line(script: str) -> str:
     return (ROOT / script).read_text().splitlines()[1].removeprefix("#").strip()
 
 
-@pytest.mark.parametrize("script", NO_ARGS)
+@pytest.mark.parametrize("script", NO_ARGS + WITH_OPTIONS)
 def test_help_prints_the_usage_and_an_unknown_argument_is_refused(script: str) -> None:
     done = subprocess.run([ROOT / script, "--help"], capture_output=True, text=True, timeout=20)
     assert done.returncode == 0, done.stderr
