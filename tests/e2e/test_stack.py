@@ -42,7 +42,11 @@ COLOR = (0xFF, 0x00, 0xAA)
 POLICY = {"open": {"allow_private_cidrs": ["127.0.0.1/32"]}}
 # The operator's secret, given to `up` as BROWSER_SHELL_SECRETS_FILE.
 SECRET = "stack-s3cret-value"
-SECRETS = {"stack_login": {"value": SECRET, "hosts": ["127.0.0.1"]}}
+SECRETS = {
+    "stack_login": {"value": SECRET, "hosts": ["127.0.0.1"]},
+    # SKILL.md's login example types this one on the demo site.
+    "demo_login": {"value": "demo-s3cret-value", "hosts": ["127.0.0.1"]},
+}
 
 
 # =========================================================================== fixtures and helpers
