@@ -21,6 +21,7 @@ NO_ARGS = [
     "deploy/local/install-deps",
     "deploy/local/install-stack-deps",
     "tests/inspector/install",
+    "tests/conformance/install",
 ]
 
 
