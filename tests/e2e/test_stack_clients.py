@@ -1,4 +1,4 @@
-"""The local stack's gateway as MCP clients meet it (issue 32, items 7 and 11).
+"""The local stack's gateway as MCP clients and people meet it (issue 32, items 7, 8 and 11).
 
 - A wrong or missing API key, through the official Python client and the Inspector CLI, ends in a
   message naming the key header (a 401 made both start or expect OAuth and hid the gateway's text).
@@ -14,8 +14,12 @@ loopback. The operator's extra name below is only ever sent as a header, never r
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
+import time
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -218,7 +222,82 @@ def test_the_conformance_suite_passes_the_scenarios_that_apply(stack, tmp_path):
     assert not failures, "\n".join(failures)
 
 
+# =========================================================================== 8. noVNC without a ticket
+
+
 def ticket(stack: st.Stack) -> str:
     reply = st.raw_http(stack.public, "POST /tickets HTTP/1.1", {"X-AIO-API-Key": stack.api_key})
     assert reply.status == 200, reply
     return json.loads(reply.body)["ticket"]
+
+
+def test_the_novnc_page_carries_the_ticket_help(stack):
+    page = st.raw_http(stack.public, "GET /vnc/vnc.html HTTP/1.1")
+    assert page.status == 200 and b"noVNC" in page.body, page.status
+    assert page.body.count(b"browser-shell-ticket-help") == 1, "the help script is added once"
+    assert b"deploy/local/vnc-url" in page.body and b"POST /tickets" in page.body
+
+
+def novnc_url(stack: st.Stack, ticket_value: str | None) -> str:
+    path = "websockify" if ticket_value is None else f"websockify?ticket={ticket_value}"
+    return f"http://127.0.0.1:{stack.public}/vnc/vnc.html?autoconnect=1&path={urllib.parse.quote(path, safe='')}"
+
+
+STATE_JS = """JSON.stringify({
+  help: (document.getElementById("browser-shell-ticket-help") || {}).innerText || null,
+  connected: document.documentElement.classList.contains("noVNC_connected"),
+  status: (document.getElementById("noVNC_status") || {}).textContent || ""
+})"""
+
+
+def browser_state(chromium_port: int, url: str, done, timeout: float = 30) -> dict:
+    """Open `url` in a new tab of a real (headless) Chromium and read the page's state until
+    `done(state)` holds or `timeout` passes; the last state."""
+    import websockets
+
+    req = urllib.request.Request(f"http://127.0.0.1:{chromium_port}/json/new?{urllib.parse.quote(url, safe='')}", method="PUT")
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        target = json.loads(resp.read())
+
+    async def run() -> dict:
+        state: dict = {}
+        async with websockets.connect(target["webSocketDebuggerUrl"], max_size=None) as ws:
+            deadline = time.monotonic() + timeout
+            n = 0
+            while True:
+                n += 1
+                await ws.send(json.dumps({"id": n, "method": "Runtime.evaluate", "params": {"expression": STATE_JS, "returnByValue": True}}))
+                while True:
+                    message = json.loads(await asyncio.wait_for(ws.recv(), 10))
+                    if message.get("id") == n:
+                        break
+                value = message.get("result", {}).get("result", {}).get("value")
+                state = json.loads(value) if isinstance(value, str) else {}
+                if (state and done(state)) or time.monotonic() > deadline:
+                    return state
+                await asyncio.sleep(0.2)
+
+    try:
+        return asyncio.run(run())
+    finally:
+        with urllib.request.urlopen(f"http://127.0.0.1:{chromium_port}/json/close/{target['id']}", timeout=10):
+            pass
+
+
+def test_in_a_browser_novnc_without_a_valid_ticket_says_how_to_get_one(stack, tmp_path):
+    """A person's view, in real Chromium: noVNC with no ticket, and with one already used (a
+    reload), shows the help naming deploy/local/vnc-url; with a fresh ticket it connects and shows
+    none (positive control)."""
+    used = ticket(stack)
+    status, ws = st.WebSocket.connect(stack.public, f"/websockify?ticket={used}")
+    assert status == 101 and ws is not None
+    ws.close()
+    with harness.run_chromium(tmp_path) as chromium:
+        for label, value in (("no ticket", None), ("a used ticket", used)):
+            state = browser_state(chromium.port, novnc_url(stack, value), lambda s: s["help"] and "Failed" in s["status"])
+            assert state.get("help") and "deploy/local/vnc-url" in state["help"], (label, state)
+            assert "POST /tickets" in state["help"] and "reloading this page" in state["help"], (label, state)
+            assert "Failed to connect" in state["status"] and not state["connected"], (label, state)
+        state = browser_state(chromium.port, novnc_url(stack, ticket(stack)), lambda s: s["connected"])
+        assert state.get("connected") and state["help"] is None, state
+

@@ -254,6 +254,8 @@ def test_exempt_requests_lose_query_and_credentials_and_the_rest_goes_through_au
     assert with_auth.values("error_page") == [["401", "=", "$browser_shell_401_page"]]
     page = gw.maps["$browser_shell_401_page"]
     assert map_lookup(page, "/mcp") == "/_browser_shell_401_mcp" and map_lookup(page, "/tickets") == "/_browser_shell_401"
+    # noVNC's pages get the ticket help; only the exempt static files pass there.
+    assert without.values("sub_filter")[0][0] == "</body>" and "deploy/local/vnc-url" in without.values("sub_filter")[0][1]
 
 
 def test_local_dev_gateway_has_no_auth_but_the_same_routing(gw_dev):
