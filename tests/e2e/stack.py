@@ -94,7 +94,7 @@ def free_ports(n: int) -> list[int]:
 def stack_env(run_dir: Path, ports: dict[str, int], policy: Path, server_bin: Path) -> dict[str, str]:
     env = dict(os.environ)
     for key in list(env):
-        if key in PORT_VARS or key.startswith("STACK_") or key in ("DISPLAY", "BROWSER_SHELL_SECRETS_FILE"):
+        if key in PORT_VARS or key.startswith("STACK_") or key in ("DISPLAY", "BROWSER_SHELL_SECRETS_FILE", "GATEWAY_ALLOWED_HOSTS"):
             del env[key]
     env.pop("BROWSER_SHELL_LOCAL_DEV", None)
     env.update({k: str(v) for k, v in ports.items()})
@@ -110,7 +110,11 @@ def stack_env(run_dir: Path, ports: dict[str, int], policy: Path, server_bin: Pa
 
 @contextmanager
 def running_stack(
-    server_bin: Path, policy_json: dict, timeout: float = 420, secrets_json: dict | None = None
+    server_bin: Path,
+    policy_json: dict,
+    timeout: float = 420,
+    secrets_json: dict | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> Iterator[Stack]:
     """`deploy/local/up` on free ports and a free display, in a fresh run dir; `down` afterwards,
     also when up or the test failed. The run dir is under /var/tmp: browser-shell refuses an
@@ -120,6 +124,7 @@ def running_stack(
     policy.write_text(json.dumps(policy_json))
     ports = dict(zip(PORT_VARS, free_ports(len(PORT_VARS)), strict=True))
     env = stack_env(run_dir, ports, policy, server_bin)
+    env.update(extra_env or {})
     secrets = run_dir.parent / f"{run_dir.name}.secrets.json"
     if secrets_json is not None:
         fd = os.open(secrets, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -446,15 +446,21 @@ def test_a_broken_policy_is_refused_before_anything_starts(xdg: Path, server_bin
 
 def test_the_gateway_401_names_the_header_it_wants(tmp_stack: TmpStack):
     tmp_stack.require_up()
-    for method, path, body in (("POST", "/mcp", TOOLS_LIST), ("GET", "/mcp", b"")):
+    for method, path, body in (("POST", "/tickets", b""), ("GET", "/websockify", b"")):
         status, headers, text = request(tmp_stack.port, method, path, MCP_HEADERS, body)
         assert status == 401, (method, path, status)
         assert b"X-AIO-API-Key:" in text and b"Authorization: Bearer" in text, text
         assert b"vnc-url" in text and b"/tickets" in text, text
         assert headers.get("content-type", "").startswith("text/plain"), headers
+    # /mcp says the same as a JSON-RPC error MCP clients show (tests/e2e/test_stack_clients.py).
+    for method, body in (("POST", TOOLS_LIST), ("GET", b"")):
+        status, headers, text = request(tmp_stack.port, method, "/mcp", MCP_HEADERS, body)
+        assert status == 403 and headers.get("content-type") == "application/json", (method, status, headers)
+        assert "X-AIO-API-Key: <key>" in json.loads(text)["error"]["message"], text
     # The refused request is logged under its own method and path, not the 401 page's.
     log = (tmp_stack.run_dir / "logs" / "nginx.log").read_text()
-    assert re.search(r'"POST /mcp HTTP/1\.1" 401 ', log), log[-2000:]
+    assert re.search(r'"POST /tickets HTTP/1\.1" 401 ', log), log[-2000:]
+    assert re.search(r'"POST /mcp HTTP/1\.1" 403 ', log), log[-2000:]
     assert "_browser_shell_401" not in log, log[-2000:]
     # The body's own location is not a door: asked for directly it is a 404.
     assert request(tmp_stack.port, "GET", "/_browser_shell_401")[0] == 404

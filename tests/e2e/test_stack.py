@@ -294,17 +294,18 @@ def test_gateway_probe_is_refused_with_and_without_the_key(stack, request_line, 
 
 def test_the_gateway_lets_keyed_mcp_calls_vnc_files_and_keyed_ticket_requests_through(stack):
     """The positive controls of the probes above: with the key POST /mcp answers, without it or
-    with a wrong one it is 401; noVNC's page and scripts need no key; a keyed POST /tickets mints
-    a ticket, an unkeyed one is refused."""
+    with a wrong one it is refused (403 with a JSON-RPC error: a 401 sends MCP clients into OAuth);
+    noVNC's page and scripts need no key; a keyed POST /tickets mints a ticket, an unkeyed one is
+    refused."""
     key = {"X-AIO-API-Key": stack.api_key}
     mcp_headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
     tools_list = b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}'
     reply = st.raw_http(stack.public, "POST /mcp HTTP/1.1", {**mcp_headers, **key}, tools_list)
     assert reply.status == 200, reply
     assert [t["name"] for t in json.loads(reply.body)["result"]["tools"]] == ["browser-shell"]
-    assert st.raw_http(stack.public, "POST /mcp HTTP/1.1", mcp_headers, tools_list).status == 401
+    assert st.raw_http(stack.public, "POST /mcp HTTP/1.1", mcp_headers, tools_list).status == 403
     wrong = {"X-AIO-API-Key": stack.api_key[:-1] + ("A" if stack.api_key[-1] != "A" else "B")}
-    assert st.raw_http(stack.public, "POST /mcp HTTP/1.1", {**mcp_headers, **wrong}, tools_list).status == 401
+    assert st.raw_http(stack.public, "POST /mcp HTTP/1.1", {**mcp_headers, **wrong}, tools_list).status == 403
 
     page = st.raw_http(stack.public, "GET /vnc/vnc.html HTTP/1.1")
     assert page.status == 200 and b"noVNC" in page.body, page.status

@@ -27,6 +27,8 @@ PLACEHOLDERS = (
     "WEBSOCKET_PROXY_PORT",
     "NGINX_ROUTES_DIR",
     "NOVNC_DIR",
+    "GATEWAY_HOST_ENTRIES",
+    "GATEWAY_ORIGIN_ENTRIES",
 )
 HUB_PORT = 8079
 AUTH_BACKEND_PORT = 8081
@@ -357,6 +359,9 @@ def render_values(out: Path) -> dict[str, str]:
         "WEBSOCKET_PROXY_PORT": str(WEBSOCKET_PORT),
         "NGINX_ROUTES_DIR": str(out / "routes"),
         "NOVNC_DIR": "/opt/novnc",
+        # What render-nginx.sh renders without GATEWAY_ALLOWED_HOSTS.
+        "GATEWAY_HOST_ENTRIES": "    # GATEWAY_ALLOWED_HOSTS: none",
+        "GATEWAY_ORIGIN_ENTRIES": "    # GATEWAY_ALLOWED_HOSTS: none",
     }
 
 

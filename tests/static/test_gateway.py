@@ -100,18 +100,54 @@ def test_no_server_routes_by_host_and_every_upstream_is_a_fixed_loopback_address
 
 def test_the_public_server_listens_once_and_the_internal_one_on_loopback_only(gw, gw_dev):
     """Both variants: one public listener, the internal server on 127.0.0.1, a 1 MB body cap, no
-    routes in the public server itself, and its only condition the canonical-path gate (403)."""
+    routes in the public server itself, and its only conditions the Host/Origin gate and the
+    canonical-path gate, both answering 403, in that order."""
     for g in (gw, gw_dev):
         listens = g.public.values("listen")
         assert listens == [[f"0.0.0.0:{PUBLIC_PORT}", "default_server"]], listens
         assert g.internal.values("listen") == [[f"127.0.0.1:{AUTH_BACKEND_PORT}"]], "internal server: loopback only"
         assert g.public.values("client_max_body_size") == [["1m"]]
         assert not g.public.children("include"), "the public server routes nothing itself"
-        # The only condition: the canonical-path gate, answering 403.
-        for d in walk(g.public.block):
-            if d.name == "if":
-                assert d.args == ["($request_uri", "!=", "$uri$is_args$args", ")"], d.args
-                assert [(c.name, c.args) for c in d.block] == [("return", ["403"])]
+        # The only conditions: a foreign Host or Origin, then the canonical-path gate; both 403.
+        conditions = [d for d in walk(g.public.block) if d.name == "if"]
+        assert [d.args for d in conditions] == [
+            ["($browser_shell_foreign_host)"],
+            ["($request_uri", "!=", "$uri$is_args$args", ")"],
+        ], [d.args for d in conditions]
+        assert [c.name for c in conditions[0].block] == ["return"] and conditions[0].block[0].args[0] == "403"
+        assert [(c.name, c.args) for c in conditions[1].block] == [("return", ["403"])]
+
+
+def test_only_loopback_names_with_the_public_port_pass_the_host_and_origin_gate(gw, gw_dev):
+    """DNS rebinding: the Host map lets through exactly the loopback names with the public port (and
+    nothing else without GATEWAY_ALLOWED_HOSTS); the Origin map the same as http:// origins, or none."""
+    for g in (gw, gw_dev):
+        hosts = {d.name: d.args for d in g.maps["$browser_shell_host_ok"].block}
+        assert hosts == {"default": ["0"], **{f"{h}:{PUBLIC_PORT}": ["1"] for h in ("127.0.0.1", "localhost", "[::1]")}}, hosts
+        origins = {d.name: d.args for d in g.maps["$browser_shell_origin_ok"].block}
+        loopback = {f"http://{h}:{PUBLIC_PORT}": ["1"] for h in ("127.0.0.1", "localhost", "[::1]")}
+        assert origins == {"default": ["0"], "": ["1"], **loopback}, origins
+        both = {d.name: d.args for d in g.maps["$browser_shell_foreign_host"].block}
+        assert both == {"11": ["0"], "default": ["1"]}, both
+        assert g.maps["$browser_shell_foreign_host"].args[0] == "$browser_shell_host_ok$browser_shell_origin_ok"
+
+
+def test_gateway_allowed_hosts_renders_into_both_maps_and_refuses_what_is_not_a_host(tmp_path):
+    if not (shutil.which("envsubst") and shutil.which("bash")):
+        pytest.skip("render-nginx.sh needs bash and envsubst")
+
+    def render(value: str) -> subprocess.CompletedProcess[str]:
+        env = {"PATH": os.environ.get("PATH", ""), **render_values(tmp_path / "x"), "GATEWAY_ALLOWED_HOSTS": value}
+        return subprocess.run(["bash", str(SCRIPTS / "render-nginx.sh"), str(NGINX_SRC), str(tmp_path / "out")], env=env, capture_output=True, text=True)
+
+    r = render("MCP.example.com, 10.0.0.5:8080 [fd00::5]:8080")
+    assert r.returncode == 0, r.stderr
+    text = (tmp_path / "out" / "http" / "nginx-server-without-auth.conf").read_text()
+    for entry in ("mcp.example.com", "10.0.0.5:8080", "[fd00::5]:8080"):
+        assert f'    "{entry}" 1;' in text and f'    "http://{entry}" 1;' in text and f'    "https://{entry}" 1;' in text, entry
+    for bad in ('a"b', "a;b", "x/y", "*", "-x.example", "http://x.example"):
+        r = render(bad)
+        assert r.returncode == 1 and "GATEWAY_ALLOWED_HOSTS" in r.stderr, (bad, r.stderr)
 
 
 # =========================================================================== bypass 2: the auth exemption
@@ -211,16 +247,22 @@ def test_exempt_requests_lose_query_and_credentials_and_the_rest_goes_through_au
     assert set(named) == {("@proxy_with_auth",), ("@proxy_without_auth",), ("=", "/_auth_handler"), ("/",)}
     root = named[("/",)]
     assert root.values("try_files") == [["", "$browser_shell_workflow"]]
-    (gate,) = root.children("if")
+    (_host_gate, gate) = root.children("if")
     assert gate.args == ["($request_uri", "!=", "$uri$is_args$args", ")"], "the canonical-path gate"
     assert [(d.name, d.args) for d in gate.block] == [("return", ["403"])]
+    # A credential refused on /mcp gets the JSON-RPC page, anything else the text/plain 401.
+    assert with_auth.values("error_page") == [["401", "=", "$browser_shell_401_page"]]
+    page = gw.maps["$browser_shell_401_page"]
+    assert map_lookup(page, "/mcp") == "/_browser_shell_401_mcp" and map_lookup(page, "/tickets") == "/_browser_shell_401"
+    # noVNC's pages get the ticket help; only the exempt static files pass there.
+    assert without.values("sub_filter")[0][0] == "</body>" and "deploy/local/vnc-url" in without.values("sub_filter")[0][1]
 
 
 def test_local_dev_gateway_has_no_auth_but_the_same_routing(gw_dev):
     assert not any(d.name == "auth_request" for d in walk(gw_dev.http))
     named = {tuple(d.args): d for d in gw_dev.public.children("location")}
     assert set(named) == {("@proxy_local_dev",), ("/",)}
-    (gate,) = named[("/",)].children("if")
+    (_host_gate, gate) = named[("/",)].children("if")
     assert gate.args == ["($request_uri", "!=", "$uri$is_args$args", ")"]
     assert [(d.name, d.args) for d in gate.block] == [("return", ["403"])]
 

@@ -21,6 +21,7 @@ NO_ARGS = [
     "deploy/local/install-deps",
     "deploy/local/install-stack-deps",
     "tests/inspector/install",
+    "tests/conformance/install",
 ]
 # Scripts that take options: the same for `--help` and an argument they do not take.
 WITH_OPTIONS = [

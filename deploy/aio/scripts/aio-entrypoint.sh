@@ -153,6 +153,7 @@ install_nginx() {
     WEBSOCKET_PROXY_PORT=${WEBSOCKET_PROXY_PORT:-6080} \
     NGINX_ROUTES_DIR="$gem/nginx" \
     NOVNC_DIR=$AIO_NOVNC_DIR \
+    GATEWAY_ALLOWED_HOSTS=${GATEWAY_ALLOWED_HOSTS:-} \
     "$share/bin/render-nginx" "$share/nginx" "$out"
 
   local http=$out/http routes=$out/routes f

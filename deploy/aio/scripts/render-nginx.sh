@@ -18,6 +18,17 @@
 #                         (/opt/gem/nginx in the image)
 #   NOVNC_DIR             noVNC's static client (/opt/novnc in the image)
 #
+# and one that may be unset or empty:
+#
+#   GATEWAY_ALLOWED_HOSTS names the public server also answers to, besides
+#                         127.0.0.1, localhost and [::1] with PUBLIC_PORT:
+#                         host[:port] entries separated by spaces or commas,
+#                         each exactly as clients send it in Host (mcp.example.com,
+#                         10.0.0.5:8080, [fd00::5]:8080). A request whose Host is
+#                         none of these, or whose Origin is not http(s):// one of
+#                         them, is refused (DNS rebinding). Rendered into the
+#                         GATEWAY_HOST_ENTRIES and GATEWAY_ORIGIN_ENTRIES map lines.
+#
 # The image's entrypoint runs this on every start; a local nginx stack can run it
 # with its own values and include OUT_DIR/http/nginx-server-*.conf from its http{}
 # block. Fails if a value is malformed, two ports collide, or a placeholder is
@@ -54,8 +65,26 @@ done
 [[ ${PUBLIC_LISTEN_IPV4:-} =~ $ipv4_re ]] || die "PUBLIC_LISTEN_IPV4 must be an IPv4 address, got '${PUBLIC_LISTEN_IPV4:-}'"
 export PUBLIC_LISTEN_IPV4
 
+# The operator's extra names: nothing but [a-z0-9.-] names, IPv4 or [IPv6]
+# literals and a port go into the maps (no quote, space or ";" can reach nginx).
+host_re='^([a-z0-9]([a-z0-9.-]*[a-z0-9])?|\[[0-9a-f:.]+\])(:[0-9]{1,5})?$'
+GATEWAY_HOST_ENTRIES="    # GATEWAY_ALLOWED_HOSTS: none"
+GATEWAY_ORIGIN_ENTRIES=$GATEWAY_HOST_ENTRIES
+if [ -n "${GATEWAY_ALLOWED_HOSTS:-}" ]; then
+  GATEWAY_HOST_ENTRIES="    # GATEWAY_ALLOWED_HOSTS"
+  GATEWAY_ORIGIN_ENTRIES=$GATEWAY_HOST_ENTRIES
+  read -ra hosts <<<"${GATEWAY_ALLOWED_HOSTS//,/ }"
+  for h in "${hosts[@]}"; do
+    h=${h,,}
+    [[ $h =~ $host_re ]] || die "GATEWAY_ALLOWED_HOSTS: '$h' is not host[:port] (a name, an IPv4 address or an [IPv6] address)"
+    GATEWAY_HOST_ENTRIES+=$'\n'"    \"$h\" 1;"
+    GATEWAY_ORIGIN_ENTRIES+=$'\n'"    \"http://$h\" 1;"$'\n'"    \"https://$h\" 1;"
+  done
+fi
+export GATEWAY_HOST_ENTRIES GATEWAY_ORIGIN_ENTRIES
+
 # shellcheck disable=SC2016  # literal ${...}: envsubst's SHELL-FORMAT list
-shell_format='${PUBLIC_LISTEN_IPV4} ${PUBLIC_PORT} ${AUTH_BACKEND_PORT} ${AUTH_SERVICE_PORT} ${MCP_HUB_PORT} ${WEBSOCKET_PROXY_PORT} ${NGINX_ROUTES_DIR} ${NOVNC_DIR}'
+shell_format='${PUBLIC_LISTEN_IPV4} ${PUBLIC_PORT} ${AUTH_BACKEND_PORT} ${AUTH_SERVICE_PORT} ${MCP_HUB_PORT} ${WEBSOCKET_PROXY_PORT} ${NGINX_ROUTES_DIR} ${NOVNC_DIR} ${GATEWAY_HOST_ENTRIES} ${GATEWAY_ORIGIN_ENTRIES}'
 
 for sub in http routes; do
   mkdir -p "$out/$sub"
