@@ -44,6 +44,11 @@ const QUIET: Duration = Duration::from_millis(250);
 /// ... but never waits longer than this for quiet.
 const QUIET_AT_MOST: Duration = Duration::from_secs(5);
 
+/// Warm-ups run side by side only to refill an empty pool: each is a
+/// daemon start and a new tab, mostly waiting on Chromium, but on two cores
+/// more than this would slow the calls they are for.
+const MAX_WARMING_AT_ONCE: usize = 2;
+
 /// The longest wait between two failed warm-ups (Chromium down): the audit
 /// log gets one `closed` record per try, so tries slow down.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
@@ -155,6 +160,11 @@ impl Pool {
         }
     }
 
+    /// Is no daemon ready?
+    fn is_empty(&self) -> bool {
+        self.lock().ready.is_empty()
+    }
+
     fn put(&self, pooled: Pooled) {
         self.lock().ready.push_back(pooled);
     }
@@ -215,14 +225,32 @@ impl Sessions {
                 let _ = tokio::time::timeout(tick, self.pool.wake.notified()).await;
                 continue;
             }
-            until_quiet(admission).await;
-            match self.warm_one().await {
-                Ok(pooled) => {
-                    backoff = Duration::ZERO;
-                    self.pool.put(pooled);
-                    self.runner.forward_again().await;
+            // A pool that still holds a daemon serves the next new session
+            // anyway: its refill waits for quiet. An empty one is what new
+            // sessions wait on (each would start its own daemon, slower than
+            // a warm-up): it refills at once, several at a time.
+            let empty = self.pool.is_empty();
+            if !empty {
+                until_quiet(admission).await;
+            }
+            let at_once = if empty {
+                self.pool.missing().min(MAX_WARMING_AT_ONCE)
+            } else {
+                1
+            };
+            let warmed =
+                futures_util::future::join_all((0..at_once).map(|_| self.warm_one())).await;
+            let mut failed = None;
+            for result in warmed {
+                match result {
+                    Ok(pooled) => self.pool.put(pooled),
+                    Err(why) => failed = Some(why),
                 }
-                Err(why) => {
+            }
+            self.runner.forward_again().await;
+            match failed {
+                None => backoff = Duration::ZERO,
+                Some(why) => {
                     backoff = (backoff * 2).clamp(Duration::from_secs(1), MAX_BACKOFF);
                     tracing::warn!(
                         error = %why,
