@@ -269,6 +269,42 @@ async fn only_a_call_of_the_tool_is_named_and_attributed_as_one() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_made_outside_a_call_joins_the_trace_it_names() {
+    let (base, store) = http_receiver().await;
+    let telemetry = Telemetry::from_config(&config(Protocol::HttpProtobuf, &base)).unwrap();
+    // A gate refusal during a call names the call's trace and span; a
+    // lifecycle record names none.
+    telemetry.log_audit_event(&json!({
+        "phase": "denied", "rule": "request.blocked",
+        "trace_id": TRACE_ID, "span_id": PARENT_SPAN_ID,
+    }));
+    telemetry.log_audit_event(&json!({ "phase": "lifecycle", "outcome": "reaped" }));
+    shutdown(&telemetry, Duration::from_secs(10)).await;
+    let got = store.lock().unwrap();
+    let logs = got.log_records();
+    assert_eq!(logs.len(), 2);
+    let joined = logs
+        .iter()
+        .find(|l| {
+            attrs(&l.attributes)
+                .get("browser_shell.audit.phase")
+                .map(String::as_str)
+                == Some("denied")
+        })
+        .expect("the refusal's log record");
+    assert_eq!(hex(&joined.trace_id), TRACE_ID);
+    assert_eq!(hex(&joined.span_id), PARENT_SPAN_ID);
+    let alone = logs
+        .iter()
+        .find(|l| l.trace_id != joined.trace_id || l.span_id != joined.span_id)
+        .expect("the lifecycle record's log record");
+    assert!(
+        alone.trace_id.iter().all(|b| *b == 0),
+        "a lifecycle record joins no trace"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_protobuf_export_of_one_call() {
     let (base, store) = http_receiver().await;
     one_call_exports_span_logs_and_metric(Protocol::HttpProtobuf, base, store).await;

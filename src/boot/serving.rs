@@ -128,7 +128,10 @@ fn serve_gate(server: &Arc<Server>, gate: Gate) -> anyhow::Result<bool> {
     tokio::spawn(async move {
         while let Some(event) = refusals.recv().await {
             let session = recorder.sessions.session_of(&event.session);
-            recorder.chronicle.record_gate_refusal(event, session);
+            let in_call = recorder.sessions.call_in_flight(&event.session);
+            recorder
+                .chronicle
+                .record_gate_refusal(event, session, in_call);
         }
     });
     Ok(kept)

@@ -166,6 +166,10 @@ async fn run_admitted(
     turn: admit::Admitted<'_>,
 ) -> Replied {
     let mut laps = Laps::start(call.started);
+    // What the gate and the egress refuse while this call runs names it.
+    let _in_flight = services
+        .sessions
+        .mark_in_flight(request.session.daemon_name(), call.record.mark());
     let runner = services.runner;
     let confinement = crate::obs::confinement::record(runner.confinement().report());
     let intent = intent::write(

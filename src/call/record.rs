@@ -51,6 +51,15 @@ impl CallRecord {
         }
     }
 
+    /// The call's identity for records made outside it while it runs.
+    pub(crate) fn mark(&self) -> crate::server::sessions::CallMark {
+        crate::server::sessions::CallMark {
+            call_id: self.call_id.clone(),
+            trace_id: self.trace_id.clone(),
+            span_id: self.span_id.clone(),
+        }
+    }
+
     pub(crate) fn event(&self, phase: audit::Phase, session: Option<&SessionId>) -> audit::Event {
         let mut event = audit::Event::new(phase, self.call_id.clone());
         event.tool = Some(TOOL_NAME.to_owned());

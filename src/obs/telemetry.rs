@@ -193,6 +193,21 @@ fn emit_audit_log(logger: &SdkLogger, event: &Value, context: Option<&SpanContex
     logger.emit(record);
 }
 
+/// The span a record names in its `trace_id` and `span_id`, if both parse.
+fn named_span(event: &Value) -> Option<SpanContext> {
+    let hex = |key| event.get(key).and_then(Value::as_str);
+    let trace = opentelemetry::trace::TraceId::from_hex(hex("trace_id")?).ok()?;
+    let span = opentelemetry::trace::SpanId::from_hex(hex("span_id")?).ok()?;
+    let cx = SpanContext::new(
+        trace,
+        span,
+        opentelemetry::trace::TraceFlags::SAMPLED,
+        true,
+        opentelemetry::trace::TraceState::default(),
+    );
+    cx.is_valid().then_some(cx)
+}
+
 /// How serious an audit record is, for a dashboard's filters: WARN for what
 /// the policy or a bound stopped (a refusal, a blocked page or request, a
 /// timeout), ERROR for what browser-shell itself could not do (the audit
@@ -316,11 +331,12 @@ impl Telemetry {
         self.0.is_some()
     }
 
-    /// One OTLP log record for an audit record that belongs to no call
-    /// (session lifecycle: reaped, evicted, adopted, closed).
+    /// One OTLP log record for an audit record made outside a call (session
+    /// lifecycle; a gate or egress refusal, which names the trace and span
+    /// of the call in flight, if one was, and then joins that trace).
     pub fn log_audit_event(&self, event: &Value) {
         if let Some((_, logger)) = self.0.as_ref().and_then(|i| i.logs.as_ref()) {
-            emit_audit_log(logger, event, None);
+            emit_audit_log(logger, event, named_span(event).as_ref());
         }
     }
 

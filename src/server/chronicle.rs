@@ -266,6 +266,7 @@ impl Chronicle {
         &self,
         refused: crate::browser_refusals::BrowserRefusal,
         session: Option<String>,
+        in_call: Option<super::sessions::CallMark>,
     ) {
         use std::sync::atomic::Ordering;
         let earlier = refused.unrecorded_before;
@@ -280,6 +281,13 @@ impl Chronicle {
         event.session_id = Some(session.unwrap_or(refused.session));
         event.verdict = Some(audit::Verdict::Denied);
         event.rule = Some(refused.rule.id().to_owned());
+        if let Some(call) = in_call {
+            // The call in flight: its trace and span, and its id, so that a
+            // dashboard and a reviewer find the refusal beside the call.
+            event.trace_id = call.trace_id;
+            event.span_id = call.span_id;
+            event.detail = Some(json!({ "in_call": call.call_id }));
+        }
         let rules = self.rules.get();
         event.policy_sha256 = Some(rules.sha256.clone());
         // A page may put a typed secret into a URL it then requests.

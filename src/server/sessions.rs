@@ -3,7 +3,12 @@
 //! session's daemon and browser context, each audited before it is done
 //! ([`super::lifecycle`]).
 
-use std::{path::PathBuf, time::Duration};
+use std::{
+    collections::HashMap,
+    path::PathBuf,
+    sync::{Mutex, PoisonError},
+    time::Duration,
+};
 
 use audit::Outcome;
 
@@ -34,6 +39,37 @@ pub(crate) struct Sessions {
     /// The idle TTL after which the reaper retires a session.
     pub(super) idle: Duration,
     max: usize,
+    /// The call each daemon runs now, so that what the browser gate and the
+    /// egress refuse meanwhile names it.
+    in_flight: Mutex<HashMap<String, CallMark>>,
+}
+
+/// A call's identity, as a record made outside it (a gate or egress
+/// refusal during it) names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CallMark {
+    pub(crate) call_id: String,
+    pub(crate) trace_id: Option<String>,
+    pub(crate) span_id: Option<String>,
+}
+
+/// A call marked in flight on its daemon until this is dropped.
+pub(crate) struct InFlight<'a> {
+    sessions: &'a Sessions,
+    daemon: String,
+    call_id: String,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let mut map = self.sessions.in_flight();
+        if map
+            .get(&self.daemon)
+            .is_some_and(|m| m.call_id == self.call_id)
+        {
+            map.remove(&self.daemon);
+        }
+    }
 }
 
 /// How the sessions service is set up.
@@ -62,7 +98,30 @@ impl Sessions {
             output_dir: settings.output_dir,
             idle: settings.idle,
             max: settings.max,
+            in_flight: Mutex::default(),
         }
+    }
+
+    fn in_flight(&self) -> std::sync::MutexGuard<'_, HashMap<String, CallMark>> {
+        self.in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Mark `call` as the one `daemon_name` runs, until the guard drops.
+    pub(crate) fn mark_in_flight(&self, daemon_name: &str, call: CallMark) -> InFlight<'_> {
+        let call_id = call.call_id.clone();
+        self.in_flight().insert(daemon_name.to_owned(), call);
+        InFlight {
+            sessions: self,
+            daemon: daemon_name.to_owned(),
+            call_id,
+        }
+    }
+
+    /// The call `daemon_name` runs now, if one.
+    pub(crate) fn call_in_flight(&self, daemon_name: &str) -> Option<CallMark> {
+        self.in_flight().get(daemon_name).cloned()
     }
 
     /// The idle TTL after which the reaper retires a session.

@@ -227,3 +227,59 @@ def test_sessions_share_no_cookie_storage_or_service_worker_and_close_ends_the_c
         assert title_once(srv, "iso-a", "cookie=") == "cookie=;ls=null;sw=0"
     finally:
         site.shutdown()
+
+
+def test_a_refusal_during_a_call_names_the_call_and_its_trace(start_server) -> None:
+    """A page that reaches for a forbidden address while `open` loads it: the egress's refusal record
+    carries the `open` call's trace and span and names its call_id, so a reviewer and a dashboard find
+    it beside the call that caused it."""
+    elsewhere = Watched("127.0.0.2")
+    page = f'<!doctype html><title>reach</title><img src="http://127.0.0.2:{elsewhere.port}/img">'
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, fmt: str, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802
+            data = page.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    site = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=site.serve_forever, daemon=True).start()
+    allowed = site.server_address[1]
+    srv = start_server(policy_json={"open": {"allow_private_cidrs": [f"127.0.0.1:{allowed}"]}})
+    trace_id, parent_span = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+
+    async def open_traced(session: Any) -> Any:
+        return await session.call_tool(
+            "browser-shell",
+            {"session_id": "traced", "argv": ["open", f"http://127.0.0.1:{allowed}/"]},
+            meta={"traceparent": f"00-{trace_id}-{parent_span}-01"},
+        )
+
+    try:
+        result = srv.run(open_traced)
+        assert result.structured_content["exit_code"] == 0, result.structured_content
+        records = [json.loads(line) for line in srv.cfg.audit_log.read_text().splitlines()]
+        intent = next(r for r in records if r.get("phase") == "intent" and r.get("session_id") == "traced")
+        assert intent.get("trace_id") == trace_id, intent
+        refusals = [
+            r
+            for r in records
+            if r.get("rule") == "request.blocked" and f"127.0.0.2:{elsewhere.port}" in (r.get("reason") or "")
+        ]
+        assert refusals, [r for r in records if r.get("phase") == "denied"]
+        for refusal in refusals:
+            assert refusal["session_id"] == "traced", refusal
+            assert refusal.get("trace_id") == trace_id, refusal
+            assert refusal.get("span_id") == intent.get("span_id"), (refusal, intent)
+            assert (refusal.get("detail") or {}).get("in_call") == intent["call_id"], refusal
+            assert refusal["call_id"] != intent["call_id"], "the refusal is a record of its own"
+        assert elsewhere.accepted == 0
+    finally:
+        site.shutdown()
+        elsewhere.close()
