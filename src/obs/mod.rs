@@ -4,5 +4,6 @@
 
 pub(crate) mod confinement;
 pub(crate) mod journal;
+mod metrics;
 pub(crate) mod shield;
 pub mod telemetry;

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use opentelemetry::logs::{AnyValue, LogRecord as _, Logger as _, LoggerProvider as _, Severity};
-use opentelemetry::metrics::{Histogram, MeterProvider as _};
+use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry::propagation::TextMapPropagator as _;
 use opentelemetry::trace::{
     Span as _, SpanContext, SpanKind, Status, TraceContextExt as _, Tracer as _,
@@ -38,10 +38,6 @@ use serde_json::Value;
 const TOOL: &str = "browser-shell";
 const SPAN_NAME: &str = "tools/call browser-shell";
 const AUDIT_EVENT: &str = "browser_shell.audit";
-const DURATION_METRIC: &str = "mcp.server.operation.duration";
-const DURATION_BUCKETS: [f64; 14] = [
-    0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
-];
 const ERROR_TYPE: &str = "error.type";
 /// `error.type` of a tool result with `isError` (MCP semantic conventions).
 const TOOL_ERROR: &str = "tool_error";
@@ -159,7 +155,7 @@ pub struct Telemetry(Option<Arc<Inner>>);
 struct Inner {
     traces: Option<(SdkTracerProvider, SdkTracer)>,
     logs: Option<(SdkLoggerProvider, SdkLogger)>,
-    metrics: Option<(SdkMeterProvider, Histogram<f64>)>,
+    metrics: Option<super::metrics::Metrics>,
 }
 
 /// One OTLP log record for one audit record, in `context`'s span when given.
@@ -311,20 +307,34 @@ impl Telemetry {
                 .with_periodic_exporter(exporter!(MetricExporter, target, "metrics"))
                 .with_resource(resource)
                 .build();
-            let histogram = provider
-                .meter_with_scope(scope)
-                .f64_histogram(DURATION_METRIC)
-                .with_unit("s")
-                .with_description("Duration of MCP requests handled by the server")
-                .with_boundaries(DURATION_BUCKETS.to_vec())
-                .build();
-            inner.metrics = Some((provider, histogram));
+            let meter = provider.meter_with_scope(scope);
+            inner.metrics = Some(super::metrics::Metrics::new(provider, &meter));
         }
         Ok(Self(Some(Arc::new(inner))))
     }
 
     pub fn disabled() -> Self {
         Self(None)
+    }
+
+    /// A refusal made outside a call (the browser gate's, the egress's),
+    /// counted beside the calls' refusals.
+    pub fn count_refusals(&self, rule: &str, count: u64) {
+        if let Some(metrics) = self.0.as_ref().and_then(|i| i.metrics.as_ref()) {
+            metrics.refusals(rule, count);
+        }
+    }
+
+    /// The MCP session (this stdio connection) ended after `duration`.
+    pub fn session_ended(&self, duration: Duration, protocol_version: Option<&str>) {
+        if let Some(metrics) = self.0.as_ref().and_then(|i| i.metrics.as_ref()) {
+            let mut attributes = vec![KeyValue::new("network.transport", "pipe")];
+            push_some(
+                &mut attributes,
+                [("mcp.protocol.version", protocol_version)],
+            );
+            metrics.session(duration.as_secs_f64(), &attributes);
+        }
     }
 
     pub fn is_enabled(&self) -> bool {
@@ -391,7 +401,8 @@ impl Telemetry {
                 if let Some((p, _)) = &inner.logs {
                     results.extend([p.force_flush(), p.shutdown_with_timeout(timeout)]);
                 }
-                if let Some((p, _)) = &inner.metrics {
+                if let Some(m) = &inner.metrics {
+                    let p = &m.provider;
                     results.extend([p.force_flush(), p.shutdown_with_timeout(timeout)]);
                 }
                 for error in results.into_iter().filter_map(Result::err) {
@@ -535,10 +546,18 @@ impl ActiveCall {
             }
             span.end();
         }
-        if let Some((_, histogram)) = &inner.metrics {
+        if let Some(metrics) = &inner.metrics {
             let mut attributes = base_attributes(self.called, self.protocol_version.as_deref());
             push_some(&mut attributes, errors);
-            histogram.record(self.start.elapsed().as_secs_f64(), &attributes);
+            // Only an allowed call's subcommand: the grammar accepted it, so
+            // it is one of a known few; a refused call's could be anything.
+            let allowed = outcome.verdict == "allowed";
+            let subcommand = outcome.subcommand.filter(|_| allowed);
+            push_some(&mut attributes, [("browser_shell.subcommand", subcommand)]);
+            metrics.operation(self.start.elapsed().as_secs_f64(), &attributes);
+            if let Some(rule) = outcome.deny_reason {
+                metrics.refusals(rule, 1);
+            }
         }
     }
 }

@@ -270,6 +270,9 @@ impl Chronicle {
     ) {
         use std::sync::atomic::Ordering;
         let earlier = refused.unrecorded_before;
+        // Every refusal is counted, the ones too fast to record included.
+        let telemetry = self.journal.telemetry();
+        telemetry.count_refusals(refused.rule.id(), earlier + 1);
         if !self.gate_pace.delay().is_zero() {
             self.gate_unrecorded
                 .fetch_add(earlier + 1, Ordering::Relaxed);
