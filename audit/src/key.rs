@@ -21,6 +21,7 @@ use crate::canonical::hex;
 pub struct Key {
     redaction: [u8; 32],
     checkpoint: [u8; 32],
+    fingerprint: [u8; 16],
 }
 
 impl std::fmt::Debug for Key {
@@ -97,7 +98,21 @@ impl Key {
         Self {
             redaction: mac_bytes(master, b"browser-shell redaction v1"),
             checkpoint: mac_bytes(master, b"browser-shell checkpoint v1"),
+            fingerprint: {
+                let mut fingerprint = [0u8; 16];
+                fingerprint
+                    .copy_from_slice(&mac_bytes(master, b"browser-shell key fingerprint v1")[..16]);
+                fingerprint
+            },
         }
+    }
+
+    /// Names this key without revealing it (32 hex digits, derived apart
+    /// from the MAC keys): the server records it in its `started` record,
+    /// so a verifier can tell the key a checkpoint was kept under from a
+    /// replacement.
+    pub fn fingerprint(&self) -> String {
+        hex(&self.fingerprint)
     }
 
     /// Hex HMAC-SHA256 of `data` under the redaction key.

@@ -46,4 +46,7 @@ pub use redact::{DEFAULT_SECRET_PARAMS, MASK, Redactor};
 pub use sink::{
     AppendStep, AuditError, DEFERRED_SYNC_WITHIN, Durability, Rotation, Sealed, Sink, rotated,
 };
-pub use verify::{Anchor, Break, Dangling, Location, Start, Verification, verify, verify_with};
+pub use verify::{
+    Anchor, Break, Dangling, Location, Promised, Start, Unstopped, Verification, verify,
+    verify_with,
+};

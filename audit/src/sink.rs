@@ -236,6 +236,12 @@ impl Sink {
         Ok(Self { inner })
     }
 
+    /// The [`Key::fingerprint`] of the key the checkpoint is kept under;
+    /// `None` when no checkpoint is kept (no key, or the log is a device).
+    pub fn checkpoint_key_fingerprint(&self) -> Option<String> {
+        self.inner.key.as_ref().map(Key::fingerprint)
+    }
+
     /// The log's path.
     pub fn path(&self) -> &Path {
         &self.inner.path

@@ -110,6 +110,35 @@ pub struct Verification {
     /// The last rotation record's `kept_from_seq` and its own `seq`: the
     /// records before the former were deleted by rotation.
     pub kept_from: Option<(u64, u64)>,
+    /// The last `started` record that says its server keeps a checkpoint:
+    /// one must be beside the log, under the key it names.
+    pub checkpoint_promised: Option<Promised>,
+    /// The server of the last `started` record, when it has no `stopped`
+    /// record after it.
+    pub unstopped: Option<Unstopped>,
+}
+
+/// A server's word, in its `started` record, that it keeps a checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Promised {
+    /// The `started` record's seq.
+    pub seq: u64,
+    /// The [`crate::Key::fingerprint`] of the key the checkpoint is kept under.
+    pub key_fingerprint: String,
+}
+
+/// A server that started and has no `stopped` record, with no server
+/// started after it: still running, killed, or the log's tail was cut.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unstopped {
+    /// Its `started` record's seq.
+    pub seq: u64,
+    /// When it started (RFC 3339, as recorded).
+    pub time: String,
+    /// Its machine.
+    pub host: String,
+    /// Its process id.
+    pub pid: u64,
 }
 
 /// A record known from elsewhere (an OTLP copy, a ticket): the log must
@@ -258,6 +287,7 @@ pub fn verify_with(
                 .unwrap_or_default()
                 .to_owned();
             let outcome = record.get("outcome").and_then(Value::as_str);
+            server_life(&mut v, &record, seq, outcome);
             match crate::event::counted_phase(record.get("phase").and_then(Value::as_str), outcome)
             {
                 Some("intent") => {
@@ -296,6 +326,48 @@ pub fn verify_with(
         .map(|anchor| check_anchor(anchor, &hashes_by_seq, v.seq_range))
         .collect();
     Ok(v)
+}
+
+/// What a server's own `started` or `stopped` record tells about the
+/// checkpoint and the log's end; other records tell nothing of it.
+fn server_life(v: &mut Verification, record: &Map<String, Value>, seq: u64, outcome: Option<&str>) {
+    let own = record.get("phase").and_then(Value::as_str) == Some("lifecycle")
+        && record.get("session_id").is_none();
+    if !own {
+        return;
+    }
+    let text = |key: &str| record.get(key).and_then(Value::as_str).unwrap_or_default();
+    let pid = record.get("pid").and_then(Value::as_u64).unwrap_or(0);
+    match outcome {
+        Some("started") => {
+            v.unstopped = Some(Unstopped {
+                seq,
+                time: text("time").to_owned(),
+                host: text("host").to_owned(),
+                pid,
+            });
+            // A server from before the field says nothing either way: the
+            // promise of an earlier one stands.
+            if let Some(checkpoint) = record.get("detail").and_then(|d| d.get("checkpoint")) {
+                v.checkpoint_promised = checkpoint
+                    .get("key_fingerprint")
+                    .and_then(Value::as_str)
+                    .filter(|_| checkpoint.get("kept") == Some(&Value::Bool(true)))
+                    .map(|fingerprint| Promised {
+                        seq,
+                        key_fingerprint: fingerprint.to_owned(),
+                    });
+            }
+        }
+        Some("stopped")
+            if v.unstopped
+                .as_ref()
+                .is_some_and(|u| u.pid == pid && u.host == text("host")) =>
+        {
+            v.unstopped = None;
+        }
+        _ => {}
+    }
 }
 
 fn check_anchor(

@@ -74,13 +74,18 @@ enum PolicyCmd {
 enum AuditCmd {
     /// Check the hash chain and checkpoint; name the first broken record
     /// (file, line, seq, expected vs found); list torn lines and intents
-    /// without outcome. Exits 0 only when the log is intact.
+    /// without outcome. Exits 0 when the log is INTACT, 1 when it is NOT
+    /// INTACT, 3 when it is UNVOUCHED (the chain holds, but its server kept
+    /// a checkpoint that is gone or under another key, and no --against
+    /// anchor reaches its end: records may have been cut from the end),
+    /// 2 on a usage or read error.
     Verify(review::VerifyArgs),
     /// Verify first (as `verify` does) and say so at the top; then the
     /// servers and policies seen, one timeline across sessions and one per
     /// session (redacted argv, verdict, rule and reason, exit, duration, the
     /// page after, digests), totals. A log that is not intact is not
-    /// rendered unless `--render-anyway`; either way the exit status is 1.
+    /// rendered unless `--render-anyway` (exit 1 either way); an UNVOUCHED
+    /// one is rendered under that verdict (exit 3).
     Report(review::ReportArgs),
 }
 
@@ -141,20 +146,12 @@ pub fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         }),
-        Some(Cmd::Audit(AuditCmd::Verify(args))) => review::verify(&args).map(|ok| {
-            if ok {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            }
-        }),
-        Some(Cmd::Audit(AuditCmd::Report(args))) => review::report(&args).map(|intact| {
-            if intact {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            }
-        }),
+        Some(Cmd::Audit(AuditCmd::Verify(args))) => {
+            review::verify(&args).map(|trust| ExitCode::from(trust.exit_code()))
+        }
+        Some(Cmd::Audit(AuditCmd::Report(args))) => {
+            review::report(&args).map(|trust| ExitCode::from(trust.exit_code()))
+        }
         Some(Cmd::Hardening(HardeningCmd::Check(args))) => {
             operator::hardening_check(&args).map(|ok| {
                 if ok {

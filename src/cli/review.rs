@@ -190,34 +190,43 @@ fn integrity(
         key: key.is_some(),
         anchors: args.against.clone(),
         rotated_elsewhere,
+        key_fingerprint: key.as_ref().map(audit::Key::fingerprint),
+        server_running: v
+            .unstopped
+            .as_ref()
+            .is_some_and(|u| running_here(&u.host, u.pid)),
     };
     Ok(audit::report::assess(&v, &evidence))
 }
 
-/// Run `audit verify`; returns whether the log is intact.
-pub(super) fn verify(args: &VerifyArgs) -> anyhow::Result<bool> {
+/// Is the server `pid` of `host` running on this machine? Verify on a live
+/// log must not call its server's missing `stopped` record news. A pid
+/// reused by another program does not count: the process must be
+/// browser-shell.
+fn running_here(host: &str, pid: u64) -> bool {
+    let this_host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    pid > 0
+        && this_host.trim() == host
+        && std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .is_ok_and(|comm| comm.trim_end() == "browser-shell")
+}
+
+/// Run `audit verify`; returns its verdict.
+pub(super) fn verify(args: &VerifyArgs) -> anyhow::Result<audit::report::Trust> {
     verify_to(args, &mut std::io::stdout().lock())
 }
 
 /// `audit verify`, written to `out`. What comes from the log (a tampered
 /// one above all) is printed through [`audit::report::printable`], so it
 /// cannot forge a line of the verdict.
-fn verify_to(args: &VerifyArgs, out: &mut impl Write) -> anyhow::Result<bool> {
+fn verify_to(args: &VerifyArgs, out: &mut impl Write) -> anyhow::Result<audit::report::Trust> {
     let files = ordered(&args.files)?;
     let verdict = integrity(&args.files, &files, &args.evidence)?;
     for line in &verdict.lines {
         writeln!(out, "{}", audit::report::printable(line))?;
     }
-    writeln!(
-        out,
-        "result: {}",
-        if verdict.intact {
-            "INTACT"
-        } else {
-            "NOT INTACT"
-        }
-    )?;
-    Ok(verdict.intact)
+    writeln!(out, "result: {}", verdict.trust.word())?;
+    Ok(verdict.trust)
 }
 
 /// Rotated files beside the given ones (`<log>.N`) that were not given,
@@ -241,13 +250,18 @@ fn rotated_not_given(given: &[PathBuf], ordered: &[PathBuf]) -> Option<String> {
     (!missing.is_empty()).then(|| missing.join(", "))
 }
 
-/// Run `audit report`: verify first; render only an intact log, unless
-/// `--render-anyway`. Returns whether the log is intact.
-pub(super) fn report(args: &ReportArgs) -> anyhow::Result<bool> {
-    use audit::report::printable;
+/// Run `audit report`: verify first; render only a log that is not
+/// broken (intact, or its tail unvouched, said at the top), unless
+/// `--render-anyway`. Returns the verdict.
+pub(super) fn report(args: &ReportArgs) -> anyhow::Result<audit::report::Trust> {
+    use audit::report::{Trust, printable};
     let files = ordered(&args.files)?;
     let verdict = integrity(&args.files, &files, &args.evidence)?;
-    if !verdict.intact {
+    let trust = verdict.trust;
+    if trust == Trust::Unvouched {
+        eprintln!("audit report: {}", printable(&verdict.headline()));
+    }
+    if trust == Trust::NotIntact {
         for line in &verdict.lines {
             eprintln!("{}", printable(line));
         }
@@ -257,7 +271,7 @@ pub(super) fn report(args: &ReportArgs) -> anyhow::Result<bool> {
                 "audit report: not rendered, the log is not intact (--render-anyway renders it \
                  with this verdict at the top)"
             );
-            return Ok(false);
+            return Ok(trust);
         }
     }
     let records = audit::report::load(&files)?;
@@ -287,18 +301,17 @@ pub(super) fn report(args: &ReportArgs) -> anyhow::Result<bool> {
                 writeln!(out, "{event}")?;
             }
         }
-        return Ok(verdict.intact);
+        return Ok(trust);
     }
     let mut report = audit::report::build(&records, &filter);
     report.sources = audit::report::sources(&files)?;
-    let intact = verdict.intact;
     report.integrity = Some(verdict);
     match args.format {
         Format::Json => writeln!(out, "{}", report.to_json())?,
         Format::Html => out.write_all(report.to_html().as_bytes())?,
         _ => out.write_all(report.to_table().as_bytes())?,
     }
-    Ok(intact)
+    Ok(trust)
 }
 
 /// `browser-shell policy check`.

@@ -73,7 +73,10 @@ fn a_tampered_log_cannot_forge_lines_of_the_verdict() {
         evidence: no_evidence(),
     };
     let mut out = Vec::new();
-    assert!(!verify_to(&args, &mut out).unwrap());
+    assert_eq!(
+        verify_to(&args, &mut out).unwrap(),
+        audit::report::Trust::NotIntact
+    );
     let out = String::from_utf8(out).unwrap();
     assert!(!out.lines().any(|l| l == "result: INTACT"), "{out}");
     assert!(!out.lines().any(|l| l == "chain: intact"), "{out}");
@@ -90,8 +93,11 @@ fn verify_log(files: Vec<PathBuf>) -> (bool, String) {
         evidence: no_evidence(),
     };
     let mut out = Vec::new();
-    let intact = verify_to(&args, &mut out).unwrap();
-    (intact, String::from_utf8(out).unwrap())
+    let trust = verify_to(&args, &mut out).unwrap();
+    (
+        trust == audit::report::Trust::Intact,
+        String::from_utf8(out).unwrap(),
+    )
 }
 
 fn log_of(records: usize, rotation: Option<audit::Rotation>) -> (tempfile::TempDir, PathBuf) {

@@ -118,6 +118,12 @@ impl Journal {
         Ok(value)
     }
 
+    /// The fingerprint of the key the log's checkpoint is kept under;
+    /// `None` when none is kept.
+    pub(crate) fn checkpoint_key_fingerprint(&self) -> Option<String> {
+        self.sink.checkpoint_key_fingerprint()
+    }
+
     /// Sync deferred records and refresh the checkpoint now (at exit).
     pub(crate) fn flush(&self) {
         if let Err(e) = off_the_workers(|| self.sink.flush()) {

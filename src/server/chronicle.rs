@@ -169,6 +169,12 @@ impl Chronicle {
             "cdp_port": self.runner.cdp_port(),
             "gate_port": facts.gate_port,
             "otlp": facts.otlp,
+            // So that `audit verify` knows a checkpoint must exist, and under
+            // which key, even once both were deleted.
+            "checkpoint": match self.journal.checkpoint_key_fingerprint() {
+                Some(fingerprint) => json!({ "kept": true, "key_fingerprint": fingerprint }),
+                None => json!({ "kept": false }),
+            },
         });
         let mut event = self.server_event(Outcome::Started, "the server is ready".to_owned());
         event.policy_sha256 = Some(rules.sha256.clone());

@@ -7,6 +7,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -207,6 +208,8 @@ def test_sigkill_mid_call_leaves_a_dangling_intent_and_an_intact_chain(
     run = verify(binaries, cfg.audit_log)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "chain: intact" in run.stdout and "dangling intents" in run.stdout, run.stdout
+    # Said plainly, and only a warning: the checkpoint vouches for the tail.
+    assert "has no `stopped` record and no server started after it: it was killed or crashed" in run.stdout, run.stdout
     dangling = [r for r in records(cfg.audit_log) if r["phase"] == "intent" and r["argv"][0] == "wait"]
     assert dangling[0]["call_id"] in run.stdout, run.stdout
 
@@ -359,3 +362,101 @@ def test_the_readmes_verify_command_takes_the_logs_glob_with_its_siblings(binari
         capture_output=True, text=True, timeout=60,
     )
     assert report.returncode == 0 and "glob" in report.stdout, report.stdout + report.stderr
+
+
+# --------------------------------------------------------------------------- a tail nothing vouches for
+
+
+def canonical(record: dict) -> bytes:
+    """The chain's canonical form: keys sorted at every level, compact, UTF-8 as is."""
+    return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def rechained(lines: list[str], start: int) -> list[str]:
+    """`lines` with every record from index `start` on hashed and chained again: what a forger who
+    cannot forge the checkpoint does, before deleting it."""
+    out = lines[:start]
+    prev = json.loads(lines[start - 1])["hash"]
+    for line in lines[start:]:
+        record = json.loads(line)
+        record["prev_hash"] = prev
+        record.pop("hash")
+        record["hash"] = prev = hashlib.sha256(canonical(record)).hexdigest()
+        out.append(canonical(record).decode())
+    return out
+
+
+def test_a_cut_or_rewritten_log_is_unvouched_once_its_checkpoint_and_key_are_gone(
+    binaries: Binaries, start_server, scratch, web: harness.WebServer
+) -> None:
+    """Cut by 5 records, or rewritten, then its checkpoint and key deleted: the chain holds, but the
+    server's `started` record said a checkpoint is kept under a key it names, so the log is not
+    INTACT: its own verdict, UNVOUCHED, exit 3 (amber in the report). An OTLP anchor still decides."""
+    srv = start_server()
+    srv.ok("cut", ["open", web.url("/form")])
+    for _ in range(3):
+        srv.ok("cut", ["get", "title"])
+    srv.call("cut", ["eval", "1"])
+    srv.stop()
+    log = srv.cfg.audit_log
+    lines = log.read_text().splitlines()
+    logged = [json.loads(line) for line in lines]
+    started = next(r for r in logged if r.get("outcome") == "started")
+    promise = started["detail"]["checkpoint"]
+    assert promise["kept"] is True and len(promise["key_fingerprint"]) == 32, promise
+    assert verify(binaries, log).returncode == 0, "the untouched log, with its checkpoint and key"
+    assert started["seq"] < len(lines) - 5, "the start survives the cut"
+
+    copies = scratch("bs-unvouched-", under="/var/tmp")
+    cut = copies / "cut" / "audit.jsonl"
+    cut.parent.mkdir()
+    cut.write_text("\n".join(lines[:-5]) + "\n")
+    denial = next(i for i, r in enumerate(logged) if r["phase"] == "denied")
+    rewritten = copies / "rewritten" / "audit.jsonl"
+    rewritten.parent.mkdir()
+    forged = json.loads(lines[denial])
+    forged["reason"] = "nothing to see here"
+    rewritten.write_text("\n".join(rechained([*lines[:denial], canonical(forged).decode(), *lines[denial + 1:]], denial)) + "\n")
+    for copy in (cut, rewritten):
+        assert not (copy.parent / "audit.jsonl.checkpoint").exists() and not (copy.parent / "audit.jsonl.key").exists()
+        run = verify(binaries, copy)
+        assert run.returncode == 3, (copy, run.returncode, run.stdout)
+        assert run.stdout.splitlines()[-1] == "result: UNVOUCHED", run.stdout
+        assert "chain: intact" in run.stdout and promise["key_fingerprint"] in run.stdout, run.stdout
+        assert "INTACT" not in run.stdout.replace("NOT INTACT", "").replace("chain: intact", ""), run.stdout
+        html = run_cli(binaries, "audit", "report", str(copy), "--format", "html")
+        assert html.returncode == 3, html.stderr
+        assert 'class="banner warn"' in html.stdout and "⚠ UNVOUCHED: " in html.stdout, html.stdout[:2000]
+        assert "✔ INTACT" not in html.stdout
+        table = run_cli(binaries, "audit", "report", str(copy))
+        assert table.returncode == 3 and table.stdout.startswith("verification: UNVOUCHED: "), table.stdout[:300]
+
+    # The newest record the OTLP copy holds decides: the cut log no longer reaches it, and the
+    # whole log, checkpoint and key gone, is vouched for by it.
+    last = logged[-1]
+    anchor = f"{last['seq']}:{last['hash']}"
+    run = run_cli(binaries, "audit", "verify", str(cut), "--against", anchor)
+    assert run.returncode == 1 and "records were removed from the end" in run.stdout, run.stdout
+    whole = copies / "whole" / "audit.jsonl"
+    whole.parent.mkdir()
+    shutil.copy(log, whole)
+    assert verify(binaries, whole).returncode == 3
+    run = run_cli(binaries, "audit", "verify", str(whole), "--against", anchor)
+    assert run.returncode == 0 and run.stdout.splitlines()[-1] == "result: INTACT", run.stdout
+
+
+def test_verify_on_a_live_log_says_its_server_is_running_not_that_it_vanished(
+    binaries: Binaries, server, web: harness.WebServer
+) -> None:
+    """A running server has no `stopped` record yet: verify on its live log is INTACT and says the
+    server is running, without the warning a killed one gets."""
+    server.ok("live", ["get", "url"])
+    log = server.cfg.audit_log
+    deadline = time.monotonic() + 10
+    while not any(r.get("outcome") == "started" for r in records(log)):
+        assert time.monotonic() < deadline, "no started record"
+        time.sleep(0.05)
+    run = verify(binaries, log)
+    assert run.returncode == 0 and run.stdout.splitlines()[-1] == "result: INTACT", run.stdout
+    assert f"server: pid {server.pid} " in run.stdout and "is running on this host" in run.stdout, run.stdout
+    assert "killed or crashed" not in run.stdout, run.stdout

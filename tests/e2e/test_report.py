@@ -2,7 +2,8 @@
 request the browser gate blocked, a page the navigation guard refused. The report verifies first
 and says so at the top; the HTML page is self-contained, renders and filters in a real Chromium from
 file:// with nothing fetched (and is screenshotted); a tampered copy of the log is refused, or
-rendered under its broken verdict when asked to.
+rendered under its broken verdict when asked to. Its OCSF export is validated against the OCSF
+schema (pydantic-ocsf) as a SIEM would ingest it.
 
 The screenshots and the pages they show are written under $BROWSER_SHELL_REPORT_SHOTS (default
 /var/tmp/browser-shell-report-shots), outside the repository, and their paths logged."""
@@ -11,20 +12,27 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import importlib
 import json
 import os
 import shutil
+import signal
 import struct
 import subprocess
+import threading
 import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import ocsf
 import pytest
 import websockets
+from pydantic import BaseModel
 
 import harness
 from server import Binaries, BlockingServer, describe, log
@@ -264,3 +272,155 @@ def test_a_reviewer_gets_a_verified_report_that_renders_filters_and_refuses_a_ta
     width, height = png_size(tampered_shot)
     assert width == WIDTH and height > 900 and tampered_shot.stat().st_size > 50_000, (width, height)
     log(f"report screenshot (tampered): {tampered_shot} ({width}x{height}); page: {tampered_page}")
+
+
+# --------------------------------------------------------------------------- OCSF, as a SIEM ingests it
+
+# The OCSF classes browser-shell emits, by class_uid: the pydantic-ocsf model and the schema's name.
+OCSF_CLASSES = {6002: ("ApplicationLifecycle", "application_lifecycle"), 6003: ("ApiActivity", "api_activity")}
+# What each OCSF profile adds to an event (the schema's profiles/host.json and profiles/trace.json;
+# pydantic-ocsf bundles the classes and the dictionary but not the profiles' attribute lists).
+PROFILE_ATTRIBUTES = {
+    "host": {"device", "actor"},
+    "security_control": {"action", "action_id", "disposition", "disposition_id", "firewall_rule", "malware", "policy"},
+    "trace": {"trace"},
+}
+# Attributes of type json_t: free-form by definition.
+FREE_FORM = {"unmapped", "data"}
+
+
+def extras(model: BaseModel, path: str, known: frozenset[str] = frozenset()) -> list[str]:
+    """Attributes anywhere in `model` that its OCSF object does not define, besides `known` (pydantic-ocsf
+    accepts and keeps them, as OCSF allows, but an event that claims a schema version must not need them)."""
+    found = [f"{path}.{k}" for k in (model.model_extra or {}) if k not in known]
+    for name, field in type(model).model_fields.items():
+        if (field.alias or name) in FREE_FORM:
+            continue
+        value = getattr(model, name)
+        for i, item in enumerate(value if isinstance(value, list) else [value]):
+            if isinstance(item, BaseModel):
+                found += extras(item, f"{path}.{field.alias or name}" + (f"[{i}]" if isinstance(value, list) else ""))
+    return found
+
+
+def ocsf_problems(event: dict) -> list[str]:
+    """Validate one event against the OCSF schema of the version it declares: its class's model
+    (types, required attributes, enum captions agreeing with their ids), and no attribute that is
+    neither its class's nor one of its declared profiles'."""
+    version = event.get("metadata", {}).get("version", "?")
+    tag = "v" + version.replace(".", "_")
+    if version not in ocsf.available_versions():
+        return [f"metadata.version {version!r} is not an OCSF version ({ocsf.available_versions()})"]
+    model_name, schema_name = OCSF_CLASSES[event["class_uid"]]
+    model = getattr(importlib.import_module(f"ocsf.{tag}.events"), model_name)
+    schema = json.loads((Path(ocsf.__file__).parent / "schemas" / f"{tag}.json").read_text())
+    try:
+        parsed = model.model_validate(event)
+    except ValueError as e:  # pydantic's ValidationError
+        return [f"{model_name} {version}: {e}"]
+    problems = []
+    profiles = event["metadata"].get("profiles")
+    if not isinstance(profiles, list):
+        problems.append("metadata.profiles is missing")
+        profiles = []
+    applicable = set(schema["events"]["base_event"].get("profiles") or []) | set(
+        schema["events"][schema_name].get("profiles") or []
+    )
+    allowed = {field.alias or name for name, field in model.model_fields.items()}
+    for profile in profiles:
+        if profile not in applicable:
+            problems.append(f"profile {profile!r} does not apply to {schema_name} in {version}")
+        allowed |= PROFILE_ATTRIBUTES.get(profile, set())
+    dictionary = schema["dictionary"]["attributes"]
+    for key in event:
+        if key not in dictionary:
+            problems.append(f"{key}: no such attribute in OCSF {version}")
+        elif key not in allowed:
+            problems.append(f"{key}: neither {schema_name}'s nor a declared profile's ({profiles})")
+    # The profiles' attributes were checked above; the objects in them are not typed by the class's model.
+    problems += [f"{p}: not defined by OCSF {version}" for p in extras(parsed, "event", frozenset(allowed))]
+    return problems
+
+
+@contextmanager
+def otlp_sink() -> Iterator[int]:
+    """An OTLP/HTTP endpoint on 127.0.0.1 that accepts every export (what it got is not checked here)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, fmt: str, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:  # noqa: N802
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+
+
+def ocsf_run(srv: BlockingServer, web: harness.WebServer, three: harness.WebServer, chromium: harness.Chromium) -> None:
+    """a_run, then a screenshot, a timeout and a policy reload; the server stopped."""
+    a_run(srv, web, three, chromium)
+    srv.ok("rev-a", ["screenshot"])
+    is_error, reply = srv.call("rev-a", ["wait", "10000"], 1)
+    assert is_error and reply["exit_code"] == 124, describe(reply)
+    wait_for("the started record", lambda: [r for r in records(srv.cfg.audit_log) if r.get("outcome") == "started"])
+    assert srv.pid is not None
+    os.kill(srv.pid, signal.SIGHUP)
+    wait_for("the reloaded record", lambda: [r for r in records(srv.cfg.audit_log) if r.get("outcome") == "reloaded"])
+    srv.stop()
+
+
+def test_every_ocsf_event_of_a_real_run_validates_against_the_ocsf_schema(
+    binaries: Binaries,
+    start_server,
+    web: harness.WebServer,
+    elsewhere: harness.WebServer,
+    chromium: harness.Chromium,
+) -> None:
+    """A SIEM ingests `--format ocsf` by the schema version each event declares: every event of a
+    realistic run (calls in three sessions, a refusal, a gate block, a guard block, a screenshot, a
+    timeout, a policy reload, the server's start and stop) must validate, name its activities as
+    OCSF does, and count each call once."""
+    # As deployed, with the OTLP copy on (to a loopback endpoint): calls then carry their trace.
+    with otlp_sink() as port:
+        srv = start_server(
+            env_extra={"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}
+        )
+        ocsf_run(srv, web, elsewhere, chromium)
+    logged = records(srv.cfg.audit_log)
+
+    run = report(binaries, srv.cfg.audit_log, "--format", "ocsf")
+    assert run.returncode == 0, run.stderr
+    events = [json.loads(line) for line in run.stdout.splitlines()]
+    assert len(events) == len(logged), "one event per record"
+    problems = {e["metadata"]["sequence"]: ocsf_problems(e) for e in events}
+    assert not any(problems.values()), json.dumps({k: v for k, v in problems.items() if v}, indent=1)
+    assert {e["class_uid"] for e in events} == {6002, 6003}
+
+    # The server's life in OCSF's words: Start, Stop, and the reload as what it is.
+    names = [(e["activity_id"], e["activity_name"]) for e in events if e["class_uid"] == 6002]
+    assert names[0] == (3, "Start") and names[-1] == (4, "Stop") and (99, "Reload") in names, names
+    # One call, one result: the intent is not a success, so a SIEM counts each call once.
+    calls = {r["call_id"] for r in logged if r["phase"] == "intent" and r.get("outcome") != "warming"}
+    assert len(calls) >= 8, calls
+    for call in calls:
+        results = [e["status"] for e in events if e["metadata"].get("correlation_uid") == call]
+        assert len(results) == 2 and results[0] == "Unknown" and results[1] in ("Success", "Failure"), (call, results)
+    ok_outcomes = sum(1 for r in logged if r["phase"] == "outcome" and r.get("outcome") == "ok")
+    successes = sum(1 for e in events if e["class_uid"] == 6003 and e["status"] == "Success")
+    assert successes == ok_outcomes, (successes, ok_outcomes)
+    # The timeout is a failure worth more than Informational.
+    timeout_seq = next(r["seq"] for r in logged if r.get("outcome") == "timeout")
+    timed_out = next(e for e in events if e["metadata"]["sequence"] == timeout_seq)
+    assert timed_out["status"] == "Failure" and timed_out["severity_id"] >= 2, timed_out
+    # Every call that carried a trace declares the profile that defines it.
+    traced = [e for e in events if "trace" in e]
+    assert traced and all("trace" in e["metadata"]["profiles"] for e in traced)

@@ -1,15 +1,16 @@
 //! The verdict of [`crate::verify_with`] in a reviewer's words: the lines
 //! `audit verify` prints, and the one line `audit report` puts at its top
-//! (intact, broken at seq N, truncated, intents without outcome).
+//! (intact, broken at seq N, truncated, an unvouched tail, intents without
+//! outcome).
 //!
 //! Texts are kept raw (a tampered record's `found` value included): each
 //! renderer escapes them for its medium.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::verify::{Anchor, REMOVED_FROM_THE_END, Start, Verification};
+use crate::verify::{Anchor, Promised, REMOVED_FROM_THE_END, Start, Verification};
 
 /// What a verification was given besides the records, and what the
 /// caller found beside them.
@@ -26,6 +27,47 @@ pub struct Evidence {
     /// Rotated files beside the log that were not given, named; they
     /// explain a chain that does not start at seq 1.
     pub rotated_elsewhere: Option<String>,
+    /// The [`crate::Key::fingerprint`] of the key at hand, if any.
+    pub key_fingerprint: Option<String>,
+    /// The server of [`Verification::unstopped`] is running on this
+    /// machine: its missing `stopped` record is no news.
+    pub server_running: bool,
+}
+
+/// How far a log can be trusted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Trust {
+    /// Chain, checkpoint, anchors and start hold.
+    Intact,
+    /// The chain holds, but its server kept a checkpoint that cannot be
+    /// checked here (gone, or under another key) and no anchor reaches
+    /// the log's end: records may have been removed from the end.
+    Unvouched,
+    /// Broken, truncated, started after deleted records, torn, or a failed
+    /// checkpoint or anchor.
+    NotIntact,
+}
+
+impl Trust {
+    /// The exit status of `audit verify` and `audit report`: 0 intact,
+    /// 1 not intact, 3 an unvouched tail (2 is a usage or read error).
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Self::Intact => 0,
+            Self::NotIntact => 1,
+            Self::Unvouched => 3,
+        }
+    }
+
+    /// The word `audit verify` ends with.
+    pub fn word(self) -> &'static str {
+        match self {
+            Self::Intact => "INTACT",
+            Self::NotIntact => "NOT INTACT",
+            Self::Unvouched => "UNVOUCHED",
+        }
+    }
 }
 
 /// What verification concluded.
@@ -33,8 +75,13 @@ pub struct Evidence {
 pub struct Integrity {
     /// The log can be trusted: chain, checkpoint, anchors and start hold.
     pub intact: bool,
+    /// The verdict: intact, an unvouched tail, or not intact.
+    pub trust: Trust,
     /// Why it cannot, one short item each (empty when intact).
     pub problems: Vec<String>,
+    /// Why nothing here vouches for the log's tail, when its server kept a
+    /// checkpoint (empty unless [`Trust::Unvouched`] or not intact).
+    pub unvouched: Vec<String>,
     /// What a reviewer should know of an intact log: intents without an
     /// outcome, a tail no checkpoint vouches for, where the chain starts.
     pub notes: Vec<String>,
@@ -54,12 +101,16 @@ pub struct Integrity {
 impl Integrity {
     /// The one line for the top of a report.
     pub fn headline(&self) -> String {
-        if !self.intact {
-            return format!("NOT INTACT: {}", self.problems.join("; "));
-        }
-        match self.dangling.len() {
-            0 => "INTACT".into(),
-            n => format!("INTACT, {n} intent(s) without outcome"),
+        match self.trust {
+            Trust::NotIntact => format!("NOT INTACT: {}", self.problems.join("; ")),
+            Trust::Unvouched => format!(
+                "UNVOUCHED: the chain holds, but nothing here vouches for its end: {}",
+                self.unvouched.join("; ")
+            ),
+            Trust::Intact => match self.dangling.len() {
+                0 => "INTACT".into(),
+                n => format!("INTACT, {n} intent(s) without outcome"),
+            },
         }
     }
 }
@@ -68,7 +119,9 @@ impl Integrity {
 pub fn assess(v: &Verification, evidence: &Evidence) -> Integrity {
     let mut out = Integrity {
         intact: true,
+        trust: Trust::Intact,
         problems: Vec::new(),
+        unvouched: Vec::new(),
         notes: Vec::new(),
         lines: Vec::new(),
         broken_at_seq: None,
@@ -122,8 +175,78 @@ pub fn assess(v: &Verification, evidence: &Evidence) -> Integrity {
             }
         }
     }
-    out.intact = out.problems.is_empty();
+    vouched_by_anchor(v, evidence, &mut out);
+    server_end(v, evidence, &mut out);
+    out.trust = if !out.problems.is_empty() {
+        Trust::NotIntact
+    } else if !out.unvouched.is_empty() {
+        Trust::Unvouched
+    } else {
+        Trust::Intact
+    };
+    out.intact = out.trust == Trust::Intact;
     out
+}
+
+/// An anchor that the log holds vouches for it up to that record, with no
+/// checkpoint: at the log's last record, for all of it.
+fn vouched_by_anchor(v: &Verification, evidence: &Evidence, out: &mut Integrity) {
+    if out.unvouched.is_empty() {
+        return;
+    }
+    let Some((first, last)) = v.seq_range else {
+        return;
+    };
+    // An anchor checked Ok inside the range is one the log holds with its hash.
+    let reached = evidence
+        .anchors
+        .iter()
+        .zip(&v.anchors)
+        .filter(|(anchor, result)| result.is_ok() && (first..=last).contains(&anchor.seq))
+        .map(|(anchor, _)| anchor.seq)
+        .max();
+    match reached {
+        Some(seq) if seq >= last => {
+            let line = format!(
+                "tail: the anchor at seq {seq}, the log's last record, vouches for the whole log \
+                 in place of the checkpoint"
+            );
+            out.notes.push(line.clone());
+            out.lines.push(line);
+            out.unvouched.clear();
+        }
+        Some(seq) => out.unvouched.push(format!(
+            "an anchor vouches up to seq {seq}; seq {}..{last} are vouched for by nothing",
+            seq + 1
+        )),
+        None => {}
+    }
+}
+
+/// The last server to start, when it has no `stopped` record. A running
+/// server has none yet, and a killed one never writes it: said plainly,
+/// never a verdict (the checkpoint and anchors decide whether the tail was
+/// cut).
+fn server_end(v: &Verification, evidence: &Evidence, out: &mut Integrity) {
+    let Some(u) = &v.unstopped else {
+        return;
+    };
+    if evidence.server_running {
+        out.lines.push(format!(
+            "server: pid {} (started at seq {}) is running on this host, so it has no `stopped` \
+             record yet",
+            u.pid, u.seq
+        ));
+        return;
+    }
+    let line = format!(
+        "server: pid {} on {}, started at seq {} ({}), has no `stopped` record and no server \
+         started after it: it was killed or crashed, is still running on another machine, or \
+         the records after it were cut from the log",
+        u.pid, u.host, u.seq, u.time
+    );
+    out.notes.push(line.clone());
+    out.lines.push(line);
 }
 
 fn start(v: &Verification, evidence: &Evidence, out: &mut Integrity) {
@@ -196,6 +319,16 @@ fn checkpoint(v: &Verification, evidence: &Evidence, out: &mut Integrity) {
     // With the key at hand, a log with records must have its checkpoint:
     // deleting it must not turn "truncated" into "not checked".
     let missing = evidence.key && evidence.checkpoint.is_none() && v.records > 0;
+    // A server that said it keeps a checkpoint: without it, or under
+    // another key, the tail is vouched for by nothing here.
+    let promised = v.checkpoint_promised.as_ref();
+    let other_key = promised.and_then(|p| {
+        evidence
+            .key_fingerprint
+            .as_deref()
+            .filter(|fingerprint| *fingerprint != p.key_fingerprint)
+            .map(|fingerprint| (p, fingerprint))
+    });
     match (&v.checkpoint, &evidence.checkpoint) {
         _ if missing => {
             out.lines.push(
@@ -207,7 +340,21 @@ fn checkpoint(v: &Verification, evidence: &Evidence, out: &mut Integrity) {
             out.problems
                 .push("checkpoint missing: the log's tail cannot be vouched for".into());
         }
-        (Some(Ok(msg)), _) => out.lines.push(format!("checkpoint: ok, {msg}")),
+        (Some(Ok(msg)), _) => match other_key {
+            Some((p, fingerprint)) => {
+                out.lines.push(format!(
+                    "checkpoint: UNVOUCHED, {msg}, but under key {fingerprint}, while {}: a \
+                     checkpoint under a replaced key vouches for nothing",
+                    kept(p)
+                ));
+                out.unvouched.push(format!(
+                    "the checkpoint is under key {fingerprint}, not {} of the server that started \
+                     at seq {}",
+                    p.key_fingerprint, p.seq
+                ));
+            }
+            None => out.lines.push(format!("checkpoint: ok, {msg}")),
+        },
         (Some(Err(msg)), _) => {
             out.lines.push(format!("checkpoint: FAILED, {msg}"));
             out.problems.push(if msg.contains(REMOVED_FROM_THE_END) {
@@ -216,7 +363,35 @@ fn checkpoint(v: &Verification, evidence: &Evidence, out: &mut Integrity) {
                 format!("checkpoint failed: {msg}")
             });
         }
-        (None, Some(cp)) => {
+        (None, cp) => unchecked(cp.as_deref(), promised, out),
+    }
+}
+
+/// What a server's `started` record promised, in a reviewer's words.
+fn kept(p: &Promised) -> String {
+    format!(
+        "the server that started at seq {} keeps a checkpoint under key {}",
+        p.seq, p.key_fingerprint
+    )
+}
+
+/// No checkpoint was checked: none is here, or no key to check `cp` with.
+/// Unvouched when a server promised one; a note when none did (a log from
+/// before the promise, or one written without a key).
+fn unchecked(cp: Option<&Path>, promised: Option<&Promised>, out: &mut Integrity) {
+    match (cp, promised) {
+        (Some(cp), Some(p)) => {
+            out.lines.push(format!(
+                "checkpoint: UNVOUCHED, {} not checked (no key given: --key), and {}",
+                cp.display(),
+                kept(p)
+            ));
+            out.unvouched.push(format!(
+                "the key {} is not here, so the checkpoint cannot be checked (--key)",
+                p.key_fingerprint
+            ));
+        }
+        (Some(cp), None) => {
             out.lines.push(format!(
                 "checkpoint: {} not checked (no key given: --key)",
                 cp.display()
@@ -224,6 +399,19 @@ fn checkpoint(v: &Verification, evidence: &Evidence, out: &mut Integrity) {
             out.notes.push(
                 "checkpoint not checked (no key): truncation of the tail cannot be detected".into(),
             );
+        }
+        (None, Some(p)) => {
+            out.lines.push(format!(
+                "checkpoint: UNVOUCHED, none is here, but {}: the checkpoint and its key are \
+                 gone, so records may have been removed from the end (verify --against the \
+                 newest record your OTLP collector holds)",
+                kept(p)
+            ));
+            out.unvouched.push(format!(
+                "the checkpoint and the key {} its server kept it under (started at seq {}) are \
+                 gone",
+                p.key_fingerprint, p.seq
+            ));
         }
         (None, None) => {
             out.lines

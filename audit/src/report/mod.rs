@@ -21,9 +21,9 @@ use serde_json::Value;
 use time::{OffsetDateTime, format_description::well_known::Rfc3339};
 
 pub use build::build;
-pub use integrity::{Evidence, Integrity, assess};
+pub use integrity::{Evidence, Integrity, Trust, assess};
 pub use model::{Flag, Policy, Report, Row, Server, SessionSummary, Source};
-pub use ocsf::{ocsf, ocsf_events};
+pub use ocsf::{OCSF_VERSION, ocsf, ocsf_events};
 
 /// Which records to include.
 #[derive(Debug, Clone, Default)]

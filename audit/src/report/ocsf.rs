@@ -1,9 +1,21 @@
-//! OCSF 1.3 projection of the records, one event per record (the native
-//! JSONL stays the canonical form).
+//! OCSF projection of the records, one event per record (the native JSONL
+//! stays the canonical form). The events declare [`OCSF_VERSION`], the
+//! first with every attribute used (`trace` came in 1.4.0), and in
+//! `metadata.profiles` the profiles whose attributes they carry (`host`:
+//! `device` and `actor` of a lifecycle event; `security_control`: a call's
+//! `disposition`; `trace`).
 //!
 //! - A server's `started`, `stopped`, `reloaded`, `reload_refused` record:
 //!   **Application Lifecycle** (6002), activity Start (3), Stop (4) or
-//!   Other (99); `app` is browser-shell, `device.hostname` the machine.
+//!   Other (99, named Reload); `app` is browser-shell, `device.hostname` the
+//!   machine.
+//! - A call is two records, its intent and its outcome, and so two events:
+//!   only the outcome says Success or Failure. The intent's status is
+//!   Unknown (the command had not run yet), so a count of successes counts
+//!   each call once, and a call that then timed out or failed never.
+//! - Severity: Informational for what went as asked, Low for a call that
+//!   failed or timed out, Medium for a refusal or a block, High when the
+//!   audit record could not be kept.
 //! - Everything else (calls, refusals, gate refusals, session events,
 //!   rotation): **API Activity** (6003), activity Other (99) named by the
 //!   subcommand. The actor is who asked: `actor.session.uid` the session,
@@ -23,6 +35,9 @@ use std::collections::HashMap;
 use serde_json::{Map, Value, json};
 
 use super::parse_time;
+
+/// The OCSF schema version the events declare.
+pub const OCSF_VERSION: &str = "1.4.0";
 
 /// Keys every projection maps; the rest of a record goes under `unmapped`.
 const MAPPED: &[&str] = &[
@@ -104,8 +119,21 @@ fn project(record: &Value, argv: Option<&Value>) -> Value {
     let e = &mut event;
     put(e, "time", Some(json!(time_ms)));
     put(e, "message", str_of(record, "reason").map(Value::from));
+    // Each profile whose attributes the event carries: a lifecycle event's
+    // `device` and `actor` are the host profile's, a call's `disposition`
+    // the security_control profile's.
+    let mut profiles = Vec::new();
+    if server_event {
+        profiles.push("host");
+    } else {
+        profiles.push("security_control");
+    }
+    if e.get("trace").is_some() {
+        profiles.push("trace");
+    }
     let mut metadata = json!({
-        "version": "1.3.0",
+        "version": OCSF_VERSION,
+        "profiles": profiles,
         "product": {"name": "browser-shell", "vendor_name": "browser-shell"},
         "log_name": "browser-shell.audit",
     });
@@ -138,9 +166,12 @@ fn project(record: &Value, argv: Option<&Value>) -> Value {
 
 /// Application Lifecycle (6002) of the server itself.
 fn lifecycle(record: &Value, outcome: Option<&str>) -> Value {
+    // The canonical names of the activities; a reload has none in OCSF
+    // (Other), so it is named for what it is.
     let (activity_id, activity) = match outcome {
         Some("started") => (3, "Start"),
         Some("stopped") => (4, "Stop"),
+        Some("reloaded" | "reload_refused") => (99, "Reload"),
         _ => (99, "Other"),
     };
     let failed = outcome == Some("reload_refused");
@@ -156,9 +187,11 @@ fn lifecycle(record: &Value, outcome: Option<&str>) -> Value {
         "category_uid": 6,
         "category_name": "Application Activity",
         "activity_id": activity_id,
-        "activity_name": outcome.unwrap_or(activity),
+        "activity_name": activity,
         "type_uid": 600_200 + activity_id,
+        "type_name": format!("Application Lifecycle: {activity}"),
         "severity_id": if failed { 2 } else { 1 },
+        "severity": if failed { "Low" } else { "Informational" },
         "status_id": if failed { 2 } else { 1 },
         "status": if failed { "Failure" } else { "Success" },
         "app": app,
@@ -179,10 +212,29 @@ fn api_activity(record: &Value, phase: &str, outcome: Option<&str>, argv: Option
         .get("exit_code")
         .and_then(Value::as_i64)
         .is_some_and(|c| c != 0);
+    let failed = failed
+        || matches!(
+            outcome,
+            Some("error" | "timeout" | "cancelled" | "spawn_failed" | "audit_unavailable")
+        );
+    // An intent is written before the command runs: its result is the
+    // outcome's to tell, or nobody's when the server died mid-call.
+    let pending = phase == "intent" && !blocked;
     let (status_id, status) = if blocked || failed {
         (2, "Failure")
+    } else if pending {
+        (0, "Unknown")
     } else {
         (1, "Success")
+    };
+    let (severity_id, severity) = if outcome == Some("audit_unavailable") {
+        (4, "High")
+    } else if blocked {
+        (3, "Medium")
+    } else if failed {
+        (2, "Low")
+    } else {
+        (1, "Informational")
     };
     let subcommand = argv
         .and_then(|a| a.get(0))
@@ -197,7 +249,9 @@ fn api_activity(record: &Value, phase: &str, outcome: Option<&str>, argv: Option
         "activity_id": 99,
         "activity_name": subcommand,
         "type_uid": 600_399,
-        "severity_id": if blocked { 3 } else { 1 },
+        "type_name": "API Activity: Other",
+        "severity_id": severity_id,
+        "severity": severity,
         "status_id": status_id,
         "status": status,
         "disposition_id": if blocked { 2 } else { 1 },

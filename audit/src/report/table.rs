@@ -4,7 +4,7 @@
 
 use std::{borrow::Cow, collections::BTreeMap, fmt::Write as _};
 
-use super::{Report, Row, arg_text, build::short, model::Server, printable, short_time};
+use super::{Report, Row, Trust, arg_text, build::short, model::Server, printable, short_time};
 
 impl Report {
     /// A plain-text report.
@@ -17,11 +17,20 @@ impl Report {
                 for line in &i.lines {
                     let _ = writeln!(out, "  {}", p(line));
                 }
-                if !i.intact {
-                    let _ = writeln!(
-                        out,
-                        "  THE LOG IS NOT INTACT: rows marked UNVERIFIED are at or after the break"
-                    );
+                match i.trust {
+                    Trust::NotIntact => {
+                        let _ = writeln!(
+                            out,
+                            "  THE LOG IS NOT INTACT: rows marked UNVERIFIED are at or after the break"
+                        );
+                    }
+                    Trust::Unvouched => {
+                        let _ = writeln!(
+                            out,
+                            "  THE LOG'S END IS UNVOUCHED: records may have been removed from the end"
+                        );
+                    }
+                    Trust::Intact => {}
                 }
             }
             None => {

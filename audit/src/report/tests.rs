@@ -456,3 +456,59 @@ fn a_server_that_was_its_own_trampoline_is_reported_as_such() {
     );
     assert_eq!(s.trampoline_sha256, s.sha256);
 }
+
+#[test]
+fn ocsf_counts_a_call_once_and_a_timeout_is_not_informational() {
+    let mut records = run();
+    records.push(
+        json!({"seq": 11, "phase": "outcome", "call_id": "c4", "session_id": "u2",
+        "outcome": "timeout", "exit_code": 124, "duration_ms": 10_000.0, "host": "vm", "pid": 7,
+        "time": "2026-11-25T07:19:31.500000000Z"}),
+    );
+    let events = ocsf_events(&records);
+    let of_call = |call: &str| -> Vec<&Value> {
+        events
+            .iter()
+            .filter(|e| e["metadata"]["correlation_uid"] == call)
+            .collect()
+    };
+    // The intent says nothing of the result: only the outcome is a success.
+    let open = of_call("c1");
+    assert_eq!(
+        open.iter()
+            .map(|e| (e["status"].clone(), e["status_id"].clone()))
+            .collect::<Vec<_>>(),
+        vec![(json!("Unknown"), json!(0)), (json!("Success"), json!(1))]
+    );
+    assert_eq!(open[0]["disposition"], "Allowed", "the gate allowed it");
+    let timed_out = of_call("c4");
+    assert_eq!(timed_out[0]["status"], "Unknown");
+    assert_eq!(
+        (
+            timed_out[1]["status"].clone(),
+            timed_out[1]["severity_id"].clone()
+        ),
+        (json!("Failure"), json!(2))
+    );
+    let successes = events.iter().filter(|e| e["status"] == "Success").count();
+    // Calls that succeeded (c1) and the server's start, reload and stop.
+    assert_eq!(successes, 4);
+}
+
+#[test]
+fn ocsf_declares_a_version_with_every_attribute_used_and_its_profiles() {
+    let events = ocsf_events(&run());
+    assert!(events.iter().all(|e| e["metadata"]["version"] == "1.4.0"));
+    assert_eq!(events[0]["activity_name"], "Start");
+    assert_eq!(events[9]["activity_name"], "Stop");
+    assert_eq!(events[7]["activity_name"], "Reload");
+    assert_eq!(events[0]["metadata"]["profiles"], json!(["host"]));
+    let mut traced = run();
+    traced[1]["trace_id"] = json!("0af7651916cd43dd8448eb211c80319c");
+    let event = &ocsf_events(&traced)[1];
+    assert!(event.get("trace").is_some());
+    assert_eq!(
+        event["metadata"]["profiles"],
+        json!(["security_control", "trace"])
+    );
+}

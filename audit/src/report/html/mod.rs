@@ -13,7 +13,7 @@ use sha2::{Digest as _, Sha256};
 
 mod rows;
 
-use super::{Report, printable, short_time};
+use super::{Report, Trust, printable, short_time};
 
 const CSS: &str = include_str!("page.css");
 const SCRIPT: &str = include_str!("filter.js");
@@ -159,17 +159,25 @@ impl Report {
             );
             return;
         };
-        let (class, mark) = if i.intact {
-            ("ok", "✔")
-        } else {
-            ("bad", "✖")
+        let (class, mark) = match i.trust {
+            Trust::Intact => ("ok", "✔"),
+            Trust::Unvouched => ("warn", "⚠"),
+            Trust::NotIntact => ("bad", "✖"),
         };
         let _ = write!(
             o,
             "<section class=\"banner {class}\" id=\"verification\"><div class=\"verdict\">{mark} {}</div>",
             esc(&i.headline())
         );
-        if !i.intact {
+        if i.trust == Trust::Unvouched {
+            o.push_str(
+                "<p><strong>Nothing here vouches for the end of this log.</strong> Its chain holds, \
+                 but the checkpoint its server kept is gone or under another key: records may have \
+                 been removed from the end. Verify it <code>--against</code> the newest record your \
+                 OTLP collector holds.</p>",
+            );
+        }
+        if i.trust == Trust::NotIntact {
             let from = i.broken_at_seq.map_or_else(String::new, |s| {
                 format!(" Rows from seq {s} on are marked UNVERIFIED.")
             });
