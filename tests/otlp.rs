@@ -214,6 +214,82 @@ async fn one_call_exports_span_logs_and_metric(protocol: Protocol, base: String,
             ("gen_ai.operation.name", "execute_tool"),
             ("network.transport", "pipe"),
             ("error.type", "tool_error"),
+            ("browser_shell.subcommand", "fill"),
+        ],
+    );
+}
+
+/// The metrics a dashboard groups by: refusals by rule (a refused call's
+/// and the browser gate's alike, a refused call's subcommand never a
+/// dimension), and the MCP session's duration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_are_counted_by_rule_and_the_session_duration_recorded() {
+    let (base, store) = http_receiver().await;
+    let telemetry = Telemetry::from_config(&config(Protocol::HttpProtobuf, &base)).unwrap();
+    let refused = telemetry.start_call(&CallMeta {
+        called: Called::Tool,
+        ..CallMeta::default()
+    });
+    refused.finish(&CallOutcome {
+        subcommand: Some("anything-the-client-sent"),
+        verdict: "denied",
+        deny_reason: Some("url.scheme"),
+        error_type: Some("policy_denied"),
+        ..CallOutcome::default()
+    });
+    telemetry.count_refusals("request.blocked", 3);
+    telemetry.session_ended(Duration::from_millis(1500), Some("2025-11-25"));
+    shutdown(&telemetry, Duration::from_secs(10)).await;
+    let got = store.lock().unwrap();
+    let named = |name: &str| -> Vec<opentelemetry_proto::tonic::metrics::v1::Metric> {
+        got.metrics
+            .iter()
+            .flat_map(|r| &r.resource_metrics)
+            .flat_map(|r| &r.scope_metrics)
+            .flat_map(|s| &s.metrics)
+            .filter(|m| m.name == name)
+            .cloned()
+            .collect()
+    };
+    let counted: BTreeMap<String, u64> = named("browser_shell.refusals")
+        .iter()
+        .flat_map(|m| match &m.data {
+            Some(metric::Data::Sum(sum)) => sum.data_points.clone(),
+            other => panic!("not a sum: {other:#?}"),
+        })
+        .map(|p| {
+            let value = match p.value {
+                Some(opentelemetry_proto::tonic::metrics::v1::number_data_point::Value::AsInt(
+                    v,
+                )) => u64::try_from(v).unwrap(),
+                other => panic!("not an integer: {other:?}"),
+            };
+            (attrs(&p.attributes)["browser_shell.rule"].clone(), value)
+        })
+        .collect();
+    assert_eq!(
+        counted,
+        BTreeMap::from([("request.blocked".into(), 3), ("url.scheme".into(), 1)])
+    );
+    let operation = named("mcp.server.operation.duration");
+    let Some(metric::Data::Histogram(histogram)) = &operation.last().unwrap().data else {
+        panic!("not a histogram");
+    };
+    let point = attrs(&histogram.data_points[0].attributes);
+    assert!(!point.contains_key("browser_shell.subcommand"), "{point:?}");
+    let session = named("mcp.server.session.duration");
+    let Some(metric::Data::Histogram(histogram)) = &session.last().expect("session duration").data
+    else {
+        panic!("not a histogram");
+    };
+    let point = &histogram.data_points[0];
+    assert_eq!(point.count, 1);
+    assert!((point.sum.unwrap() - 1.5).abs() < 1e-9, "{point:?}");
+    assert_subset(
+        &attrs(&point.attributes),
+        &[
+            ("mcp.protocol.version", "2025-11-25"),
+            ("network.transport", "pipe"),
         ],
     );
 }

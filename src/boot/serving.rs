@@ -84,7 +84,15 @@ pub(super) async fn run(
         });
     }
     let stopped = match served {
-        Ok(service) => until_stopped(service, &server, grace, &input).await?,
+        Ok(service) => {
+            // The MCP session began with the handshake just answered.
+            let began = std::time::Instant::now();
+            let version = service.peer_info().map(|p| p.protocol_version.to_string());
+            let why = until_stopped(service, &server, grace, &input).await?;
+            let telemetry = server.journal.telemetry();
+            telemetry.session_ended(began.elapsed(), version.as_deref());
+            why
+        }
         // The client hung up before a session began: after nothing at all,
         // or after a `server/discover` probe alone (2026-07-28 clients probe
         // to learn the revisions, then may go). An end like stdin's EOF.
