@@ -21,6 +21,7 @@
 //! handshake fails. The session in the path attributes audit records; it is
 //! the child's claim, not a proof (docs/design.md, "The browser gate").
 
+mod clipboard;
 mod contexts;
 mod methods;
 mod relay;

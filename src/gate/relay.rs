@@ -284,6 +284,16 @@ async fn judge(mut request: Value, conn: &Connection, shared: &Arc<Shared>) -> J
     {
         return refused;
     }
+    if method == "Input.dispatchKeyEvent"
+        && let Some(why) = request
+            .get("params")
+            .and_then(super::clipboard::reaches_clipboard)
+    {
+        return Judgement::Refuse {
+            rule: Rule::CdpRefused,
+            why: format!("{why}: the clipboard is shared by every session and the person watching"),
+        };
+    }
     if matches!(
         method.as_str(),
         "Input.insertText" | "Input.dispatchKeyEvent"
