@@ -120,9 +120,17 @@ impl ServeArgs {
         let trampoline_file = self.trampoline_file()?;
         let trampoline = trampoline_from(trampoline_file.as_deref(), &policy)?;
         let idle_timeout_ms = self.idle_timeout_sec * 1000;
+        // This side's confinement and the socket dir are opened before any
+        // child runs: a child (the self-test's, too) can replace what is at
+        // those paths, and a path found missing would fail the start.
+        let confinement = Arc::new(
+            hardening::prepare(&policy).context("cannot confine agent-browser on this machine")?,
+        );
+        let socket_dir = crate::daemons::SocketDir::open(&dirs.socket)
+            .with_context(|| format!("cannot open the socket dir {}", dirs.socket.display()))?;
         // Every check that may refuse to run agent-browser is behind us: the
-        // self-test runs while the audit log is opened and the rules and
-        // this side's confinement are built, which need nothing from it.
+        // self-test runs while the audit log is opened and the rules are
+        // built, which need nothing from it.
         let self_test = Launch {
             trampoline: &trampoline,
             agent_browser: &agent_browser,
@@ -146,15 +154,12 @@ impl ServeArgs {
             extra_secret_params: self.audit_secret_param.clone(),
             key,
         })?;
-        let confinement = Arc::new(
-            hardening::prepare(&policy).context("cannot confine agent-browser on this machine")?,
-        );
         let runner = Runner::new(RunnerConfig {
             agent_browser: agent_browser.clone(),
             cdp_port: self.cdp_port,
             gate_port: gate.port(),
             home_dir: dirs.home.clone(),
-            socket_dir: dirs.socket.clone(),
+            socket_dir,
             config_file: dirs.config_file.clone(),
             output_dir: dirs.output.clone(),
             idle_timeout_ms,

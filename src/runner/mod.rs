@@ -43,8 +43,9 @@ pub(crate) struct RunnerConfig {
     pub(crate) gate_port: u16,
     /// HOME and cwd of agent-browser: a private directory.
     pub(crate) home_dir: PathBuf,
-    /// `AGENT_BROWSER_SOCKET_DIR`: short, private (0700).
-    pub(crate) socket_dir: PathBuf,
+    /// `AGENT_BROWSER_SOCKET_DIR`: short, private (0700), opened before any
+    /// child could replace it.
+    pub(crate) socket_dir: SocketDir,
     /// `AGENT_BROWSER_CONFIG`: a wrapper-owned file holding `{}`, so neither
     /// `~/.agent-browser/config.json` nor `./agent-browser.json` is read.
     pub(crate) config_file: PathBuf,
@@ -155,12 +156,7 @@ impl Runner {
             cdp_port: config.cdp_port,
             gate_port: config.gate_port,
             home_dir: config.home_dir,
-            socket_dir: SocketDir::open(&config.socket_dir).map_err(|e| {
-                format!(
-                    "cannot open the socket dir {}: {e}",
-                    config.socket_dir.display()
-                )
-            })?,
+            socket_dir: config.socket_dir,
             config_file: config.config_file,
             output_dir: config.output_dir,
             idle_timeout_ms: config.idle_timeout_ms,

@@ -65,7 +65,7 @@ fn stand_in() -> StandIn {
         cdp_port: 9,
         gate_port: 9,
         home_dir: home.clone(),
-        socket_dir: sockets,
+        socket_dir: crate::daemons::SocketDir::open(&sockets).unwrap(),
         config_file: dir.path().join("config.json"),
         output_dir: dir.path().join("out"),
         idle_timeout_ms: 1000,
