@@ -102,6 +102,12 @@ impl Report {
                 self.row(&mut out, row);
             }
         }
+        self.totals_lines(&mut out);
+        out
+    }
+
+    /// The totals, the refusals by rule and where every session went.
+    fn totals_lines(&self, out: &mut String) {
         let ms = |d: Option<f64>| d.map_or_else(|| "-".into(), |d| format!("{d:.1}"));
         let _ = writeln!(out, "\ntotals: {}", pairs(&self.totals));
         let _ = writeln!(
@@ -127,7 +133,6 @@ impl Report {
             ms(self.p50_ms),
             ms(self.p95_ms)
         );
-        out
     }
 
     fn row(&self, out: &mut String, r: &Row) {
