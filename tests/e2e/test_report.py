@@ -15,6 +15,7 @@ import base64
 import importlib
 import json
 import os
+import re
 import shutil
 import signal
 import struct
@@ -102,10 +103,22 @@ def a_run(srv: BlockingServer, web: harness.WebServer, three: harness.WebServer,
 # --------------------------------------------------------------------------- the page in Chromium
 
 
-def cdp(chromium: harness.Chromium, page: Path, script: list[str], shot: Path) -> list[Any]:
+# Installed before the page's own code runs (CDP's scripts are exempt from the page's CSP): every
+# Content-Security-Policy violation the page causes is kept for the test to read.
+WATCH_CSP = (
+    "window.__violations = [];"
+    "document.addEventListener('securitypolicyviolation',"
+    " e => window.__violations.push(e.violatedDirective + ' ' + e.blockedURI));"
+)
+
+
+def cdp(
+    chromium: harness.Chromium, page: Path, script: list[str], shot: Path, errors: list[str] | None = None
+) -> list[Any]:
     """Open `page` (file://) in a new tab of the session's Chromium (its DevTools port, loopback),
     evaluate each of `script` in order, screenshot the whole page, WIDTH px wide, to `shot`, close
-    the tab. Returns the values of `script`."""
+    the tab. Returns the values of `script`; into `errors`, what went wrong in the page: uncaught
+    exceptions, console errors, error log entries (CSP violations among them)."""
     request = urllib.request.Request(f"http://127.0.0.1:{chromium.port}/json/new?about:blank", method="PUT")
     with urllib.request.urlopen(request, timeout=10) as r:
         target = json.load(r)
@@ -117,11 +130,13 @@ def cdp(chromium: harness.Chromium, page: Path, script: list[str], shot: Path) -
             async def send(method: str, **params: Any) -> dict:
                 i = next(ids)
                 await ws.send(json.dumps({"id": i, "method": method, "params": params}))
-                while True:  # events on the way are not needed
+                while True:
                     message = json.loads(await asyncio.wait_for(ws.recv(), 30))
                     if message.get("id") == i:
                         assert "error" not in message, (method, message)
                         return message["result"]
+                    if errors is not None:
+                        errors.extend(page_error(message))
 
             async def value(expression: str) -> Any:
                 result = await send("Runtime.evaluate", expression=expression, returnByValue=True)
@@ -129,6 +144,11 @@ def cdp(chromium: harness.Chromium, page: Path, script: list[str], shot: Path) -
                 return result["result"].get("value")
 
             await send("Emulation.setDeviceMetricsOverride", width=WIDTH, height=900, deviceScaleFactor=1, mobile=False)
+            if errors is not None:
+                await send("Page.enable")
+                await send("Runtime.enable")
+                await send("Log.enable")
+                await send("Page.addScriptToEvaluateOnNewDocument", source=WATCH_CSP)
             await send("Page.navigate", url=page.as_uri())
             for _ in range(200):
                 if await value("document.readyState + ' ' + location.href") == f"complete {page.as_uri()}":
@@ -152,6 +172,18 @@ def cdp(chromium: harness.Chromium, page: Path, script: list[str], shot: Path) -
     finally:
         with urllib.request.urlopen(f"http://127.0.0.1:{chromium.port}/json/close/{target['id']}", timeout=10):
             pass
+
+
+def page_error(message: dict) -> list[str]:
+    """What a CDP event says went wrong in the page, if anything."""
+    method, params = message.get("method"), message.get("params", {})
+    if method == "Runtime.exceptionThrown":
+        return [f"exception: {json.dumps(params.get('exceptionDetails'))[:500]}"]
+    if method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
+        return [f"console.{params['type']}: {json.dumps(params.get('args'))[:500]}"]
+    if method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
+        return [f"log: {params['entry'].get('source')}: {params['entry'].get('text', '')[:500]}"]
+    return []
 
 
 def png_size(path: Path) -> tuple[int, int]:
@@ -272,6 +304,169 @@ def test_a_reviewer_gets_a_verified_report_that_renders_filters_and_refuses_a_ta
     width, height = png_size(tampered_shot)
     assert width == WIDTH and height > 900 and tampered_shot.stat().st_size > 50_000, (width, height)
     log(f"report screenshot (tampered): {tampered_shot} ({width}x{height}); page: {tampered_page}")
+
+
+# --------------------------------------------------------------------------- where each session went
+
+# What the log holds that a page must show as text: markup and a bidi override (U+202E, which would
+# make "exe.png" read "gnp.exe"), from the arguments of calls an agent made.
+HOSTILE = "<script>window.__pwned=1</script><img src=x onerror=window.__pwned=2>\u202egnp.exe"
+GATE_RULES = ("request.", "cdp.")
+
+
+def origin(url: str) -> str:
+    """The origin of a logged URL, as audit/README.md defines it for the report."""
+    if url.startswith("blob:"):
+        return "blob:" + origin(url[5:])
+    parts = urllib.parse.urlsplit(url)
+    if parts.netloc:
+        return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
+    if parts.scheme == "about":
+        return "about:" + parts.path
+    return parts.scheme + ":" if parts.scheme else url.split("/")[0]
+
+
+def expected_counts(logged: list[dict]) -> dict[str, dict]:
+    """Per session (and "*" for all): the counts and destinations the report must show, computed
+    here from the records themselves."""
+    out: dict[str, dict] = {}
+    calls: dict[str, dict] = {}
+    for r in logged:
+        if r["phase"] == "intent" and r.get("outcome") != "warming":
+            calls[r["call_id"]] = r
+    def bump(session: str, key: str, origin_of: str | None = None) -> None:
+        for who in (session, "*"):
+            entry = out.setdefault(who, {"counts": {}, "reached": {}, "refused": {}})
+            if origin_of is None:
+                entry["counts"][key] = entry["counts"].get(key, 0) + 1
+            else:
+                entry[key][origin_of] = entry[key].get(origin_of, 0) + 1
+    for r in logged:
+        session, rule = r.get("session_id", ""), r.get("rule", "")
+        if r["phase"] == "intent" and r["call_id"] in calls:
+            bump(session, "calls")
+            bump(session, "allowed")
+        elif r["phase"] == "denied" and rule.startswith(GATE_RULES):
+            bump(session, "gate_refusals")
+            bump(session, "refusals")
+            named = re.search(r'(?: request to | connection to |" from )(\S+)', r.get("reason", ""))
+            if rule == "request.blocked" and named:
+                bump(session, "refused", origin(named.group(1)))
+        elif r["phase"] == "denied":
+            for key in ("calls", "denied", "refusals"):
+                bump(session, key)
+            argv = r.get("argv") or [None]
+            if argv[0] == "open" and rule.startswith(("url.", "host.", "dns.", "address.", "port.")):
+                bump(session, "refused", origin(argv[1]))
+        elif r["phase"] == "outcome" and r.get("outcome") in ("refused", "navigation_blocked"):
+            bump(session, "refused")
+            bump(session, "refusals")
+            if r.get("outcome") == "navigation_blocked" and "page_url" in r:
+                bump(session, "refused", origin(r["page_url"]))
+        elif r["phase"] == "outcome" and "page_url" in r:
+            bump(session, "reached", origin(r["page_url"]))
+        elif r["phase"] == "outcome" and r.get("outcome") == "ok" and calls[r["call_id"]]["argv"][0] == "open":
+            bump(session, "reached", origin(calls[r["call_id"]]["argv"][1]))
+    return out
+
+
+# Read from the page, per session section and for the summary: the numbers each tags with
+# data-count, and the origins it lists as reached and refused.
+READ_SECTIONS = """JSON.stringify(Object.fromEntries(
+  Array.from(document.querySelectorAll('details.session')).map(d => [d.dataset.session, d])
+    .concat([['*', document.querySelector('.cards').parentElement]]).map(([name, el]) => {
+  const scope = name === '*' ? document.querySelector('.cards') : el.querySelector('summary');
+  const where = el.querySelector('.where');
+  const listed = w => Object.fromEntries(Array.from(where ? where.querySelectorAll(`[data-where=${w}] li`) : [],
+    li => [li.dataset.origin, +li.dataset.count]));
+  const counts = {};
+  scope.querySelectorAll('[data-count]').forEach(e => {
+    counts[e.dataset.count] = +(e.querySelector('.n') || e).textContent; });
+  return [name, {counts, reached: listed('reached'), refused: listed('refused'),
+                 text: (name === '*' ? where || el : el).innerText}];
+})))"""
+
+
+def test_the_html_report_of_a_realistic_run_shows_each_session_and_where_it_went_in_chromium(
+    binaries: Binaries,
+    start_server,
+    web: harness.WebServer,
+    elsewhere: harness.WebServer,
+    chromium: harness.Chromium,
+) -> None:
+    """Four sessions: pages reached, a refused subcommand, a request the gate blocked, a page the
+    guard blocked, opens refused by address and by scheme, a screenshot, a policy reload (SIGHUP),
+    and arguments with markup and a bidi override. The page, opened in Chromium, shows the verdict,
+    each session's counts and destinations agreeing with the log's own records, runs with no error
+    or CSP violation, and shows the hostile strings as text."""
+    srv = start_server()
+    a_run(srv, web, elsewhere, chromium)
+    srv.ok("rev-a", ["screenshot"])
+    hostile_open = web.url("/next?q=" + HOSTILE)
+    srv.ok("rev-d", ["open", hostile_open])
+    for argv in (["open", elsewhere.url("/refused")], ["open", "javascript:" + HOSTILE], [HOSTILE, "x"]):
+        is_error, reply = srv.call("rev-d", argv)
+        assert is_error and reply["exit_code"] == 126, describe(reply)
+    wait_for("the started record", lambda: [r for r in records(srv.cfg.audit_log) if r.get("outcome") == "started"])
+    assert srv.pid is not None
+    os.kill(srv.pid, signal.SIGHUP)
+    wait_for("the reloaded record", lambda: [r for r in records(srv.cfg.audit_log) if r.get("outcome") == "reloaded"])
+    srv.stop()
+    logged = records(srv.cfg.audit_log)
+    assert any(HOSTILE in json.dumps(r.get("argv"), ensure_ascii=False) for r in logged), "the log holds the markup"
+    expected = expected_counts(logged)
+    assert {"rev-a", "rev-b", "rev-c", "rev-d"} <= expected.keys(), expected.keys()
+    assert expected["*"]["counts"]["gate_refusals"] >= 1 and expected["*"]["counts"]["refused"] >= 1
+    assert expected["rev-d"]["refused"] == {f"http://{elsewhere.host}:{elsewhere.port}": 1, "javascript:": 1}
+
+    run = report(binaries, srv.cfg.audit_log, "--format", "html")
+    assert run.returncode == 0, run.stderr
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page = SHOTS / "report-where.html"
+    page.write_text(run.stdout)
+    shot = SHOTS / "report-where.png"
+    errors: list[str] = []
+    banner, sections, violations, pwned, scripts, images, fetched, rows_text, body_text = cdp(
+        chromium,
+        page,
+        [
+            "document.querySelector('#verification .verdict').textContent",
+            READ_SECTIONS,
+            "window.__violations",
+            "typeof window.__pwned",
+            "document.scripts.length",
+            "document.images.length",
+            "performance.getEntriesByType('resource').length",
+            "Array.from(document.querySelectorAll('details.session[data-session=rev-d] tr.row'), r => r.textContent)",
+            "document.body.innerText",
+        ],
+        shot,
+        errors,
+    )
+    log(f"report screenshot (where it went): {shot}; page: {page}")
+    assert banner.startswith("✔ INTACT"), banner
+    assert errors == [] and violations == [], (errors, violations)
+    assert (pwned, scripts, images, fetched) == ("undefined", 1, 0, 0)
+
+    shown = json.loads(sections)
+    assert shown.keys() == expected.keys(), (shown.keys(), expected.keys())
+    for name, want in expected.items():
+        got = shown[name]
+        assert set(got["counts"]) == {"calls", "allowed", "denied", "refused", "gate_refusals", "refusals"}, got
+        for key, n in got["counts"].items():
+            assert n == want["counts"].get(key, 0), (name, key, got["counts"], want["counts"])
+        assert got["reached"] == want["reached"] and got["refused"] == want["refused"], (name, got, want)
+        assert "destinations reached" in got["text"] and "destinations refused" in got["text"], got["text"]
+    for key in ("denied", "refused", "gate_refusals"):
+        assert sum(shown[s]["counts"].get(key, 0) for s in shown if s != "*") == shown["*"]["counts"][key], key
+    c = shown["*"]["counts"]
+    assert c["refusals"] == c["denied"] + c["refused"] + c["gate_refusals"], c
+    assert f"refusals={c['refusals']}" in body_text and f"denied={c['denied']}" in body_text
+
+    # The markup and the bidi override are shown as text, escaped, in the session's rows.
+    shown_hostile = HOSTILE.replace("\u202e", "\\u{202e}")
+    assert sum(shown_hostile in row for row in rows_text) >= 3, rows_text
+    assert "\u202e" not in body_text
 
 
 # --------------------------------------------------------------------------- OCSF, as a SIEM ingests it

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde_json::Value;
 
 use super::{
-    Filter, context,
+    Filter, context, counts,
     model::{Flag, Report, Row, SessionSummary},
     parse_time,
 };
@@ -226,12 +226,10 @@ fn totals(report: &mut Report, rows: &[Row]) {
         let kind = r.kind.as_str();
         if matches!(kind, "call" | "refusal") {
             bump(&mut report.totals, "calls");
-            bump(&mut report.totals, &r.verdict);
         }
-        if kind == "gate" {
-            bump(&mut report.totals, "gate_refusals");
-        }
+        // A refused call is counted as `denied` with the other refusals.
         if kind == "call" {
+            bump(&mut report.totals, "allowed");
             match &r.outcome {
                 Some(outcome) => {
                     bump(&mut report.totals, &format!("outcome_{outcome}"));
@@ -242,10 +240,26 @@ fn totals(report: &mut Report, rows: &[Row]) {
                 None => bump(&mut report.totals, "no_outcome"),
             }
         }
-        if matches!(kind, "call" | "refusal" | "gate")
-            && let Some(rule) = &r.rule
-        {
-            bump(&mut report.denials_by_rule, rule);
+        let refusal = counts::refusal(r);
+        if let Some(refusal) = refusal {
+            bump(&mut report.totals, refusal.key());
+            bump(&mut report.totals, "refusals");
+            bump(
+                &mut report.refusals_by_rule,
+                r.rule.as_deref().unwrap_or(counts::NO_RULE),
+            );
+        }
+        let destination = counts::destination(r);
+        match &destination {
+            Some(Ok(origin)) => {
+                bump(&mut report.totals, "reached");
+                bump(&mut report.destinations.reached, origin);
+            }
+            Some(Err(origin)) => {
+                bump(&mut report.totals, "refused_destinations");
+                bump(&mut report.destinations.refused, origin);
+            }
+            None => {}
         }
         if kind == "server" || kind == "rotation" {
             continue;
@@ -257,28 +271,47 @@ fn totals(report: &mut Report, rows: &[Row]) {
                 first: r.time.clone(),
                 ..SessionSummary::default()
             });
-        s.last.clone_from(&r.time);
-        match kind {
-            "call" => {
-                s.calls += 1;
-                s.allowed += 1;
-            }
-            "refusal" => {
-                s.calls += 1;
-                s.denied += 1;
-            }
-            "gate" => s.gate_refusals += 1,
-            _ => {}
-        }
-        match r.flag.as_ref().map(|f| f.level) {
-            Some("alert") => s.alerts += 1,
-            Some(_) => s.warnings += 1,
-            None => {}
-        }
+        session_row(s, r, refusal, destination);
     }
     durations.sort_by(f64::total_cmp);
     let pct =
         |p: usize| (!durations.is_empty()).then(|| durations[(durations.len() - 1) * p / 100]);
     report.p50_ms = pct(50);
     report.p95_ms = pct(95);
+}
+
+/// Count `r` into its session's summary, as [`totals`] counts it into the
+/// report's.
+fn session_row(
+    s: &mut SessionSummary,
+    r: &Row,
+    refusal: Option<counts::Refusal>,
+    destination: Option<Result<String, String>>,
+) {
+    s.last.clone_from(&r.time);
+    match r.kind.as_str() {
+        "call" => {
+            s.calls += 1;
+            s.allowed += 1;
+        }
+        "refusal" => s.calls += 1,
+        _ => {}
+    }
+    match refusal {
+        Some(counts::Refusal::Denied) => s.denied += 1,
+        Some(counts::Refusal::Refused) => s.refused += 1,
+        Some(counts::Refusal::Gate) => s.gate_refusals += 1,
+        None => {}
+    }
+    s.refusals += u64::from(refusal.is_some());
+    match destination {
+        Some(Ok(origin)) => *s.destinations.reached.entry(origin).or_insert(0) += 1,
+        Some(Err(origin)) => *s.destinations.refused.entry(origin).or_insert(0) += 1,
+        None => {}
+    }
+    match r.flag.as_ref().map(|f| f.level) {
+        Some("alert") => s.alerts += 1,
+        Some(_) => s.warnings += 1,
+        None => {}
+    }
 }

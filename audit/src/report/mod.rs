@@ -9,6 +9,7 @@
 
 mod build;
 mod context;
+mod counts;
 mod html;
 mod integrity;
 mod model;
@@ -22,7 +23,7 @@ use time::{OffsetDateTime, format_description::well_known::Rfc3339};
 
 pub use build::build;
 pub use integrity::{Evidence, Integrity, Trust, assess};
-pub use model::{Flag, Policy, Report, Row, Server, SessionSummary, Source};
+pub use model::{Destinations, Flag, Policy, Report, Row, Server, SessionSummary, Source};
 pub use ocsf::{OCSF_VERSION, ocsf, ocsf_events};
 
 /// Which records to include.
@@ -178,6 +179,8 @@ fn plain(v: &Value) -> String {
     v.as_str().map_or_else(|| v.to_string(), str::to_owned)
 }
 
+#[cfg(test)]
+mod counts_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

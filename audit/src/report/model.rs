@@ -148,17 +148,35 @@ pub struct Policy {
     pub decided: u64,
 }
 
-/// One session in short.
+/// Where calls went: origins reached and origins refused, each with how
+/// many rows went there (see `counts::destination`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Destinations {
+    /// Origins of the pages calls ended on (or an `ok` open's URL).
+    pub reached: BTreeMap<String, u64>,
+    /// Origins refused: refused opens, blocked requests, blocked navigations.
+    pub refused: BTreeMap<String, u64>,
+}
+
+/// One session in short. The refusal counts are those of `counts`:
+/// `refusals = denied + refused + gate_refusals`.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct SessionSummary {
-    /// Calls (allowed and refused).
+    /// Calls (allowed and denied).
     pub calls: u64,
-    /// Allowed calls.
+    /// Allowed calls (those refused while they ran included).
     pub allowed: u64,
-    /// Refused calls.
+    /// Calls refused before they ran.
     pub denied: u64,
-    /// Refusals of the browser gate.
+    /// Allowed calls refused while they ran (outcome `refused` or
+    /// `navigation_blocked`).
+    pub refused: u64,
+    /// Refusals of the browser gate and the egress proxy.
     pub gate_refusals: u64,
+    /// Every refusal: `denied + refused + gate_refusals`.
+    pub refusals: u64,
+    /// Where its calls went.
+    pub destinations: Destinations,
     /// Rows flagged `alert`.
     pub alerts: u64,
     /// Rows flagged `warn`.
@@ -197,11 +215,15 @@ pub struct Report {
     pub timeline: Vec<Row>,
     /// Per session.
     pub sessions: BTreeMap<String, SessionSummary>,
-    /// Totals: `calls`, `allowed`, `denied`, `gate_refusals`,
-    /// `outcome_<outcome>`, `no_outcome`.
+    /// Totals: `calls`, `allowed`, `denied`, `refused`, `gate_refusals`,
+    /// `refusals` (the sum of the three), `outcome_<outcome>`, `no_outcome`,
+    /// `reached` and `refused_destinations` (rows that name a destination).
     pub totals: BTreeMap<String, u64>,
-    /// Refusals (calls, the gate, refused outcomes) by rule.
-    pub denials_by_rule: BTreeMap<String, u64>,
+    /// Every refusal (denied, refused, gate) by its rule: adds up to
+    /// `totals.refusals`.
+    pub refusals_by_rule: BTreeMap<String, u64>,
+    /// Where every session's calls went (the sum of the sessions').
+    pub destinations: Destinations,
     /// Median duration of allowed calls (ms).
     pub p50_ms: Option<f64>,
     /// 95th percentile duration of allowed calls (ms).

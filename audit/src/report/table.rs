@@ -4,7 +4,10 @@
 
 use std::{borrow::Cow, collections::BTreeMap, fmt::Write as _};
 
-use super::{Report, Row, Trust, arg_text, build::short, model::Server, printable, short_time};
+use super::{
+    Report, Row, SessionSummary, Trust, arg_text, build::short, model::Server, printable,
+    short_time,
+};
 
 impl Report {
     /// A plain-text report.
@@ -91,21 +94,45 @@ impl Report {
                 printable(session)
             };
             let _ = writeln!(out, "\nsession {name}");
+            if let Some(summary) = self.sessions.get(session) {
+                session_summary(&mut out, summary);
+            }
             header(&mut out);
             for row in self.rows_of(session) {
                 self.row(&mut out, row);
             }
         }
+        self.totals_lines(&mut out);
+        out
+    }
+
+    /// The totals, the refusals by rule and where every session went.
+    fn totals_lines(&self, out: &mut String) {
         let ms = |d: Option<f64>| d.map_or_else(|| "-".into(), |d| format!("{d:.1}"));
         let _ = writeln!(out, "\ntotals: {}", pairs(&self.totals));
-        let _ = writeln!(out, "denials by rule: {}", pairs(&self.denials_by_rule));
+        let _ = writeln!(
+            out,
+            "refusals by rule ({} = {} denied + {} refused while running + {} by the gate): {}",
+            self.total("refusals"),
+            self.total("denied"),
+            self.total("refused"),
+            self.total("gate_refusals"),
+            pairs(&self.refusals_by_rule)
+        );
+        let _ = writeln!(
+            out,
+            "destinations: {} reached {}; {} refused {}",
+            self.total("reached"),
+            origins(&self.destinations.reached),
+            self.total("refused_destinations"),
+            origins(&self.destinations.refused)
+        );
         let _ = writeln!(
             out,
             "allowed-call duration: p50 {} ms, p95 {} ms",
             ms(self.p50_ms),
             ms(self.p95_ms)
         );
-        out
     }
 
     fn row(&self, out: &mut String, r: &Row) {
@@ -174,6 +201,46 @@ impl Report {
             let _ = writeln!(out, "{pad}{}", p(&digests.join("  ")));
         }
     }
+}
+
+impl Report {
+    /// A total, 0 when none was counted.
+    pub(super) fn total(&self, key: &str) -> u64 {
+        self.totals.get(key).copied().unwrap_or(0)
+    }
+}
+
+/// A session's counts and where it went, under its heading.
+fn session_summary(out: &mut String, s: &SessionSummary) {
+    let _ = writeln!(
+        out,
+        "  {} call(s): {} allowed, {} denied; {} refused while running; {} gate refusal(s); \
+         refusals {}; {} alert(s), {} warning(s)",
+        s.calls, s.allowed, s.denied, s.refused, s.gate_refusals, s.refusals, s.alerts, s.warnings
+    );
+    let reached: u64 = s.destinations.reached.values().sum();
+    let refused: u64 = s.destinations.refused.values().sum();
+    let _ = writeln!(
+        out,
+        "  reached {reached}: {}",
+        origins(&s.destinations.reached)
+    );
+    let _ = writeln!(
+        out,
+        "  refused {refused}: {}",
+        origins(&s.destinations.refused)
+    );
+}
+
+/// `origin ×n, origin ×n`, or `-`.
+fn origins(map: &BTreeMap<String, u64>) -> String {
+    if map.is_empty() {
+        return "-".into();
+    }
+    map.iter()
+        .map(|(origin, n)| format!("{} ×{n}", printable(origin)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn header(out: &mut String) {

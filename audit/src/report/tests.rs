@@ -38,7 +38,7 @@ fn a_forged_argv_renders_as_one_escaped_row() {
         table.contains("[subcommand.denied\\nsession evil]"),
         "{table}"
     );
-    assert!(table.contains("denials by rule: subcommand.denied\\nsession evil=1"));
+    assert!(table.contains("subcommand.denied\\nsession evil=1"));
     assert!(!table.contains('\r') && !table.contains('\u{1b}') && !table.contains('\u{202e}'));
 }
 
@@ -222,7 +222,7 @@ fn denials_and_blocks_stand_out_with_a_label_not_colour_alone() {
     }
     assert_eq!(report.totals["no_outcome"], 1);
     assert_eq!(report.totals["gate_refusals"], 1);
-    assert_eq!(report.denials_by_rule["request.blocked"], 1);
+    assert_eq!(report.refusals_by_rule["request.blocked"], 1);
 }
 
 #[test]

@@ -12,6 +12,7 @@ use std::fmt::Write as _;
 use sha2::{Digest as _, Sha256};
 
 mod rows;
+mod sessions;
 
 use super::{Report, Trust, printable, short_time};
 
@@ -110,12 +111,12 @@ impl Report {
         o.push_str(
             "</select></label><label>show <select name=\"show\"><option value=\"all\">everything</option>\
              <option value=\"attention\">what stands out</option>\
-             <option value=\"alert\">denials and blocks</option>\
+             <option value=\"alert\">refusals and blocks</option>\
              <option value=\"calls\">calls and refusals only</option>\
              <option value=\"unverified\">unverified rows</option></select></label>\
              <label>rule <select name=\"rule\"><option value=\"*\">any</option>",
         );
-        for rule in self.denials_by_rule.keys() {
+        for rule in self.refusals_by_rule.keys() {
             let _ = write!(o, "<option value=\"{0}\">{0}</option>", esc(rule));
         }
         o.push_str(
@@ -123,31 +124,7 @@ impl Report {
              placeholder=\"URL, digest, reason…\"></label><span id=\"shown\" class=\"muted\"></span></form>",
         );
         self.table(&mut o, self.timeline.iter(), "timeline");
-        o.push_str("<h2 id=\"sessions\">Sessions</h2>");
-        for (session, s) in &self.sessions {
-            let name = if session.is_empty() {
-                "(none)".into()
-            } else {
-                esc(session)
-            };
-            let _ = write!(
-                o,
-                "<details class=\"session\" open data-session=\"{}\"><summary><h3 class=\"inline\">session {name}</h3> \
-                 <span class=\"muted\">{} call(s): {} allowed, {} denied; {} gate refusal(s); \
-                 {} alert(s), {} warning(s); {} .. {}</span></summary>",
-                esc(session),
-                s.calls,
-                s.allowed,
-                s.denied,
-                s.gate_refusals,
-                s.alerts,
-                s.warnings,
-                esc(&short_time(&s.first)),
-                esc(&short_time(&s.last)),
-            );
-            self.table(&mut o, self.rows_of(session), "session");
-            o.push_str("</details>");
-        }
+        self.sessions_html(&mut o);
         let _ = writeln!(o, "</main><script>{SCRIPT}</script></body></html>");
         o
     }
@@ -216,14 +193,27 @@ impl Report {
             || "-".into(),
             |(a, b)| format!("{}<br>{}", esc(&short_time(a)), esc(&short_time(b))),
         );
-        let total = |k: &str| self.totals.get(k).copied().unwrap_or(0);
+        let total = |k: &str| self.total(k);
+        let refusals_class = if total("refusals") > 0 {
+            "card alert"
+        } else {
+            "card"
+        };
         let _ = write!(
             o,
             "<h2>Summary</h2><div class=\"cards\"><div class=\"card wide\"><div class=\"muted\">time range (UTC)</div>{range}</div>\
-             <div class=\"card\"><div class=\"n\">{}</div>calls ({} allowed, {} denied)</div>",
+             <div class=\"card\" data-count=\"calls\"><div class=\"n\">{}</div>calls (<span data-count=\"allowed\">{}</span> allowed, \
+             <span data-count=\"denied\">{}</span> denied)</div>\
+             <div class=\"{refusals_class}\" data-count=\"refusals\"><div class=\"n\">{}</div>refusals: \
+             {} denied, <span data-count=\"refused\">{}</span> refused while running, \
+             <span data-count=\"gate_refusals\">{}</span> by the gate</div>",
             total("calls"),
             total("allowed"),
             total("denied"),
+            total("refusals"),
+            total("denied"),
+            total("refused"),
+            total("gate_refusals"),
         );
         for (label, n) in [
             ("DENIED", count("DENIED")),
@@ -236,7 +226,7 @@ impl Report {
             let class = if n > 0 { "card alert" } else { "card" };
             let _ = write!(
                 o,
-                "<div class=\"{class}\"><div class=\"n\">{n}</div>{}</div>",
+                "<div class=\"{class}\" data-tile=\"{label}\"><div class=\"n\">{n}</div>{}</div>",
                 label.to_lowercase()
             );
         }
@@ -244,12 +234,14 @@ impl Report {
         let _ = write!(
             o,
             "<div class=\"card wide\"><div class=\"n\">{} / {}</div>p50 / p95 ms of allowed calls</div></div>\
-             <p class=\"muted\">totals: {}<br>denials by rule: {}</p>",
+             <p class=\"muted\" id=\"totals\">totals: {}<br>refusals by rule: {}</p>",
             ms(self.p50_ms),
             ms(self.p95_ms),
             esc(&pairs(self.totals.iter())),
-            esc(&pairs(self.denials_by_rule.iter())),
+            esc(&pairs(self.refusals_by_rule.iter())),
         );
+        o.push_str("<h3>Where it went, all sessions</h3>");
+        sessions::destinations(o, &self.destinations, "all");
     }
 
     fn servers_and_policies(&self, o: &mut String) {
