@@ -162,8 +162,18 @@ pub(crate) fn record_outcome(
     done.verdict = Some(Verdict::Allowed);
     done.confinement = Some(ended.confinement);
     done.outcome = Some(ended.outcome);
-    if let Termination::SpawnFailed(why) = &executed.raw.termination {
-        done.reason = Some(record::capped(why, record::MAX_RECORDED_REASON_BYTES).into_owned());
+    match &executed.raw.termination {
+        Termination::SpawnFailed(why) => {
+            done.reason = Some(record::capped(why, record::MAX_RECORDED_REASON_BYTES).into_owned());
+        }
+        // What the server stopped with the command (the page's loading
+        // included, or why not): what the session's next call meets.
+        Termination::TimedOut | Termination::Cancelled => {
+            let stopped = super::reply::stopped_early(&executed.raw);
+            done.reason =
+                Some(record::capped(&stopped, record::MAX_RECORDED_REASON_BYTES).into_owned());
+        }
+        _ => {}
     }
     if let Termination::Withheld(Withhold::Refused(refusal)) = &executed.raw.termination {
         done.rule = Some(refusal.rule.id().to_owned());

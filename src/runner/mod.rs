@@ -127,6 +127,10 @@ pub(crate) struct RawOutcome {
     pub(crate) stderr_total: u64,
     /// From the spawn (or the standby's take) to the end.
     pub(crate) elapsed: Duration,
+    /// A command stopped early (timed out or cancelled) after the child had
+    /// it: whether the page load it may have started was stopped too. `None`
+    /// when there was nothing to stop.
+    pub(crate) loading_stopped: Option<Result<(), String>>,
 }
 
 /// A call's command, run: what the child produced, and the proof that let
@@ -279,19 +283,21 @@ impl Runner {
         release: impl Future<Output = Result<(), Withhold>>,
     ) -> RawOutcome {
         let started = tokio::time::Instant::now();
-        let finish = |termination, out: Captured, err: Captured| RawOutcome {
+        let finish = |termination, out: Captured, err: Captured, loading_stopped| RawOutcome {
             termination,
             stdout: out.kept,
             stderr: err.kept,
             stdout_total: out.total,
             stderr_total: err.total,
             elapsed: started.elapsed(),
+            loading_stopped,
         };
         let failed = |why: String| {
             finish(
                 Termination::SpawnFailed(why),
                 Captured::default(),
                 Captured::default(),
+                None,
             )
         };
         let batch = match serde_json::to_vec(batch) {
@@ -349,7 +355,8 @@ impl Runner {
             () = tokio::time::sleep(bounds.timeout) => Termination::TimedOut,
             () = bounds.cancel.cancelled() => Termination::Cancelled,
         };
-        self.stop_leftovers(session, &termination, pid, &mut child, fed.into_inner())
+        let loading_stopped = self
+            .stop_leftovers(session, &termination, pid, &mut child, fed.into_inner())
             .await;
         let out = join_capture(out_task).await;
         let err = join_capture(err_task).await;
@@ -359,13 +366,15 @@ impl Runner {
                 .map_or(Termination::Exited(code), Termination::SpawnFailed),
             other => other,
         };
-        finish(termination, out, err)
+        finish(termination, out, err, loading_stopped)
     }
 
     /// A child stopped before its end is killed with its process group; a
     /// command it had already handed to the session's daemon is stopped there
     /// too, or the daemon would hold the session for the rest of it (the next
-    /// call respawns it, on the same pinned tab).
+    /// call respawns it, on the same pinned tab); and so is the page load
+    /// that command may have started, or the next daemon would wait for it
+    /// (see [`Runner::stop_loading`]). Returns whether that load was stopped.
     async fn stop_leftovers(
         &self,
         session: &SessionId,
@@ -373,7 +382,7 @@ impl Runner {
         pid: Option<u32>,
         child: &mut tokio::process::Child,
         fed: bool,
-    ) {
+    ) -> Option<Result<(), String>> {
         let stopped_early = matches!(
             termination,
             Termination::TimedOut | Termination::Cancelled | Termination::Withheld(_)
@@ -384,9 +393,20 @@ impl Runner {
             }
             let _ = child.kill().await;
         }
-        if matches!(termination, Termination::TimedOut | Termination::Cancelled) && fed {
-            self.stop_daemon(session).await;
+        if !(matches!(termination, Termination::TimedOut | Termination::Cancelled) && fed) {
+            return None;
         }
+        self.stop_daemon(session).await;
+        // After the daemon is gone, so nothing starts the load again.
+        let stopped = self.stop_loading(session.daemon_name()).await;
+        if let Err(e) = &stopped {
+            tracing::warn!(
+                error = %e,
+                session = session.as_str(),
+                "could not stop the session's tab loading after timeout/cancel"
+            );
+        }
+        Some(stopped)
     }
 
     /// The state dir (parent of HOME and the socket dir).
