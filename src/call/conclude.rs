@@ -170,10 +170,20 @@ pub(crate) fn record_outcome(
         // included, or why not): what the session's next call meets.
         Termination::TimedOut | Termination::Cancelled => {
             let stopped = super::reply::stopped_early(&executed.raw);
+            let why = match &executed.waited {
+                Some(waited) => format!("{stopped}; before the command, {waited}"),
+                None => stopped,
+            };
             done.reason =
-                Some(record::capped(&stopped, record::MAX_RECORDED_REASON_BYTES).into_owned());
+                Some(record::capped(&why, record::MAX_RECORDED_REASON_BYTES).into_owned());
         }
-        _ => {}
+        // A call that had to wait before its command ran says why.
+        _ => {
+            done.reason = executed
+                .waited
+                .as_deref()
+                .map(|why| record::capped(why, record::MAX_RECORDED_REASON_BYTES).into_owned());
+        }
     }
     if let Termination::Withheld(Withhold::Refused(refusal)) = &executed.raw.termination {
         done.rule = Some(refusal.rule.id().to_owned());

@@ -139,6 +139,9 @@ pub(crate) struct RawOutcome {
 pub(crate) struct Executed {
     pub(crate) raw: RawOutcome,
     pub(crate) intent: Option<IntentSynced>,
+    /// Why the release check made the command wait, when something did
+    /// (the call fills it in: a look at the page whose read did not answer).
+    pub(crate) waited: Option<String>,
 }
 
 /// How long a command may take and what stops it early.
@@ -256,7 +259,11 @@ impl Runner {
         let raw = self
             .run_released(session, batch, bounds, front, release)
             .await;
-        Executed { raw, intent: proof }
+        Executed {
+            raw,
+            intent: proof,
+            waited: None,
+        }
     }
 
     /// Run one more batch for a call that already holds its proof (the
