@@ -162,8 +162,28 @@ pub(crate) fn record_outcome(
     done.verdict = Some(Verdict::Allowed);
     done.confinement = Some(ended.confinement);
     done.outcome = Some(ended.outcome);
-    if let Termination::SpawnFailed(why) = &executed.raw.termination {
-        done.reason = Some(record::capped(why, record::MAX_RECORDED_REASON_BYTES).into_owned());
+    match &executed.raw.termination {
+        Termination::SpawnFailed(why) => {
+            done.reason = Some(record::capped(why, record::MAX_RECORDED_REASON_BYTES).into_owned());
+        }
+        // What the server stopped with the command (the page's loading
+        // included, or why not): what the session's next call meets.
+        Termination::TimedOut | Termination::Cancelled => {
+            let stopped = super::reply::stopped_early(&executed.raw);
+            let why = match &executed.waited {
+                Some(waited) => format!("{stopped}; before the command, {waited}"),
+                None => stopped,
+            };
+            done.reason =
+                Some(record::capped(&why, record::MAX_RECORDED_REASON_BYTES).into_owned());
+        }
+        // A call that had to wait before its command ran says why.
+        _ => {
+            done.reason = executed
+                .waited
+                .as_deref()
+                .map(|why| record::capped(why, record::MAX_RECORDED_REASON_BYTES).into_owned());
+        }
     }
     if let Termination::Withheld(Withhold::Refused(refusal)) = &executed.raw.termination {
         done.rule = Some(refusal.rule.id().to_owned());

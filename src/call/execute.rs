@@ -58,6 +58,7 @@ pub(crate) async fn execute(
     // command acts on whatever page that is.
     let look_first = guard.is_on() && services.sessions.is_unlooked(request.session.daemon_name());
     let durable = intent.durable();
+    let mut waited = None;
     let release = async {
         let intent = durable.await.map_err(|why| Withheld {
             why: Withhold::Audit(why),
@@ -65,7 +66,11 @@ pub(crate) async fn execute(
         })?;
         let intent = if look_first {
             let (runner, resolver) = (services.runner, services.resolver);
-            guard::look_before(runner, resolver, &call.rules, &request.session, intent).await?
+            let session = &request.session;
+            let (intent, slow) =
+                guard::look_before(runner, resolver, &call.rules, session, intent).await?;
+            waited = slow;
+            intent
         } else {
             intent
         };
@@ -96,11 +101,12 @@ pub(crate) async fn execute(
         timeout: request.timeout,
         cancel: &cancel,
     };
-    let executed = services
+    let mut executed = services
         .runner
         .run(&request.session, &batch, bounds, front, release)
         .await;
     forward.abort();
+    executed.waited = waited;
     executed
 }
 

@@ -176,20 +176,35 @@ impl GuardVerdict {
 /// Before a command, for a session whose page the guard has not seen since
 /// its last command: read the page URL and check it. Part of the release
 /// gate, so it runs once the call's intent is durable.
+///
+/// Passed, it also returns what made the look slow, if a read did not
+/// answer: the call's outcome record says why the call waited.
 pub(crate) async fn look_before(
     runner: &Runner,
     resolver: &dyn Resolve,
     rules: &Rules,
     session: &SessionId,
     intent: IntentSynced,
-) -> Result<IntentSynced, Withheld> {
-    let (page, why) = match read_page_url(runner, &intent, session, false).await {
+) -> Result<(IntentSynced, Option<String>), Withheld> {
+    let read = read_page_url(runner, &intent, session, false).await;
+    let (page, why) = match read.url {
         None => (
             "an unknown URL".to_owned(),
             "the page URL could not be read before the command".to_owned(),
         ),
         Some(page) => match check_page(resolver, rules, &page).await {
-            Ok(()) => return Ok(intent),
+            Ok(()) => {
+                let waited = (!read.missed.is_empty()).then(|| {
+                    format!(
+                        "the guard looked at the page before the command (the session's last \
+                         command had ended unchecked), and {} of its reads of the page URL did \
+                         not answer: {}",
+                        read.missed.len(),
+                        read.missed.join("; ")
+                    )
+                });
+                return Ok((intent, waited));
+            }
             Err(refusal) => (page, refusal.message),
         },
     };
@@ -212,6 +227,7 @@ pub(crate) async fn check_secret_hosts(
 ) -> Result<IntentSynced, Withheld> {
     let page = read_page_url(runner, &intent, session, false)
         .await
+        .url
         .unwrap_or_default();
     match rules.secrets.check_hosts(names, &page) {
         Ok(()) => Ok(intent),
@@ -252,7 +268,7 @@ pub(crate) async fn judge(
         let page = match guard_read(&executed.raw, guard) {
             GuardRead::Url(url) => Some(url),
             // Read mid-navigation: look again once it has settled.
-            GuardRead::Failed => read_page_url(with.runner, intent, session, true).await,
+            GuardRead::Failed => read_page_url(with.runner, intent, session, true).await.url,
             GuardRead::NotRun => None,
         };
         let Some(page) = page else {
@@ -315,6 +331,13 @@ pub(crate) async fn take_away(
     )
 }
 
+/// The guard's own read of the page URL: the URL, if a try read it, and how
+/// each try before it ended.
+struct PageRead {
+    url: Option<String>,
+    missed: Vec<String>,
+}
+
 /// Read the session's page URL on its own: up to three tries, 100 ms apart —
 /// the first at once, or, with `settle` (the batch's read fell in the middle
 /// of a navigation), after 100 ms too.
@@ -323,7 +346,8 @@ async fn read_page_url(
     intent: &IntentSynced,
     session: &SessionId,
     settle: bool,
-) -> Option<String> {
+) -> PageRead {
+    let mut missed = Vec::new();
     let read = vec![guard_command()];
     let never = tokio_util::sync::CancellationToken::new();
     let bounds = Bounds {
@@ -341,10 +365,21 @@ async fn read_page_url(
                 .and_then(|entry| entry.pointer("/result/url"))
                 .and_then(Value::as_str)
         {
-            return Some(url.to_owned());
+            return PageRead {
+                url: Some(url.to_owned()),
+                missed,
+            };
         }
+        missed.push(match raw.termination {
+            Termination::TimedOut => format!(
+                "one timed out after {:.1} s ({})",
+                raw.elapsed.as_secs_f64(),
+                super::reply::stopped_early(&raw)
+            ),
+            other => format!("one ended without it ({other:?})"),
+        });
     }
-    None
+    PageRead { url: None, missed }
 }
 
 /// Is a page URL allowed? Chromium's own error page (a failed load) is not

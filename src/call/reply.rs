@@ -109,17 +109,15 @@ pub(crate) fn normalize_marked(
             exit_code::TIMED_OUT,
             String::new(),
             format!(
-                "timed out after {:.1} s; the agent-browser process and the session's daemon \
-                 were stopped (the next call starts a fresh daemon on the same tab)",
-                raw.elapsed.as_secs_f64()
+                "timed out after {:.1} s; {}",
+                raw.elapsed.as_secs_f64(),
+                stopped_early(raw)
             ),
         ),
         Termination::Cancelled => (
             exit_code::CANCELLED,
             String::new(),
-            "cancelled by the client; the agent-browser process and the session's daemon were \
-             stopped"
-                .to_owned(),
+            format!("cancelled by the client; {}", stopped_early(raw)),
         ),
         Termination::SpawnFailed(why) => (
             exit_code::INTERNAL,
@@ -181,6 +179,21 @@ pub(crate) fn normalize_marked(
 /// error}, …]` whose last entry is the agent's command (or, with `--bail`,
 /// the wrapper step that failed), or the plain envelope `{success, data,
 /// error}` the CLI prints for errors it catches before running the batch.
+/// What the server stopped when it stopped a command early (a timeout, a
+/// cancellation): the reply and the outcome record both say it.
+pub(crate) fn stopped_early(raw: &RawOutcome) -> String {
+    match &raw.loading_stopped {
+        None => "the agent-browser process was stopped before it was given the command".to_owned(),
+        Some(Ok(())) => "the agent-browser process, the session's daemon and the page's loading \
+             were stopped (the next call starts a fresh daemon on the same tab)"
+            .to_owned(),
+        Some(Err(why)) => format!(
+            "the agent-browser process and the session's daemon were stopped, but the page's \
+             loading could not be ({why}), so the next call may wait for the page"
+        ),
+    }
+}
+
 fn from_envelope(
     code: i32,
     stdout: &[u8],

@@ -10,6 +10,7 @@ fn raw(termination: Termination, stdout: &str, stderr: &str) -> RawOutcome {
         stdout_total: stdout.len() as u64,
         stderr_total: stderr.len() as u64,
         elapsed: std::time::Duration::from_millis(5),
+        loading_stopped: None,
     }
 }
 
@@ -213,6 +214,31 @@ fn timeout_and_cancel_have_their_own_codes() {
         normalize("u", &raw(Termination::Signaled(9), "", ""), 100, Guard::Off).exit_code,
         137
     );
+}
+
+#[test]
+fn a_command_stopped_early_says_what_was_stopped_with_it() {
+    let stopped = |loading_stopped| {
+        let raw = RawOutcome {
+            loading_stopped,
+            ..raw(Termination::TimedOut, "", "")
+        };
+        normalize("u", &raw, 1000, Guard::Off).stderr
+    };
+    assert!(
+        stopped(Some(Ok(()))).contains("the session's daemon and the page's loading were stopped")
+    );
+    let failed = stopped(Some(Err("no answer".into())));
+    assert!(
+        failed.contains("the page's loading could not be (no answer)"),
+        "{failed}"
+    );
+    assert!(
+        failed.contains("the next call may wait for the page"),
+        "{failed}"
+    );
+    // Never given the command: it started nothing to stop.
+    assert!(stopped(None).contains("stopped before it was given the command"));
 }
 
 #[test]

@@ -1,10 +1,18 @@
-//! Chromium's DevTools HTTP endpoint on 127.0.0.1, for the two things the
-//! server does to a session's tab itself: bring it to the front and close it.
+//! Chromium's DevTools endpoint on 127.0.0.1, for the three things the
+//! server does to a session's tab itself: bring it to the front, close it
+//! (both over HTTP), and stop its loading (one CDP command on the tab's own
+//! WebSocket, which HTTP cannot do).
 
 use std::time::Duration;
 
+use futures_util::{SinkExt, StreamExt};
+use tokio_tungstenite::tungstenite::Message;
+
 use super::Runner;
 use crate::session_id::SessionId;
+
+/// How long stopping a tab's loading may take, connection included.
+const STOP_LOADING_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl Runner {
     /// Bring the session's pinned tab to the front of its window. Best
@@ -57,6 +65,30 @@ impl Runner {
         }
     }
 
+    /// Stop whatever the session's tab is loading (`Page.stopLoading`, as
+    /// Esc would), once the command that may have started it was stopped
+    /// early. A navigation that has not committed (a server holding the
+    /// document back) otherwise outlives the killed daemon: Chromium holds a
+    /// newly attached client's commands to the page until it commits, so the
+    /// next daemon's first probe of the tab, and every command after it,
+    /// waits for the slow server (docs/design.md, "Sessions and their
+    /// daemons"). Chromium handles the command itself, without the page's
+    /// renderer, so it answers while that navigation is pending.
+    pub(super) async fn stop_loading(&self, daemon_name: &str) -> Result<(), String> {
+        let Some(target) = self.target_of(daemon_name) else {
+            // No pinned tab yet: the command never reached a page.
+            return Ok(());
+        };
+        let url = format!("ws://127.0.0.1:{}/devtools/page/{target}", self.cdp_port);
+        // Boxed: a WebSocket handshake's future is large, and inline it would
+        // grow every call's future (it lives in the runner's), which
+        // overflowed a worker thread's stack in debug builds.
+        let command = Box::pin(page_command(&url, "Page.stopLoading"));
+        tokio::time::timeout(STOP_LOADING_TIMEOUT, command)
+            .await
+            .unwrap_or_else(|_| Err(format!("no answer within {STOP_LOADING_TIMEOUT:?}")))
+    }
+
     /// One GET of `/json/<path>`, bounded to 2 s.
     async fn devtools(&self, path: &str) -> Result<(), String> {
         let url = format!("http://127.0.0.1:{}/json/{path}", self.cdp_port);
@@ -71,4 +103,46 @@ impl Runner {
     fn target_of(&self, daemon_name: &str) -> Option<String> {
         crate::daemons::pinned_target(&self.socket_dir, daemon_name)
     }
+}
+
+/// Send one parameterless CDP command on a page's own WebSocket and wait
+/// for its answer.
+async fn page_command(url: &str, method: &str) -> Result<(), String> {
+    // Nagle off: one small message, answered at once.
+    let connected = tokio_tungstenite::connect_async_with_config(url, None, true).await;
+    let mut socket = match connected {
+        Ok((socket, _)) => socket,
+        // The tab is gone (the command closed it): it loads nothing.
+        Err(tokio_tungstenite::tungstenite::Error::Http(response))
+            if response.status() == reqwest::StatusCode::NOT_FOUND =>
+        {
+            return Ok(());
+        }
+        Err(e) => return Err(format!("cannot reach the tab's DevTools: {e}")),
+    };
+    let command = serde_json::json!({"id": 1, "method": method});
+    socket
+        .send(Message::text(command.to_string()))
+        .await
+        .map_err(|e| format!("cannot send {method}: {e}"))?;
+    while let Some(message) = socket.next().await {
+        let message = message.map_err(|e| format!("{method}: {e}"))?;
+        let Message::Text(text) = message else {
+            continue;
+        };
+        let Ok(answer) = serde_json::from_str::<serde_json::Value>(&text) else {
+            continue;
+        };
+        if answer.get("id") != Some(&serde_json::Value::from(1)) {
+            continue;
+        }
+        let _ = socket.close(None).await;
+        return match answer.get("error") {
+            None => Ok(()),
+            Some(error) => Err(format!("{method} failed: {error}")),
+        };
+    }
+    Err(format!(
+        "{method}: the tab's DevTools closed the connection"
+    ))
 }

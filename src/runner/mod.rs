@@ -128,6 +128,10 @@ pub(crate) struct RawOutcome {
     pub(crate) stderr_total: u64,
     /// From the spawn (or the standby's take) to the end.
     pub(crate) elapsed: Duration,
+    /// A command stopped early (timed out or cancelled) after the child had
+    /// it: whether the page load it may have started was stopped too. `None`
+    /// when there was nothing to stop.
+    pub(crate) loading_stopped: Option<Result<(), String>>,
 }
 
 /// A call's command, run: what the child produced, and the proof that let
@@ -136,6 +140,9 @@ pub(crate) struct RawOutcome {
 pub(crate) struct Executed {
     pub(crate) raw: RawOutcome,
     pub(crate) intent: Option<IntentSynced>,
+    /// Why the release check made the command wait, when something did
+    /// (the call fills it in: a look at the page whose read did not answer).
+    pub(crate) waited: Option<String>,
 }
 
 /// How long a command may take and what stops it early.
@@ -248,7 +255,11 @@ impl Runner {
         let raw = self
             .run_released(session, batch, bounds, front, release)
             .await;
-        Executed { raw, intent: proof }
+        Executed {
+            raw,
+            intent: proof,
+            waited: None,
+        }
     }
 
     /// Run one more batch for a call that already holds its proof (the
@@ -275,19 +286,21 @@ impl Runner {
         release: impl Future<Output = Result<(), Withhold>>,
     ) -> RawOutcome {
         let started = tokio::time::Instant::now();
-        let finish = |termination, out: Captured, err: Captured| RawOutcome {
+        let finish = |termination, out: Captured, err: Captured, loading_stopped| RawOutcome {
             termination,
             stdout: out.kept,
             stderr: err.kept,
             stdout_total: out.total,
             stderr_total: err.total,
             elapsed: started.elapsed(),
+            loading_stopped,
         };
         let failed = |why: String| {
             finish(
                 Termination::SpawnFailed(why),
                 Captured::default(),
                 Captured::default(),
+                None,
             )
         };
         let batch = match serde_json::to_vec(batch) {
@@ -345,7 +358,8 @@ impl Runner {
             () = tokio::time::sleep(bounds.timeout) => Termination::TimedOut,
             () = bounds.cancel.cancelled() => Termination::Cancelled,
         };
-        self.stop_leftovers(session, &termination, pid, &mut child, fed.into_inner())
+        let loading_stopped = self
+            .stop_leftovers(session, &termination, pid, &mut child, fed.into_inner())
             .await;
         let out = join_capture(out_task).await;
         let err = join_capture(err_task).await;
@@ -355,13 +369,15 @@ impl Runner {
                 .map_or(Termination::Exited(code), Termination::SpawnFailed),
             other => other,
         };
-        finish(termination, out, err)
+        finish(termination, out, err, loading_stopped)
     }
 
     /// A child stopped before its end is killed with its process group; a
     /// command it had already handed to the session's daemon is stopped there
     /// too, or the daemon would hold the session for the rest of it (the next
-    /// call respawns it, on the same pinned tab).
+    /// call respawns it, on the same pinned tab); and so is the page load
+    /// that command may have started, or the next daemon would wait for it
+    /// (see [`Runner::stop_loading`]). Returns whether that load was stopped.
     async fn stop_leftovers(
         &self,
         session: &SessionId,
@@ -369,7 +385,7 @@ impl Runner {
         pid: Option<u32>,
         child: &mut tokio::process::Child,
         fed: bool,
-    ) {
+    ) -> Option<Result<(), String>> {
         let stopped_early = matches!(
             termination,
             Termination::TimedOut | Termination::Cancelled | Termination::Withheld(_)
@@ -380,9 +396,20 @@ impl Runner {
             }
             let _ = child.kill().await;
         }
-        if matches!(termination, Termination::TimedOut | Termination::Cancelled) && fed {
-            self.stop_daemon(session).await;
+        if !(matches!(termination, Termination::TimedOut | Termination::Cancelled) && fed) {
+            return None;
         }
+        self.stop_daemon(session).await;
+        // After the daemon is gone, so nothing starts the load again.
+        let stopped = self.stop_loading(session.daemon_name()).await;
+        if let Err(e) = &stopped {
+            tracing::warn!(
+                error = %e,
+                session = session.as_str(),
+                "could not stop the session's tab loading after timeout/cancel"
+            );
+        }
+        Some(stopped)
     }
 
     /// The state dir (parent of HOME and the socket dir).

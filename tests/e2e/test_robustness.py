@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import re
 import secrets
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import anyio
@@ -80,6 +82,98 @@ def _server_still_serves(server, sid: str, form_url: str, note: str) -> None:
         f"\n[e2e] {note}; other session get url {other:.2f}s; "
         f"same session get url {time.monotonic() - t1:.2f}s"
     )
+
+
+class HoldingServer:
+    """A loopback server that holds every request back until the test lets go: a page whose
+    document never arrives while the test runs. `holding()` says whether a request is held now."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.lock = threading.Lock()
+        self.held = 0
+        self.seen: list[str] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, fmt: str, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802
+                with owner.lock:
+                    owner.held += 1
+                    owner.seen.append(self.path)
+                try:
+                    owner.release.wait(300)  # a bound only for a run that never lets go
+                finally:
+                    with owner.lock:
+                        owner.held -= 1
+                body = b"<title>Late</title><p>late</p>"
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/html")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except OSError:
+                    pass  # Chromium gave up on it: what the test wants
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, name="e2e-held", daemon=True)
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}{path}"
+
+    def holding(self) -> bool:
+        with self.lock:
+            return self.held > 0 and not self.release.is_set()
+
+    def __enter__(self) -> "HoldingServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=5)
+
+
+def test_after_a_timeout_on_a_page_that_never_arrives_the_session_answers_before_the_page_does(
+    server, web: harness.WebServer
+) -> None:
+    """`open` of a page whose server holds the document back times out. Its navigation used to
+    outlive the stopped daemon, and Chromium holds a newly attached client's commands to the tab
+    until a navigation commits: the next `get url` waited for the slow server (the guard's reads
+    before it timed out, then the call was refused, or recorded as a plain ok once the page came).
+    The page's loading is stopped with the command, so the next call answers while the server
+    still holds the document, on the page the session was on, and the records say what happened."""
+    sid = "held-" + secrets.token_hex(4)
+    form_url = web.url("/form")
+    server.ok(sid, ["open", form_url])
+    with HoldingServer() as slow:
+        is_error, timed_out = server.call(sid, ["open", slow.url("/held")], 2)
+        assert is_error and timed_out["exit_code"] == 124, describe(timed_out)
+        assert slow.seen == ["/held"], slow.seen  # the navigation did reach the slow server
+
+        is_error, reply = server.call(sid, ["get", "url"])
+        assert slow.holding(), "the next call answered only once the slow server let the page go"
+        assert not is_error, f"the session is still held by the timed-out navigation:\n{describe(reply)}"
+        assert json.loads(reply["stdout"]) == {"url": form_url}, reply["stdout"]
+        assert server.ok(sid, ["open", web.url("/next")])["url"] == web.url("/next")
+        assert slow.holding() and slow.seen == ["/held"], slow.seen
+    assert "the page's loading were stopped" in timed_out["stderr"], timed_out["stderr"]
+
+    records = [json.loads(line) for line in server.cfg.audit_log.read_text().splitlines()]
+    outcomes = [r for r in records if r.get("session_id") == sid and r["phase"] == "outcome"]
+    assert [r["outcome"] for r in outcomes] == ["ok", "timeout", "ok", "ok"], outcomes
+    timed_out, after = outcomes[1], outcomes[2]
+    assert "the page's loading were stopped" in timed_out["reason"], timed_out
+    # Answered on its first read: a plain ok, on the page the session was on.
+    assert after["page_url"] == form_url and "reason" not in after, after
 
 
 def test_a_call_the_client_cancels_kills_its_child_and_the_server_keeps_serving(server, web: harness.WebServer) -> None:
