@@ -188,7 +188,9 @@ def isolation_site() -> ThreadingHTTPServer:
 
 
 def title_once(srv: Any, session: str, prefix: str) -> str:
-    deadline = time.monotonic() + 10
+    # A service worker's registration fetches its script through the egress; on a busy machine that
+    # has taken longer than 10 s.
+    deadline = time.monotonic() + 30
     while True:
         title = srv.ok(session, ["get", "title"])["title"]
         if title.startswith(prefix) or time.monotonic() > deadline:

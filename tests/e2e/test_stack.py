@@ -479,13 +479,19 @@ def type_secret_through_the_gateway(stack: st.Stack, web: harness.WebServer, sid
     replies: list[str] = []
 
     async def go(session: ClientSession) -> None:
-        for argv in (["open", web.url("/form")], ["fill", "#q", "{{secret:stack_login}}"], ["click", "#go"], ["close"]):
+        for argv in (["open", web.url("/form")], ["fill", "#q", "{{secret:stack_login}}"], ["click", "#go"]):
             replies.append(json.dumps(await ok(session, sid, argv)))
 
+    async def close(session: ClientSession) -> None:
+        replies.append(json.dumps(await ok(session, sid, ["close"])))
+
     with_session(stack, go)
+    # The form's submission may land after the click returned; `close` ends the session's browser
+    # context, and whatever it still had in flight with it, so it waits for the submission.
     deadline = time.monotonic() + 10
     while value not in web.submitted() and time.monotonic() < deadline:
         time.sleep(0.1)
+    with_session(stack, close)
     assert value in web.submitted(), web.submitted()
     assert not any(value in r for r in replies), replies
     assert value not in (stack.run_dir / "audit.jsonl").read_text()
