@@ -16,8 +16,9 @@
 //! dir, pinned tab). [`server`] builds the services a call's stages borrow
 //! (admission, sessions with the daemon pool and reaper, the chronicle of
 //! the server's own records, refusal pacing); [`obs`]
-//! the audit journal behind its shield, and OTLP; [`cli`] the commands that
-//! prepare and start it all. [`refusal`] and [`session_id`] are the
+//! the audit journal behind its shield, and OTLP; [`cli`] the commands, which
+//! check the flags and prepare the parts; [`boot`] starts the server from
+//! them. [`refusal`] and [`session_id`] are the
 //! vocabulary every layer shares. docs/design.md explains why.
 
 #![forbid(unsafe_code)]
