@@ -168,7 +168,7 @@ def isolation_site() -> ThreadingHTTPServer:
                     f"document.cookie = 'k={value}; path=/'; localStorage.setItem('k', '{value}');"
                     # Registered is enough: getRegistrations() lists it, activated or not.
                     "navigator.serviceWorker.register('/noop.js')"
-                    ".then(() => { document.title = 'set'; }, (e) => { document.title = `failed ${e}`; });</script>"
+                    ".then(() => { document.title = 'registered'; }, (e) => { document.title = `failed ${e}`; });</script>"
                 )
                 kind = "text/html"
             elif self.path == "/noop.js":
@@ -188,8 +188,7 @@ def isolation_site() -> ThreadingHTTPServer:
 
 
 def title_once(srv: Any, session: str, prefix: str) -> str:
-    # A service worker's registration fetches its script through the egress; on a busy machine that
-    # has taken longer than 10 s.
+    """The page's title once it starts with `prefix` (a final state, never a pending one), or after 30 s."""
     deadline = time.monotonic() + 30
     while True:
         title = srv.ok(session, ["get", "title"])["title"]
@@ -212,7 +211,7 @@ def test_sessions_share_no_cookie_storage_or_service_worker_and_close_ends_the_c
     srv = start_server()
     try:
         srv.ok("iso-a", ["open", f"{origin}/set?from-a"])
-        assert title_once(srv, "iso-a", "set") == "set"
+        assert title_once(srv, "iso-a", "registered") == "registered"
         srv.ok("iso-a", ["open", f"{origin}/show"])
         assert title_once(srv, "iso-a", "cookie=") == "cookie=k=from-a;ls=from-a;sw=1"
         srv.ok("iso-b", ["open", f"{origin}/show"])
