@@ -1,10 +1,13 @@
 //! What the runner, which starts agent-browser's daemons, and the browser
 //! gate, which they reach Chromium through, agree on about a daemon: the
 //! gate URL it is given ([`gate_endpoint`]), the socket dir it listens in
-//! ([`SocketDir`]) and the tab it pinned there ([`pinned_target`]). Both
-//! use this module; it uses neither, so neither uses the other.
+//! ([`SocketDir`]), the tab it pinned there ([`pinned_target`]) and who
+//! vouches that the tab is the session's own ([`TabOwners`]). Both use
+//! this module; it uses neither, so neither uses the other.
 
 mod socket_dir;
+
+use futures_util::future::BoxFuture;
 
 pub(crate) use socket_dir::{SocketDir, SocketFile, SocketIdentity};
 
@@ -26,6 +29,26 @@ pub(crate) fn pinned_target(socket_dir: &SocketDir, daemon_name: &str) -> Option
     let id = value.get("targetId")?.as_str()?;
     let well_formed = (8..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_hexdigit());
     well_formed.then(|| id.to_owned())
+}
+
+/// Who can tell whether a tab belongs to a daemon's session. A pin file is
+/// the child's to write: a compromised child could name another session's
+/// tab in it, so the server brings a tab forward, stops its loading or
+/// closes it only once this says the tab is the daemon's own.
+pub(crate) trait TabOwners: Send + Sync + std::fmt::Debug {
+    /// Is `target` in `daemon`'s own browser context?
+    fn owns<'a>(&'a self, daemon: &'a str, target: &'a str) -> BoxFuture<'a, bool>;
+}
+
+/// Vouches for no tab: where no gate serves (as in a one-off check), the
+/// server acts on no tab.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NoTabOwners;
+
+impl TabOwners for NoTabOwners {
+    fn owns<'a>(&'a self, _daemon: &'a str, _target: &'a str) -> BoxFuture<'a, bool> {
+        Box::pin(std::future::ready(false))
+    }
 }
 
 #[cfg(test)]

@@ -55,12 +55,35 @@ impl Handle {
         }
     }
 
+    /// Is `target` in `daemon`'s own browser context, as Chromium says?
+    async fn owns_tab(&self, daemon: &str, target: &str) -> bool {
+        let Some(shared) = self.serving.get() else {
+            return false;
+        };
+        let Some(context) = shared.contexts.known(daemon) else {
+            return false;
+        };
+        contexts::context_of(shared, target)
+            .await
+            .is_ok_and(|of| of == context)
+    }
+
     /// At start: dispose of the browser contexts a previous server kept for
     /// daemons that are no longer running (`running` names those that are).
     pub(crate) async fn end_unclaimed(&self, running: &[String]) {
         if let Some(shared) = self.serving.get() {
             shared.contexts.dispose_unclaimed(shared, running).await;
         }
+    }
+}
+
+impl crate::daemons::TabOwners for Handle {
+    fn owns<'a>(
+        &'a self,
+        daemon: &'a str,
+        target: &'a str,
+    ) -> futures_util::future::BoxFuture<'a, bool> {
+        Box::pin(self.owns_tab(daemon, target))
     }
 }
 

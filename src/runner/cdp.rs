@@ -19,7 +19,7 @@ impl Runner {
     /// effort: a failure only costs the next command time, so it is logged,
     /// not returned.
     pub(super) async fn foreground(&self, session: &SessionId) {
-        let Some(target) = self.target_of(session.daemon_name()) else {
+        let Some(target) = self.own_tab(session.daemon_name()).await else {
             return;
         };
         match self.devtools(&format!("activate/{target}")).await {
@@ -38,7 +38,8 @@ impl Runner {
     /// daemon's warm-up would cover the page a person is watching.
     pub(crate) async fn forward_again(&self) {
         let last = self.in_front.lock().ok().and_then(|front| front.clone());
-        if let Some(target) = last.and_then(|daemon| self.target_of(&daemon)) {
+        let Some(daemon) = last else { return };
+        if let Some(target) = self.own_tab(&daemon).await {
             let _ = self.devtools(&format!("activate/{target}")).await;
         }
     }
@@ -57,9 +58,10 @@ impl Runner {
         });
     }
 
-    /// Close the session's pinned tab, if it has one.
+    /// Close the session's pinned tab, if it has one of its own (any other
+    /// tab of its context goes when the gate disposes of the context).
     pub(super) async fn close_tab(&self, daemon_name: &str) -> Result<(), String> {
-        match self.target_of(daemon_name) {
+        match self.own_tab(daemon_name).await {
             Some(target) => self.devtools(&format!("close/{target}")).await,
             None => Ok(()),
         }
@@ -75,8 +77,8 @@ impl Runner {
     /// daemons"). Chromium handles the command itself, without the page's
     /// renderer, so it answers while that navigation is pending.
     pub(super) async fn stop_loading(&self, daemon_name: &str) -> Result<(), String> {
-        let Some(target) = self.target_of(daemon_name) else {
-            // No pinned tab yet: the command never reached a page.
+        let Some(target) = self.own_tab(daemon_name).await else {
+            // No pinned tab of its own yet: the command never reached a page.
             return Ok(());
         };
         let url = format!("ws://127.0.0.1:{}/devtools/page/{target}", self.cdp_port);
@@ -100,8 +102,15 @@ impl Runner {
         }
     }
 
-    fn target_of(&self, daemon_name: &str) -> Option<String> {
-        crate::daemons::pinned_target(&self.socket_dir, daemon_name)
+    /// The tab the daemon pinned, if the gate vouches that it is in the
+    /// daemon's own browser context: the pin file is the child's to write.
+    async fn own_tab(&self, daemon_name: &str) -> Option<String> {
+        let target = crate::daemons::pinned_target(&self.socket_dir, daemon_name)?;
+        if self.tab_owners.owns(daemon_name, &target).await {
+            return Some(target);
+        }
+        tracing::warn!(daemon = daemon_name, %target, "the daemon's pinned tab is not in its own browser context; not acted on");
+        None
     }
 }
 

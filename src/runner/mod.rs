@@ -81,6 +81,9 @@ pub(crate) struct Runner {
     standbys: Arc<Standbys>,
     /// The daemon whose tab came forward last (see `Runner::forward_again`).
     in_front: Arc<std::sync::Mutex<Option<String>>>,
+    /// Who vouches that a pinned tab is its daemon's own (the gate, once
+    /// the server is built; until then no tab is acted on).
+    tab_owners: Arc<dyn crate::daemons::TabOwners>,
 }
 
 /// How the child ended.
@@ -173,7 +176,15 @@ impl Runner {
             verified_sockets: Arc::default(),
             in_front: Arc::default(),
             standbys: Arc::default(),
+            tab_owners: Arc::new(crate::daemons::NoTabOwners),
         })
+    }
+
+    /// The same runner, acting on a daemon's pinned tab only when `owners`
+    /// says it is the daemon's own.
+    pub(crate) fn with_tab_owners(mut self, owners: Arc<dyn crate::daemons::TabOwners>) -> Self {
+        self.tab_owners = owners;
+        self
     }
 
     pub(crate) fn agent_browser(&self) -> &std::path::Path {

@@ -101,6 +101,7 @@ impl Server {
             crate::obs::shield::Shield::new(Arc::clone(&parts.rules)),
         );
         let gate = crate::gate::Handle::default();
+        let runner = parts.runner.with_tab_owners(Arc::new(gate.clone()));
         let limits = parts.limits;
         let outputs = Outputs {
             dir: parts.output_dir,
@@ -116,14 +117,14 @@ impl Server {
                 pool: parts.pool,
                 output_dir: outputs.dir.clone(),
             },
-            parts.runner.clone(),
+            runner.clone(),
             journal.clone(),
             gate.clone(),
         );
         let chronicle = Chronicle::new(
             journal.clone(),
             Arc::clone(&parts.rules),
-            parts.runner.clone(),
+            runner.clone(),
             chronicle::Settings {
                 limits,
                 max_output_bytes: parts.max_output_bytes,
@@ -135,7 +136,7 @@ impl Server {
                 timeout: parts.rules.get().url.dns_timeout,
             }),
             rules: parts.rules,
-            runner: parts.runner,
+            runner,
             journal,
             outputs,
             admission: Admission::new(limits.max_inflight, limits.busy_wait),

@@ -127,6 +127,25 @@ def test_evict_lru_makes_room_by_retiring_the_least_recently_used_idle_session(
     assert not alive(pid)
 
 
+def test_a_pin_file_naming_another_sessions_tab_closes_nothing_of_that_session(
+    start_server, chromium, web: harness.WebServer
+) -> None:
+    # The pin file is the child's to write: a compromised child can name any tab in it, and retiring
+    # its session used to close that tab.
+    srv = start_server(extra_args=["--max-sessions", "2", "--session-overflow", "evict-lru"])
+    srv.ok("pin-evil", ["open", web.url("/form")])
+    srv.ok("pin-victim", ["open", web.url("/form")])
+    sock = srv.cfg.state_dir / "sock"
+    victim_tab = json.loads((sock / "pin-victim.target").read_text())["targetId"]
+    (sock / "pin-evil.target").write_text(json.dumps({"targetId": victim_tab}))
+    srv.ok("pin-victim", ["get", "url"])  # pin-evil is now the least recently used
+    srv.ok("pin-new", ["get", "url"])  # evicts pin-evil: its daemon stops, its own tab closes
+    evicted = [r["session_id"] for r in lifecycle(srv.cfg) if r["outcome"] == "evicted"]
+    assert evicted == ["pin-evil"], evicted
+    assert victim_tab in tab_ids(chromium.port)
+    assert srv.ok("pin-victim", ["get", "url"])["url"] == web.url("/form")
+
+
 def test_daemons_from_a_previous_server_are_adopted_or_closed(server_config, web: harness.WebServer) -> None:
     cfg = server_config(tag="bso")
     first = BlockingServer(cfg).start()
