@@ -104,6 +104,8 @@ rules! {
     Busy = "limits.busy" => Answer::Tool(exit_code::REFUSED),
     /// The session cap is reached and no idle session may be evicted.
     Sessions = "limits.sessions" => Answer::Tool(exit_code::REFUSED),
+    /// A page beyond `--max-tabs` in one session (a popup, a new tab) was closed as it opened.
+    Tabs = "limits.tabs" => Answer::Browser,
     /// The client cancelled the call while it waited for its turn.
     Cancelled = "call.cancelled" => Answer::Tool(exit_code::REFUSED),
     /// The server is draining after SIGTERM.
@@ -220,7 +222,9 @@ mod tests {
                     assert!(rule.id().starts_with("jsonrpc.") || *rule == Rule::ToolUnknown);
                 }
                 Answer::Browser => assert!(
-                    rule.id().starts_with("cdp.") || rule.id().starts_with("request."),
+                    rule.id().starts_with("cdp.")
+                        || rule.id().starts_with("request.")
+                        || *rule == Rule::Tabs,
                     "{rule}"
                 ),
             }

@@ -143,6 +143,13 @@ pub(crate) struct ServeArgs {
           value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub(crate) max_sessions: u32,
 
+    /// Pages one session may have open at once, its own tab and popups
+    /// alike: one more is closed as it opens (audited as `limits.tabs`).
+    #[arg(long, env = "BROWSER_SHELL_MAX_TABS", value_name = "N",
+          default_value_t = crate::gate::DEFAULT_MAX_TABS as u32,
+          value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub(crate) max_tabs: u32,
+
     /// A new session beyond --max-sessions: `refuse` it, or `evict-lru` the
     /// least recently used idle session (audited as evicted).
     #[arg(long, env = "BROWSER_SHELL_SESSION_OVERFLOW", value_enum, default_value_t = OverflowFlag::Refuse)]

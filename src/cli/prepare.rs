@@ -306,7 +306,7 @@ impl ServeArgs {
                 .map_or_else(|| Gate::bind(0, self.cdp_port, previous), Ok)
                 .context("cannot listen on 127.0.0.1 for the browser gate")?
         };
-        Ok(gate)
+        Ok(gate.with_max_tabs(self.max_tabs as usize))
     }
 
     /// The audit log's directory, made private when it is created.

@@ -166,9 +166,16 @@ impl Contexts {
 
     /// Does `context` belong to any session of this server?
     fn is_ours(&self, context: &str) -> bool {
+        self.session_of(context).is_some()
+    }
+
+    /// The session whose context `context` is, if it is one of this
+    /// server's.
+    pub(super) fn session_of(&self, context: &str) -> Option<String> {
         lock(&self.made)
-            .values()
-            .any(|cell| cell.get().is_some_and(|m| m.as_deref() == Ok(context)))
+            .iter()
+            .find(|(_, cell)| cell.get().is_some_and(|m| m.as_deref() == Ok(context)))
+            .map(|(session, _)| session.clone())
     }
 
     /// Dispose of `session`'s context (closing everything in it) and close

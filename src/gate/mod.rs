@@ -25,6 +25,7 @@ mod clipboard;
 mod contexts;
 mod methods;
 mod relay;
+mod tab_cap;
 mod typing;
 mod warden;
 
@@ -132,6 +133,8 @@ struct Shared {
     warden: warden::Warden,
     /// Each session's browser context.
     contexts: contexts::Contexts,
+    /// Each session's open pages, at most `--max-tabs`.
+    tab_cap: tab_cap::TabCap,
     /// Where each context's connections go out.
     egress: Egress,
     /// Sessions whose call is typing secrets: their text input waits for
@@ -216,7 +219,13 @@ pub(crate) struct Gate {
     upstream_port: u16,
     /// The port the previous server's gate had, when known.
     previous_port: Option<u16>,
+    /// Pages one session may have open at once.
+    max_tabs: usize,
 }
+
+/// Pages one session may have open at once unless told otherwise: its tab,
+/// and room for the popups of a login or a payment flow.
+pub(crate) const DEFAULT_MAX_TABS: usize = 8;
 
 impl Gate {
     /// Listen on `127.0.0.1:<port>` (0: any free port) for daemons, to
@@ -234,7 +243,14 @@ impl Gate {
             port,
             upstream_port,
             previous_port,
+            max_tabs: DEFAULT_MAX_TABS,
         })
+    }
+
+    /// Let each session have at most `max` pages open at once.
+    pub(crate) fn with_max_tabs(mut self, max: usize) -> Self {
+        self.max_tabs = max;
+        self
     }
 
     pub(crate) fn port(&self) -> u16 {
@@ -268,6 +284,7 @@ impl Gate {
             reporter,
             warden: warden::Warden::new(),
             contexts: contexts::Contexts::new(contexts_memo),
+            tab_cap: tab_cap::TabCap::new(self.max_tabs),
             typing: handle.typing.clone(),
             socket_dir,
             connections: Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS)),

@@ -253,6 +253,11 @@ impl Link {
         )
         .await
         .map_err(|e| format!("the warden could not deny downloads: {e}"))?;
+        // Every target is announced (and, now, every one there is): the
+        // sessions' pages are counted against --max-tabs.
+        link.call(None, "Target.setDiscoverTargets", json!({"discover": true}))
+            .await
+            .map_err(|e| format!("the warden could not watch for new tabs: {e}"))?;
         Ok(link)
     }
 
@@ -393,6 +398,16 @@ impl Link {
                         shown(text("url"))
                     ),
                 );
+            }
+            (Some("Target.targetCreated"), None) => {
+                if let Some(info) = params.get("targetInfo") {
+                    super::tab_cap::on_created(shared, info);
+                }
+            }
+            (Some("Target.targetDestroyed"), None) => {
+                if let Some(target) = params.get("targetId").and_then(Value::as_str) {
+                    shared.tab_cap.closed(target);
+                }
             }
             (Some("Target.detachedFromTarget"), _) => {
                 if let Some(gone) = params.get("sessionId").and_then(Value::as_str) {

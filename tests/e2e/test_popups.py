@@ -54,3 +54,39 @@ def test_a_sessions_popups_close_with_it_and_when_it_is_evicted(start_server, we
     records = [json.loads(line) for line in srv.cfg.audit_log.read_text().splitlines()]
     assert any(r.get("outcome") == "evicted" and r.get("session_id") == "pop-evicted" for r in records)
     assert not [r for r in records if r.get("outcome") == "retire_incomplete"], records
+
+
+def pages_in_context_of(chromium: harness.Chromium, srv, sid: str) -> list[str]:
+    """The page targets in the session's browser context, asked on Chromium's own port."""
+    context = json.loads((srv.cfg.state_dir / "contexts.json").read_text())[sid]["context"]
+    (answer,) = harness.cdp_browser_call(chromium.port, [("Target.getTargets", {})])
+    infos = answer["result"]["targetInfos"]
+    return [t["targetId"] for t in infos if t["type"] == "page" and t.get("browserContextId") == context]
+
+
+def test_a_session_keeps_at_most_max_tabs_pages_and_each_one_more_is_closed_and_audited(
+    start_server, web, chromium
+) -> None:
+    srv = start_server(extra_args=["--max-tabs", "3"])
+    marker = f"popup-{uuid.uuid4().hex[:8]}"
+    target = urllib.parse.quote(f"/next?{marker}", safe="")
+    srv.ok("pop-capped", ["open", web.url(f"/popper?to={target}")])
+    # agent-browser's own pages (its tab, and a spare it keeps) count too.
+    own = len(pages_in_context_of(chromium, srv, "pop-capped"))
+    assert own < 3
+    clicks = 4
+    for _ in range(clicks):
+        srv.ok("pop-capped", ["click", "#pop"])
+    closed = clicks - (3 - own)
+
+    def refused() -> list[dict]:
+        records = [json.loads(line) for line in srv.cfg.audit_log.read_text().splitlines()]
+        return [r for r in records if r.get("rule") == "limits.tabs" and r.get("session_id") == "pop-capped"]
+
+    assert wait_for("the refusals", lambda: len(refused()) >= closed), refused()
+    assert len(refused()) == closed, refused()
+    assert all("closed as it opened" in r["reason"] for r in refused()), refused()
+    assert len(pages_in_context_of(chromium, srv, "pop-capped")) == 3
+    assert len(pages_with(chromium, marker)) == 3 - own
+    # The session's own tab is untouched and still answers.
+    assert srv.ok("pop-capped", ["get", "url"])["url"].startswith(web.url("/popper"))

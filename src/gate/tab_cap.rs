@@ -1,0 +1,132 @@
+//! Each session's pages, counted. A page a session's context opens beyond
+//! `--max-tabs` (a popup, a `target=_blank` link, a tab agent-browser
+//! opens) is closed as Chromium announces it, and the attempt is audited
+//! (`limits.tabs`): without a cap, a page that opens popups in a loop holds
+//! Chromium's memory and CPU for as long as its session lives, and
+//! `--max-sessions` would bound nothing (docs/design.md, "Browser
+//! contexts").
+//!
+//! The count is Chromium's own announcements on the warden's connection
+//! (`Target.targetCreated` and `Target.targetDestroyed` with target
+//! discovery on), so it covers every way a page can be opened, and a page
+//! that is closed frees its place.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
+
+use serde_json::{Value, json};
+
+use super::{Shared, lock};
+use crate::{policy::url_policy::shown, refusal::Rule};
+
+/// The pages of the sessions' contexts, by target id.
+#[derive(Debug)]
+pub(super) struct TabCap {
+    max: usize,
+    /// Each counted page's browser context.
+    pages: Mutex<HashMap<String, String>>,
+}
+
+/// What to do about a page Chromium announced.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Verdict {
+    /// Counted (or not a session's page): it stays.
+    Stays,
+    /// One more than its context may have: it is to be closed.
+    OverCap { open: usize },
+}
+
+impl TabCap {
+    pub(super) fn new(max: usize) -> Self {
+        Self {
+            max,
+            pages: Mutex::default(),
+        }
+    }
+
+    /// A page `target` appeared in `context` (a session's): count it, or
+    /// say it is one too many. Announced twice, it is counted once.
+    pub(super) fn opened(&self, target: &str, context: &str) -> Verdict {
+        let mut pages = lock(&self.pages);
+        if pages.contains_key(target) {
+            return Verdict::Stays;
+        }
+        let open = pages.values().filter(|c| *c == context).count();
+        if open >= self.max {
+            return Verdict::OverCap { open };
+        }
+        pages.insert(target.to_owned(), context.to_owned());
+        Verdict::Stays
+    }
+
+    /// A target is gone: its place is free.
+    pub(super) fn closed(&self, target: &str) {
+        lock(&self.pages).remove(target);
+    }
+}
+
+/// Chromium announced a target (`Target.targetCreated`): a page of a
+/// session's context beyond the cap is closed, and the attempt reported
+/// with the session's name.
+pub(super) fn on_created(shared: &Arc<Shared>, info: &Value) {
+    let text = |key: &str| info.get(key).and_then(Value::as_str);
+    let (Some("page"), Some(target), Some(context)) =
+        (text("type"), text("targetId"), text("browserContextId"))
+    else {
+        return;
+    };
+    let Some(session) = shared.contexts.session_of(context) else {
+        return;
+    };
+    let Verdict::OverCap { open } = shared.tab_cap.opened(target, context) else {
+        return;
+    };
+    let kind = if text("openerId").is_some() {
+        "a popup"
+    } else {
+        "a tab"
+    };
+    let reason = format!(
+        "{kind} at {} was closed as it opened: the session has {open} pages open, as many as --max-tabs allows",
+        shown(text("url").unwrap_or_default())
+    );
+    let (shared, target) = (Arc::clone(shared), target.to_owned());
+    tokio::spawn(async move {
+        let closed = shared
+            .warden
+            .browser_call(&shared, "Target.closeTarget", json!({"targetId": target}))
+            .await;
+        let reason = match closed {
+            Ok(_) => reason,
+            Err(e) => format!("{reason} (closing it failed: {e})"),
+        };
+        shared.reporter.report(session, Rule::Tabs, reason);
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_context_keeps_at_most_max_pages_and_a_closed_page_frees_its_place() {
+        let cap = TabCap::new(2);
+        assert_eq!(cap.opened("T1", "C1"), Verdict::Stays);
+        assert_eq!(cap.opened("T2", "C1"), Verdict::Stays);
+        assert_eq!(cap.opened("T3", "C1"), Verdict::OverCap { open: 2 });
+        // Another context has places of its own.
+        assert_eq!(cap.opened("T4", "C2"), Verdict::Stays);
+        cap.closed("T1");
+        assert_eq!(cap.opened("T3", "C1"), Verdict::Stays);
+    }
+
+    #[test]
+    fn a_page_announced_twice_is_counted_once() {
+        let cap = TabCap::new(1);
+        assert_eq!(cap.opened("T1", "C1"), Verdict::Stays);
+        assert_eq!(cap.opened("T1", "C1"), Verdict::Stays);
+        assert_eq!(cap.opened("T2", "C1"), Verdict::OverCap { open: 1 });
+    }
+}
