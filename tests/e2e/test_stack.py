@@ -210,7 +210,9 @@ def test_python_client_uses_only_post_on_the_stateless_hub(stack):
 
 def test_vnc_through_the_gateway_shows_the_page_the_agent_opened(stack, web: harness.WebServer):
     """The human's view: noVNC's path (a ticket, the WebSocket at /websockify, x11vnc) shows the
-    page browser-shell opened. Positive control: the colour is absent before `open`."""
+    page browser-shell opened, and goes on showing it once the pool has warmed daemons to replace the
+    one the session took (each opens a window of its own, which would cover the page). Positive
+    control: the colour is absent before `open`."""
     status, ws = st.WebSocket.connect(stack.public, f"/websockify?ticket={ticket(stack)}")
     assert status == 101 and ws is not None, status
     rfb = st.Rfb(ws)
@@ -226,6 +228,11 @@ def test_vnc_through_the_gateway_shows_the_page_the_agent_opened(stack, web: har
         with_session(stack, go)
         share = st.wait_for(lambda: st.share_of(rfb.grab(*box), COLOR) > 0.95, timeout=15)
         assert share, f"the colour did not appear on the VNC framebuffer (last share {st.share_of(rfb.grab(*box), COLOR):.0%})"
+        refilled = st.wait_for(lambda: pool_refilled_after(stack, "stack-vnc"), timeout=30)
+        assert refilled, "the pool did not warm a daemon after the session took one"
+        time.sleep(0.5)  # the refill's window has been mapped and the session's tab raised again
+        after = st.share_of(rfb.grab(*box), COLOR)
+        assert after > 0.95, f"a pooled daemon's window covers the agent's page ({after:.0%} of the box has its colour)"
     finally:
         rfb.close()
 
@@ -233,6 +240,13 @@ def test_vnc_through_the_gateway_shows_the_page_the_agent_opened(stack, web: har
             await ok(session, "stack-vnc", ["close"])
 
         with_session(stack, close)
+
+
+def pool_refilled_after(stack, session: str) -> bool:
+    """Has a daemon been pooled since `session` was bound to one?"""
+    records = [json.loads(line) for line in (stack.run_dir / "audit.jsonl").read_text().splitlines()]
+    bound = [i for i, r in enumerate(records) if r.get("outcome") == "bound" and r.get("session_id") == session]
+    return bool(bound) and any(r.get("outcome") == "pooled" for r in records[bound[-1]:])
 
 
 def test_vnc_websocket_needs_a_fresh_ticket(stack):
