@@ -138,7 +138,8 @@ pub(crate) struct ServeArgs {
           value_parser = clap::value_parser!(u64).range(0..=600))]
     pub(crate) busy_wait_sec: u64,
 
-    /// Sessions (agent-browser daemons and tabs) this server keeps live.
+    /// Sessions (agent-browser daemons and browser contexts) this server
+    /// keeps live; each has at most --max-tabs pages.
     #[arg(long, env = "BROWSER_SHELL_MAX_SESSIONS", value_name = "N", default_value_t = 16,
           value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub(crate) max_sessions: u32,

@@ -223,9 +223,10 @@ pub(crate) struct Gate {
     max_tabs: usize,
 }
 
-/// Pages one session may have open at once unless told otherwise: its tab,
-/// and room for the popups of a login or a payment flow.
-pub(crate) const DEFAULT_MAX_TABS: usize = 8;
+/// Pages one session may have open at once unless told otherwise:
+/// agent-browser's two (its tab and a spare) and two popups, room for a
+/// sign-in or payment window.
+pub(crate) const DEFAULT_MAX_TABS: usize = 4;
 
 impl Gate {
     /// Listen on `127.0.0.1:<port>` (0: any free port) for daemons, to
