@@ -61,6 +61,12 @@ impl TabCap {
         Verdict::Stays
     }
 
+    /// Forget every page: the count is about to be made again from
+    /// Chromium's announcements.
+    pub(super) fn forget_all(&self) {
+        lock(&self.pages).clear();
+    }
+
     /// A target is gone: its place is free.
     pub(super) fn closed(&self, target: &str) {
         lock(&self.pages).remove(target);
@@ -128,5 +134,16 @@ mod tests {
         assert_eq!(cap.opened("T1", "C1"), Verdict::Stays);
         assert_eq!(cap.opened("T1", "C1"), Verdict::Stays);
         assert_eq!(cap.opened("T2", "C1"), Verdict::OverCap { open: 1 });
+    }
+
+    #[test]
+    fn a_page_closed_while_nobody_listened_frees_its_place_once_the_count_is_made_again() {
+        let cap = TabCap::new(2);
+        assert_eq!(cap.opened("T1", "C1"), Verdict::Stays);
+        assert_eq!(cap.opened("T2", "C1"), Verdict::Stays);
+        // T2 closed while the warden was reconnecting; only T1 is announced again.
+        cap.forget_all();
+        assert_eq!(cap.opened("T1", "C1"), Verdict::Stays);
+        assert_eq!(cap.opened("T3", "C1"), Verdict::Stays);
     }
 }

@@ -254,7 +254,9 @@ impl Link {
         .await
         .map_err(|e| format!("the warden could not deny downloads: {e}"))?;
         // Every target is announced (and, now, every one there is): the
-        // sessions' pages are counted against --max-tabs.
+        // sessions' pages are counted against --max-tabs, afresh, since
+        // pages may have closed while no connection was there to hear it.
+        shared.tab_cap.forget_all();
         link.call(None, "Target.setDiscoverTargets", json!({"discover": true}))
             .await
             .map_err(|e| format!("the warden could not watch for new tabs: {e}"))?;
