@@ -1,9 +1,9 @@
 //! What the runner, which starts agent-browser's daemons, and the browser
 //! gate, which they reach Chromium through, agree on about a daemon: the
 //! gate URL it is given ([`gate_endpoint`]), the socket dir it listens in
-//! ([`SocketDir`]), the tab it pinned there ([`pinned_target`]) and who
-//! vouches that the tab is the session's own ([`TabOwners`]). Both use
-//! this module; it uses neither, so neither uses the other.
+//! ([`SocketDir`]), the tab it pinned there ([`pinned_target`]), and what
+//! the gate knows and does about a daemon's tabs for the runner ([`Tabs`]).
+//! Both use this module; it uses neither, so neither uses the other.
 
 mod socket_dir;
 
@@ -31,22 +31,33 @@ pub(crate) fn pinned_target(socket_dir: &SocketDir, daemon_name: &str) -> Option
     well_formed.then(|| id.to_owned())
 }
 
-/// Who can tell whether a tab belongs to a daemon's session. A pin file is
-/// the child's to write: a compromised child could name another session's
-/// tab in it, so the server brings a tab forward, stops its loading or
-/// closes it only once this says the tab is the daemon's own.
-pub(crate) trait TabOwners: Send + Sync + std::fmt::Debug {
-    /// Is `target` in `daemon`'s own browser context?
+/// What the gate, which sees every tab of a daemon's browser context, does
+/// for the runner about them.
+pub(crate) trait Tabs: Send + Sync + std::fmt::Debug {
+    /// Is `target` in `daemon`'s own browser context? A pin file is the
+    /// child's to write: a compromised child could name another session's
+    /// tab in it, so the server brings a tab forward, stops its loading or
+    /// closes it only once this says the tab is the daemon's own.
     fn owns<'a>(&'a self, daemon: &'a str, target: &'a str) -> BoxFuture<'a, bool>;
+
+    /// Show `session`'s id in the window `daemon`'s context has, for a
+    /// person watching the screen: in agent-browser's spare tab (it keeps
+    /// one beside the tab it works in), never in the session's pages.
+    /// Best effort; says whether it was done.
+    fn label<'a>(&'a self, daemon: &'a str, session: &'a str) -> BoxFuture<'a, bool>;
 }
 
-/// Vouches for no tab: where no gate serves (as in a one-off check), the
-/// server acts on no tab.
+/// No gate serves (as in a one-off check): no tab is vouched for, acted
+/// on or labelled.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct NoTabOwners;
+pub(crate) struct NoTabs;
 
-impl TabOwners for NoTabOwners {
+impl Tabs for NoTabs {
     fn owns<'a>(&'a self, _daemon: &'a str, _target: &'a str) -> BoxFuture<'a, bool> {
+        Box::pin(std::future::ready(false))
+    }
+
+    fn label<'a>(&'a self, _daemon: &'a str, _session: &'a str) -> BoxFuture<'a, bool> {
         Box::pin(std::future::ready(false))
     }
 }

@@ -23,6 +23,7 @@
 
 mod clipboard;
 mod contexts;
+mod label;
 mod methods;
 mod relay;
 mod tab_cap;
@@ -78,13 +79,32 @@ impl Handle {
     }
 }
 
-impl crate::daemons::TabOwners for Handle {
+impl crate::daemons::Tabs for Handle {
     fn owns<'a>(
         &'a self,
         daemon: &'a str,
         target: &'a str,
     ) -> futures_util::future::BoxFuture<'a, bool> {
         Box::pin(self.owns_tab(daemon, target))
+    }
+
+    fn label<'a>(
+        &'a self,
+        daemon: &'a str,
+        session: &'a str,
+    ) -> futures_util::future::BoxFuture<'a, bool> {
+        Box::pin(async move {
+            let Some(shared) = self.serving.get() else {
+                return false;
+            };
+            match label::show_session(shared, daemon, session).await {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::debug!(error = %e, %session, "the session's window could not be labelled");
+                    false
+                }
+            }
+        })
     }
 }
 

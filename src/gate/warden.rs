@@ -181,6 +181,24 @@ impl Warden {
         Err(format!("frames nested deeper than {MAX_FRAME_DEPTH}"))
     }
 
+    /// One command to the tab `target_id`, on the warden's own connection:
+    /// the tab is put under the URL policy first, if it is not yet.
+    pub(super) async fn page_call(
+        &self,
+        shared: &Arc<Shared>,
+        target_id: &str,
+        session: &str,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, String> {
+        self.ward(shared, target_id, session).await?;
+        let link = self.link(shared).await?;
+        let cdp_session = link
+            .session_of(target_id)
+            .ok_or("the tab is not under the warden")?;
+        link.call(Some(&cdp_session), method, params).await
+    }
+
     /// One browser-level command on the warden's own connection.
     pub(super) async fn browser_call(
         &self,

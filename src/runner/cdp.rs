@@ -27,8 +27,26 @@ impl Runner {
                 if let Ok(mut front) = self.in_front.lock() {
                     *front = Some(session.daemon_name().to_owned());
                 }
+                self.label_once(session).await;
             }
             Err(e) => tracing::warn!(error = %e, "could not bring the session's tab to the front"),
+        }
+    }
+
+    /// The first time a session's tab comes forward, its window is given
+    /// the session's name (see `gate/label.rs`); tried again next time if
+    /// it could not be.
+    async fn label_once(&self, session: &SessionId) {
+        let daemon = session.daemon_name();
+        let first = self
+            .labelled
+            .lock()
+            .is_ok_and(|mut done| done.insert(daemon.to_owned()));
+        if first
+            && !self.tabs.label(daemon, session.as_str()).await
+            && let Ok(mut done) = self.labelled.lock()
+        {
+            done.remove(daemon);
         }
     }
 
@@ -106,7 +124,7 @@ impl Runner {
     /// daemon's own browser context: the pin file is the child's to write.
     async fn own_tab(&self, daemon_name: &str) -> Option<String> {
         let target = crate::daemons::pinned_target(&self.socket_dir, daemon_name)?;
-        if self.tab_owners.owns(daemon_name, &target).await {
+        if self.tabs.owns(daemon_name, &target).await {
             return Some(target);
         }
         tracing::warn!(daemon = daemon_name, %target, "the daemon's pinned tab is not in its own browser context; not acted on");

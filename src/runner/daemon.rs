@@ -159,6 +159,10 @@ impl Runner {
         output_dir: &std::path::Path,
     ) -> Vec<String> {
         self.standbys.discard(daemon_name);
+        // A later session of this name has a new context, to be labelled.
+        if let Ok(mut labelled) = self.labelled.lock() {
+            labelled.remove(daemon_name);
+        }
         let mut problems = Vec::new();
         if !is_daemon_name(daemon_name) {
             problems.push(format!("not a session name: {daemon_name:?}"));

@@ -81,9 +81,11 @@ pub(crate) struct Runner {
     standbys: Arc<Standbys>,
     /// The daemon whose tab came forward last (see `Runner::forward_again`).
     in_front: Arc<std::sync::Mutex<Option<String>>>,
-    /// Who vouches that a pinned tab is its daemon's own (the gate, once
-    /// the server is built; until then no tab is acted on).
-    tab_owners: Arc<dyn crate::daemons::TabOwners>,
+    /// The gate's part in a daemon's tabs (once the server is built; until
+    /// then no tab is acted on).
+    tabs: Arc<dyn crate::daemons::Tabs>,
+    /// Daemons whose window names their session already.
+    labelled: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
 }
 
 /// How the child ended.
@@ -176,14 +178,15 @@ impl Runner {
             verified_sockets: Arc::default(),
             in_front: Arc::default(),
             standbys: Arc::default(),
-            tab_owners: Arc::new(crate::daemons::NoTabOwners),
+            tabs: Arc::new(crate::daemons::NoTabs),
+            labelled: Arc::default(),
         })
     }
 
-    /// The same runner, acting on a daemon's pinned tab only when `owners`
+    /// The same runner, acting on a daemon's pinned tab only when `tabs`
     /// says it is the daemon's own.
-    pub(crate) fn with_tab_owners(mut self, owners: Arc<dyn crate::daemons::TabOwners>) -> Self {
-        self.tab_owners = owners;
+    pub(crate) fn with_tabs(mut self, tabs: Arc<dyn crate::daemons::Tabs>) -> Self {
+        self.tabs = tabs;
         self
     }
 

@@ -101,7 +101,7 @@ impl Server {
             crate::obs::shield::Shield::new(Arc::clone(&parts.rules)),
         );
         let gate = crate::gate::Handle::default();
-        let runner = parts.runner.with_tab_owners(Arc::new(gate.clone()));
+        let runner = parts.runner.with_tabs(Arc::new(gate.clone()));
         let limits = parts.limits;
         let outputs = Outputs {
             dir: parts.output_dir,

@@ -193,3 +193,38 @@ def test_a_restart_closes_the_previous_servers_pooled_daemons_and_their_tabs(
         assert second.ok("kept", ["get", "url"])["url"] == "about:blank"
     finally:
         second.stop()
+
+
+def pages_in_context(chromium: harness.Chromium, cfg, daemon: str) -> list[dict]:
+    """The pages of the daemon's browser context, asked on Chromium's own port."""
+    context = json.loads((cfg.state_dir / "contexts.json").read_text())[daemon]["context"]
+    (answer,) = harness.cdp_browser_call(chromium.port, [("Target.getTargets", {})])
+    return [t for t in answer["result"]["targetInfos"] if t["type"] == "page" and t.get("browserContextId") == context]
+
+
+def wait_labelled(chromium: harness.Chromium, cfg, daemon: str, session: str, within: float = 10.0) -> list[dict]:
+    deadline = time.monotonic() + within
+    while True:
+        pages = pages_in_context(chromium, cfg, daemon)
+        if any(p["title"] == f"browser-shell session {session}" for p in pages) or time.monotonic() > deadline:
+            return pages
+        time.sleep(0.1)
+
+
+def test_a_sessions_window_names_the_session_in_a_tab_beside_its_own(start_server, chromium, web) -> None:
+    # A person on VNC sees each session's context as a window; its spare tab says whose it is.
+    srv = start_server(extra_args=["--pool", "1"])
+    wait_pooled(srv.cfg, 1)
+    srv.ok("lbl-pooled", ["open", web.url("/form")])
+    daemon = bound(srv.cfg, "lbl-pooled")["detail"]["daemon"]
+    pages = wait_labelled(chromium, srv.cfg, daemon, "lbl-pooled")
+    titles = sorted(p["title"] for p in pages)
+    assert "browser-shell session lbl-pooled" in titles, titles
+    # The session's own tab is untouched, and agent-browser still works in it.
+    assert srv.ok("lbl-pooled", ["get", "url"])["url"] == web.url("/form")
+    assert srv.ok("lbl-pooled", ["get", "title"])["title"] != "browser-shell session lbl-pooled"
+    # Without a pool, a session starts its own daemon, and is named too.
+    plain = start_server()
+    plain.ok("lbl-own", ["open", web.url("/form")])
+    pages = wait_labelled(chromium, plain.cfg, "lbl-own", "lbl-own")
+    assert any(p["title"] == "browser-shell session lbl-own" for p in pages), pages

@@ -1,0 +1,106 @@
+//! The session's name in its window. Headed, each session's browser
+//! context is a window of its own; a person watching the screen sees the
+//! window of the session that acted last in front, but not whose it is.
+//! agent-browser keeps a spare tab beside the tab it works in, which no
+//! command of the agent's ever shows: that tab is given a page naming the
+//! session, so the window's tab strip says whose it is. The session's own
+//! pages are never touched.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::Shared;
+
+/// Put a page naming `session` in the spare tab of `daemon`'s context.
+pub(super) async fn show_session(
+    shared: &Arc<Shared>,
+    daemon: &str,
+    session: &str,
+) -> Result<(), String> {
+    let context = shared
+        .contexts
+        .known(daemon)
+        .ok_or("the daemon has no browser context")?;
+    // The pin file is the child's: it only says which tab to leave alone.
+    let pinned = crate::daemons::pinned_target(&shared.socket_dir, daemon);
+    let listed = shared
+        .warden
+        .browser_call(shared, "Target.getTargets", json!({}))
+        .await?;
+    let spare = listed
+        .get("targetInfos")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|info| is_spare(info, &context, pinned.as_deref()))
+        .and_then(|info| info.get("targetId").and_then(Value::as_str))
+        .ok_or("the context has no spare tab at about:blank")?
+        .to_owned();
+    shared
+        .warden
+        .page_call(
+            shared,
+            &spare,
+            daemon,
+            "Page.navigate",
+            json!({ "url": label_page(session) }),
+        )
+        .await
+        .map(|_| ())
+}
+
+/// A page of `context` at `about:blank` that is not the pinned tab: one
+/// nothing of the session's has loaded anything in.
+fn is_spare(info: &Value, context: &str, pinned: Option<&str>) -> bool {
+    let text = |key: &str| info.get(key).and_then(Value::as_str);
+    text("type") == Some("page")
+        && text("browserContextId") == Some(context)
+        && text("url") == Some("about:blank")
+        && text("openerId").is_none()
+        && text("targetId") != pinned
+}
+
+/// The tab title a person reads first: the session's id.
+fn title(session: &str) -> String {
+    format!("browser-shell session {session}")
+}
+
+/// A `data:` page titled with the session's id. Session ids are of
+/// `A-Za-z0-9._-` only, nothing HTML or a URL would read as markup.
+fn label_page(session: &str) -> String {
+    let title = title(session);
+    let html = format!(
+        "<!doctype html><title>{title}</title><body style=\"font:20px sans-serif;margin:2em\">\
+         This window is <b>{title}</b>. The agent works in the tab beside this one.</body>"
+    );
+    format!(
+        "data:text/html;charset=utf-8,{}",
+        percent_encoding::utf8_percent_encode(&html, percent_encoding::NON_ALPHANUMERIC)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_blank_unopened_page_of_the_context_other_than_the_pinned_tab_is_the_spare() {
+        let page = |id: &str, url: &str| json!({"targetId": id, "type": "page", "browserContextId": "C1", "url": url});
+        assert!(is_spare(&page("S", "about:blank"), "C1", Some("P")));
+        assert!(!is_spare(&page("P", "about:blank"), "C1", Some("P")));
+        assert!(!is_spare(&page("S", "http://127.0.0.1/"), "C1", Some("P")));
+        assert!(!is_spare(&page("S", "about:blank"), "C2", Some("P")));
+        let mut popup = page("S", "about:blank");
+        popup["openerId"] = json!("P");
+        assert!(!is_spare(&popup, "C1", Some("P")));
+    }
+
+    #[test]
+    fn the_label_page_is_a_data_url_titled_with_the_session() {
+        let url = label_page("u1");
+        assert!(url.starts_with("data:text/html;charset=utf-8,"));
+        let decoded = percent_encoding::percent_decode_str(&url).decode_utf8_lossy();
+        assert!(decoded.contains("<title>browser-shell session u1</title>"));
+    }
+}
