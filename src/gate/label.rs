@@ -61,9 +61,10 @@ fn is_spare(info: &Value, context: &str, pinned: Option<&str>) -> bool {
         && text("targetId") != pinned
 }
 
-/// The tab title a person reads first: the session's id.
+/// The tab's title: the session's id first, since a tab strip shows only
+/// a title's first twenty-odd characters.
 fn title(session: &str) -> String {
-    format!("browser-shell session {session}")
+    format!("{session} · browser-shell session")
 }
 
 /// A `data:` page titled with the session's id. Session ids are of
@@ -72,7 +73,8 @@ fn label_page(session: &str) -> String {
     let title = title(session);
     let html = format!(
         "<!doctype html><title>{title}</title><body style=\"font:20px sans-serif;margin:2em\">\
-         This window is <b>{title}</b>. The agent works in the tab beside this one.</body>"
+         This window is browser-shell session <b>{session}</b>. The agent works in the tab beside \
+         this one.</body>"
     );
     format!(
         "data:text/html;charset=utf-8,{}",
@@ -101,6 +103,6 @@ mod tests {
         let url = label_page("u1");
         assert!(url.starts_with("data:text/html;charset=utf-8,"));
         let decoded = percent_encoding::percent_decode_str(&url).decode_utf8_lossy();
-        assert!(decoded.contains("<title>browser-shell session u1</title>"));
+        assert!(decoded.contains("<title>u1 · browser-shell session</title>"));
     }
 }

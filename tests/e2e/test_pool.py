@@ -206,7 +206,7 @@ def wait_labelled(chromium: harness.Chromium, cfg, daemon: str, session: str, wi
     deadline = time.monotonic() + within
     while True:
         pages = pages_in_context(chromium, cfg, daemon)
-        if any(p["title"] == f"browser-shell session {session}" for p in pages) or time.monotonic() > deadline:
+        if any(p["title"] == f"{session} · browser-shell session" for p in pages) or time.monotonic() > deadline:
             return pages
         time.sleep(0.1)
 
@@ -219,12 +219,12 @@ def test_a_sessions_window_names_the_session_in_a_tab_beside_its_own(start_serve
     daemon = bound(srv.cfg, "lbl-pooled")["detail"]["daemon"]
     pages = wait_labelled(chromium, srv.cfg, daemon, "lbl-pooled")
     titles = sorted(p["title"] for p in pages)
-    assert "browser-shell session lbl-pooled" in titles, titles
+    assert "lbl-pooled · browser-shell session" in titles, titles
     # The session's own tab is untouched, and agent-browser still works in it.
     assert srv.ok("lbl-pooled", ["get", "url"])["url"] == web.url("/form")
-    assert srv.ok("lbl-pooled", ["get", "title"])["title"] != "browser-shell session lbl-pooled"
+    assert srv.ok("lbl-pooled", ["get", "title"])["title"] != "lbl-pooled · browser-shell session"
     # Without a pool, a session starts its own daemon, and is named too.
     plain = start_server()
     plain.ok("lbl-own", ["open", web.url("/form")])
     pages = wait_labelled(chromium, plain.cfg, "lbl-own", "lbl-own")
-    assert any(p["title"] == "browser-shell session lbl-own" for p in pages), pages
+    assert any(p["title"] == "lbl-own · browser-shell session" for p in pages), pages
