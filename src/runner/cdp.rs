@@ -1,7 +1,9 @@
 //! Chromium's DevTools endpoint on 127.0.0.1, for the three things the
 //! server does to a session's tab itself: bring it to the front, close it
 //! (both over HTTP), and stop its loading (one CDP command on the tab's own
-//! WebSocket, which HTTP cannot do).
+//! WebSocket, which HTTP cannot do). Each only on a tab the gate vouches is
+//! the session's; the first time a tab comes forward, the gate also names
+//! the session in its window (`daemons::Tabs`).
 
 use std::time::Duration;
 
@@ -127,7 +129,7 @@ impl Runner {
         if self.tabs.owns(daemon_name, &target).await {
             return Some(target);
         }
-        tracing::warn!(daemon = daemon_name, %target, "the daemon's pinned tab is not in its own browser context; not acted on");
+        tracing::warn!(daemon = daemon_name, %target, "the gate does not vouch for the daemon's pinned tab (another context's, or its context is not known yet); not acted on");
         None
     }
 }
