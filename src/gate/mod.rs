@@ -13,7 +13,9 @@
 //!   decided before it leaves the browser ([`warden`]);
 //! - gives each session a browser context of its own, whose connections
 //!   all go out through the egress proxy, and shows a session only its
-//!   own context's targets ([`contexts`]);
+//!   own context's targets ([`contexts`]), lets it have at most
+//!   `--max-tabs` pages ([`tab_cap`]) and names it in its window
+//!   ([`label`]);
 //! - while a call types secrets, lets its text reach only a focused frame
 //!   on the secrets' hosts ([`typing`]).
 //!
