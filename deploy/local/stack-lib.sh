@@ -193,12 +193,13 @@ PY
 # Xvfb) and deploy/local/chromium's. Chromium is not confined, so it is kept quiet:
 # no background services or updates outside the sessions' contexts, no QUIC (UDP
 # around the egress proxy), no WebRTC UDP that bypasses the proxy, no autofill
-# queries; DevTools only on loopback.
+# queries; DevTools only on loopback. No WebUI omnibox popups: each window preloads
+# them in renderers of its own, most of what a new session costs Chromium.
 chromium_flags=(
   --no-sandbox
   --disable-background-networking --disable-component-update --disable-sync
   --no-first-run --no-default-browser-check --disable-quic --password-store=basic
-  --disable-features=AutofillServerCommunication
+  --disable-features=AutofillServerCommunication,WebUIOmniboxPopup,WebUIOmniboxAimPopup
   --force-webrtc-ip-handling-policy=disable_non_proxied_udp
   --remote-debugging-address=127.0.0.1
 )

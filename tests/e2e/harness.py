@@ -148,7 +148,9 @@ def run_chromium(workdir: Path, start_timeout: float = 20.0) -> Iterator[Chromiu
         "--disable-quic",
         # Chromium's own autofill queries go out through a session's egress
         # like any request of its context: off, so no test resolves an outside name.
-        "--disable-features=AutofillServerCommunication",
+        # The WebUI omnibox popups are renderers preloaded in every window, so in
+        # every session's context: most of a new session's cost (docs/benchmarks.md).
+        "--disable-features=AutofillServerCommunication,WebUIOmniboxPopup,WebUIOmniboxAimPopup",
         # WebRTC may not send UDP around the egress proxy.
         "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
         f"--user-data-dir={user_data_dir}",

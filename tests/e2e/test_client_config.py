@@ -172,3 +172,17 @@ def test_the_readmes_client_config_runs_with_the_python_client(
         capture_output=True, text=True, timeout=60,
     )
     assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+def test_the_readmes_chromium_preloads_no_webui_omnibox_popup_in_a_new_context(readme_chromium: int) -> None:
+    # Each window would preload the WebUI omnibox popups in renderers of its own; a session's context is a
+    # window, and they were most of what a new session cost Chromium (docs/benchmarks.md).
+    def ui_targets() -> list[str]:
+        (listed,) = harness.cdp_browser_call(readme_chromium, [("Target.getTargets", {"filter": [{}]})])
+        return [t["url"] for t in listed["result"]["targetInfos"] if t["type"] == "browser_ui"]
+
+    (made,) = harness.cdp_browser_call(readme_chromium, [("Target.createBrowserContext", {})])
+    context = made["result"]["browserContextId"]
+    harness.cdp_browser_call(readme_chromium, [("Target.createTarget", {"url": "about:blank", "browserContextId": context})])
+    time.sleep(1)
+    assert not [u for u in ui_targets() if "omnibox-popup" in u], ui_targets()
