@@ -38,7 +38,8 @@ const WARM_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A warm-up starts once no call has run for this long: it costs a daemon
 /// start and a tab's worth of CPU, which a session's next command should
-/// not compete with (an agent's think time between calls is longer).
+/// not compete with (an agent's think time between calls is longer). A
+/// pool that runs empty does not wait: new sessions are arriving.
 const QUIET: Duration = Duration::from_millis(250);
 
 /// ... but never waits longer than this for quiet.
@@ -165,6 +166,20 @@ impl Pool {
         self.lock().ready.is_empty()
     }
 
+    /// Until no daemon is ready (each take wakes it to look).
+    async fn until_empty(&self) {
+        loop {
+            let woken = self.wake.notified();
+            tokio::pin!(woken);
+            // Registered before the look: a take in between still wakes it.
+            woken.as_mut().enable();
+            if self.is_empty() {
+                return;
+            }
+            woken.await;
+        }
+    }
+
     fn put(&self, pooled: Pooled) {
         self.lock().ready.push_back(pooled);
     }
@@ -229,10 +244,15 @@ impl Sessions {
             // anyway: its refill waits for quiet. An empty one is what new
             // sessions wait on (each would start its own daemon, slower than
             // a warm-up): it refills at once, several at a time.
-            let empty = self.pool.is_empty();
-            if !empty {
-                until_quiet(admission).await;
+            if !self.pool.is_empty() {
+                // New sessions arriving back to back are never quiet: the
+                // one that takes the last daemon ends the wait.
+                tokio::select! {
+                    () = until_quiet(admission) => {}
+                    () = self.pool.until_empty() => {}
+                }
             }
+            let empty = self.pool.is_empty();
             let at_once = if empty {
                 self.pool.missing().min(MAX_WARMING_AT_ONCE)
             } else {

@@ -64,3 +64,22 @@ fn a_pool_of_zero_hands_out_nothing() {
     assert!(!p.is_enabled());
     assert_eq!(p.take(), None);
 }
+
+#[tokio::test]
+async fn the_wait_for_an_empty_pool_ends_when_the_last_daemon_is_taken() {
+    let p = std::sync::Arc::new(pool(2));
+    p.put(Pooled::for_test("pool-a"));
+    p.put(Pooled::for_test("pool-b"));
+    let waiting = {
+        let p = std::sync::Arc::clone(&p);
+        tokio::spawn(async move { p.until_empty().await })
+    };
+    assert!(p.take().is_some());
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!waiting.is_finished(), "one daemon is still ready");
+    assert!(p.take().is_some());
+    tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the last take ended the wait")
+        .unwrap();
+}
