@@ -29,27 +29,32 @@ impl Runner {
                 if let Ok(mut front) = self.in_front.lock() {
                     *front = Some(session.daemon_name().to_owned());
                 }
-                self.label_once(session).await;
+                self.label_once(session);
             }
             Err(e) => tracing::warn!(error = %e, "could not bring the session's tab to the front"),
         }
     }
 
     /// The first time a session's tab comes forward, its window is given
-    /// the session's name (see `gate/label.rs`); tried again next time if
-    /// it could not be.
-    async fn label_once(&self, session: &SessionId) {
-        let daemon = session.daemon_name();
+    /// the session's name (see `gate/label.rs`), apart from the call that
+    /// brought it forward; tried again next time if it could not be.
+    fn label_once(&self, session: &SessionId) {
+        let daemon = session.daemon_name().to_owned();
         let first = self
             .labelled
             .lock()
-            .is_ok_and(|mut done| done.insert(daemon.to_owned()));
-        if first
-            && !self.tabs.label(daemon, session.as_str()).await
-            && let Ok(mut done) = self.labelled.lock()
-        {
-            done.remove(daemon);
+            .is_ok_and(|mut done| done.insert(daemon.clone()));
+        if !first {
+            return;
         }
+        let (runner, id) = (self.clone(), session.as_str().to_owned());
+        tokio::spawn(async move {
+            if !runner.tabs.label(&daemon, &id).await
+                && let Ok(mut done) = runner.labelled.lock()
+            {
+                done.remove(&daemon);
+            }
+        });
     }
 
     /// Bring the tab that came forward last to the front again. Headed,
