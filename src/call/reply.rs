@@ -175,10 +175,6 @@ pub(crate) fn normalize_marked(
     }
 }
 
-/// Read agent-browser's JSON: the batch array `[{command, success, result,
-/// error}, …]` whose last entry is the agent's command (or, with `--bail`,
-/// the wrapper step that failed), or the plain envelope `{success, data,
-/// error}` the CLI prints for errors it catches before running the batch.
 /// What the server stopped when it stopped a command early (a timeout, a
 /// cancellation): the reply and the outcome record both say it.
 pub(crate) fn stopped_early(raw: &RawOutcome) -> String {
@@ -194,6 +190,10 @@ pub(crate) fn stopped_early(raw: &RawOutcome) -> String {
     }
 }
 
+/// Read agent-browser's JSON: the batch array `[{command, success, result,
+/// error}, …]` whose last entry is the agent's command (or, with `--bail`,
+/// the wrapper step that failed), or the plain envelope `{success, data,
+/// error}` the CLI prints for errors it catches before running the batch.
 fn from_envelope(
     code: i32,
     stdout: &[u8],

@@ -407,11 +407,7 @@ def test_the_html_report_of_a_realistic_run_shows_each_session_and_where_it_went
     for argv in (["open", elsewhere.url("/refused")], ["open", "javascript:" + HOSTILE], [HOSTILE, "x"]):
         is_error, reply = srv.call("rev-d", argv)
         assert is_error and reply["exit_code"] == 126, describe(reply)
-    wait_for("the started record", lambda: [r for r in records(srv.cfg.audit_log) if r.get("outcome") == "started"])
-    assert srv.pid is not None
-    os.kill(srv.pid, signal.SIGHUP)
-    wait_for("the reloaded record", lambda: [r for r in records(srv.cfg.audit_log) if r.get("outcome") == "reloaded"])
-    srv.stop()
+    reload_then_stop(srv)
     logged = records(srv.cfg.audit_log)
     assert any(HOSTILE in json.dumps(r.get("argv"), ensure_ascii=False) for r in logged), "the log holds the markup"
     expected = expected_counts(logged)
@@ -560,17 +556,22 @@ def otlp_sink() -> Iterator[int]:
         server.shutdown()
 
 
+def reload_then_stop(srv: BlockingServer) -> None:
+    """A policy reload (SIGHUP) once the server's start is on record, then its stop: both in the log."""
+    wait_for("the started record", lambda: [r for r in records(srv.cfg.audit_log) if r.get("outcome") == "started"])
+    assert srv.pid is not None
+    os.kill(srv.pid, signal.SIGHUP)
+    wait_for("the reloaded record", lambda: [r for r in records(srv.cfg.audit_log) if r.get("outcome") == "reloaded"])
+    srv.stop()
+
+
 def ocsf_run(srv: BlockingServer, web: harness.WebServer, three: harness.WebServer, chromium: harness.Chromium) -> None:
     """a_run, then a screenshot, a timeout and a policy reload; the server stopped."""
     a_run(srv, web, three, chromium)
     srv.ok("rev-a", ["screenshot"])
     is_error, reply = srv.call("rev-a", ["wait", "10000"], 1)
     assert is_error and reply["exit_code"] == 124, describe(reply)
-    wait_for("the started record", lambda: [r for r in records(srv.cfg.audit_log) if r.get("outcome") == "started"])
-    assert srv.pid is not None
-    os.kill(srv.pid, signal.SIGHUP)
-    wait_for("the reloaded record", lambda: [r for r in records(srv.cfg.audit_log) if r.get("outcome") == "reloaded"])
-    srv.stop()
+    reload_then_stop(srv)
 
 
 def test_every_ocsf_event_of_a_real_run_validates_against_the_ocsf_schema(
