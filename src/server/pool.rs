@@ -258,15 +258,19 @@ impl Sessions {
             } else {
                 1
             };
-            let warmed =
-                futures_util::future::join_all((0..at_once).map(|_| self.warm_one())).await;
-            let mut failed = None;
-            for result in warmed {
-                match result {
-                    Ok(pooled) => self.pool.put(pooled),
-                    Err(why) => failed = Some(why),
+            // Each daemon joins the queue as soon as it is warm, not once
+            // its sibling is: a new session may be arriving for it.
+            let warmed = futures_util::future::join_all((0..at_once).map(|_| async {
+                match self.warm_one().await {
+                    Ok(pooled) => {
+                        self.pool.put(pooled);
+                        None
+                    }
+                    Err(why) => Some(why),
                 }
-            }
+            }))
+            .await;
+            let failed = warmed.into_iter().flatten().last();
             self.runner.forward_again().await;
             match failed {
                 None => backoff = Duration::ZERO,
