@@ -25,6 +25,7 @@
 
 mod clipboard;
 mod contexts;
+mod in_flight;
 mod label;
 mod methods;
 mod relay;

@@ -6,7 +6,9 @@
 //! being put under the policy, or its URL resolved) holds the ones after it.
 //! Messages from Chromium pass unchanged, except that targets outside the
 //! session's browser context are left out of target lists and events
-//! ([`super::contexts`]); a new tab is opened in that context.
+//! ([`super::contexts`]); a new tab is opened in that context. A command on
+//! a tab that closes before Chromium answers it is answered by the gate
+//! ([`super::in_flight`]).
 
 use std::{
     collections::{HashMap, HashSet},
@@ -25,6 +27,7 @@ use url::Url;
 use super::{
     Shared,
     contexts::{context_of, in_context},
+    in_flight::{InFlight, answer_id, session_gone_answer},
     lock,
     methods::{Treatment, treatment},
 };
@@ -64,6 +67,8 @@ struct Connection {
     shown: Mutex<HashSet<String>>,
     /// Tabs this connection opened: only the first gets a window of its own.
     opened: std::sync::atomic::AtomicUsize,
+    /// Commands on tabs not answered yet, and the CDP sessions that ended.
+    in_flight: Mutex<InFlight>,
 }
 
 impl Connection {
@@ -75,6 +80,17 @@ impl Connection {
             awaited: Mutex::default(),
             shown: Mutex::default(),
             opened: std::sync::atomic::AtomicUsize::new(0),
+            in_flight: Mutex::default(),
+        }
+    }
+
+    /// `request` goes to Chromium: a command on a tab is awaited.
+    fn sent(&self, request: &Value) {
+        if let (Some(id), Some(cdp_session)) = (
+            request.get("id").and_then(Value::as_u64),
+            request.get("sessionId").and_then(Value::as_str),
+        ) {
+            lock(&self.in_flight).sent(id, cdp_session);
         }
     }
 }
@@ -91,6 +107,10 @@ enum Judgement {
     /// another session's) is not evidence of anything.
     Decline {
         why: String,
+    },
+    /// A command on a tab that has closed: answered as Chromium answers it.
+    SessionGone {
+        cdp_session: String,
     },
 }
 
@@ -131,8 +151,9 @@ pub(super) async fn relay(
             );
             break;
         };
-        let (rule, why) = match judge(request.clone(), &conn, &shared).await {
+        let answer = match judge(request.clone(), &conn, &shared).await {
             Judgement::Forward(request) => {
+                conn.sent(&request);
                 tracing::trace!(session = %conn.session, message = %request, "the browser gate forwards");
                 if chromium.is_none() {
                     match connect(&shared).await {
@@ -162,14 +183,16 @@ pub(super) async fn relay(
                 shared
                     .reporter
                     .report(conn.session.clone(), rule, why.clone());
-                (rule, why)
+                refusal_answer(&request, rule, &why)
             }
             Judgement::Decline { why } => {
                 tracing::debug!(session = %conn.session, %why, "the browser gate declined a CDP message");
-                (Rule::CdpRefused, why)
+                refusal_answer(&request, Rule::CdpRefused, &why)
+            }
+            Judgement::SessionGone { cdp_session } => {
+                session_gone_answer(request.get("id").cloned(), &cdp_session)
             }
         };
-        let answer = refusal_answer(&request, rule, &why);
         // A daemon that sends refused messages and never reads the answers
         // has its connection closed, not a queue that grows.
         let Ok(room) = Arc::clone(&budget).try_acquire_many_owned(room_for(answer.len())) else {
@@ -216,22 +239,34 @@ async fn from_chromium(
     conn: Arc<Connection>,
     shared: Arc<Shared>,
 ) {
-    while let Some(Ok(message)) = stream.next().await {
+    'relay: while let Some(Ok(message)) = stream.next().await {
         match message {
             Message::Text(text) => {
                 tracing::trace!(session = %conn.session, message = %text.chars().take(160).collect::<String>(), "the browser gate relays back");
-                let passed = match screen(&text, &conn, &shared) {
-                    Screened::Unchanged => Message::Text(text),
-                    Screened::Rewritten(value) => Message::text(value.to_string()),
+                let already_answered = {
+                    let mut in_flight = lock(&conn.in_flight);
+                    in_flight.waiting()
+                        && answer_id(&text).is_some_and(|id| !in_flight.answered(id))
+                };
+                if already_answered {
+                    continue;
+                }
+                let (passed, owed) = match screen(&text, &conn, &shared) {
+                    Screened::Unchanged => (Message::Text(text), Vec::new()),
+                    Screened::Rewritten(value) => (Message::text(value.to_string()), Vec::new()),
+                    Screened::Detached(owed) => (Message::Text(text), owed),
                     Screened::Dropped => continue,
                 };
-                let room = Arc::clone(&budget).acquire_many_owned(room_for(passed.len()));
-                let Ok(Ok(room)) = tokio::time::timeout(QUEUE_PATIENCE, room).await else {
-                    tracing::warn!(session = %conn.session, "a daemon does not read what Chromium sends it; its connection is closed");
-                    break;
-                };
-                if daemon.send((passed, Some(room))).is_err() {
-                    break;
+                // The detach first, then the answers Chromium will not give.
+                for passed in std::iter::once(passed).chain(owed.into_iter().map(Message::text)) {
+                    let room = Arc::clone(&budget).acquire_many_owned(room_for(passed.len()));
+                    let Ok(Ok(room)) = tokio::time::timeout(QUEUE_PATIENCE, room).await else {
+                        tracing::warn!(session = %conn.session, "a daemon does not read what Chromium sends it; its connection is closed");
+                        break 'relay;
+                    };
+                    if daemon.send((passed, Some(room))).is_err() {
+                        break 'relay;
+                    }
                 }
             }
             Message::Close(_) => break,
@@ -409,6 +444,12 @@ async fn policed_first(
             why: format!("{shown_method}: that tab is another session's"),
         };
     }
+    let gone = || Judgement::SessionGone {
+        cdp_session: cdp_session.to_owned(),
+    };
+    if known.is_none() && lock(&conn.in_flight).has_ended(cdp_session) {
+        return gone();
+    }
     let Some(target) = known else {
         return Judgement::Refuse {
             rule: Rule::CdpUnwarded,
@@ -421,6 +462,11 @@ async fn policed_first(
             .ward(shared, &target.target_id, &conn.session)
             .await
     {
+        // The tab closed while it was being put under the policy: there is
+        // nothing left to police.
+        if lock(&conn.in_flight).has_ended(cdp_session) {
+            return gone();
+        }
         return Judgement::Refuse {
             rule: Rule::CdpUnwarded,
             why: format!("the tab could not be put under the URL policy: {why}"),
@@ -530,6 +576,9 @@ async fn screen_request(
 enum Screened {
     Unchanged,
     Rewritten(Value),
+    /// A CDP session ended (unchanged), and these answers are owed for the
+    /// commands on it Chromium will not answer.
+    Detached(Vec<String>),
     Dropped,
 }
 
@@ -598,11 +647,21 @@ fn screen(text: &str, conn: &Connection, shared: &Shared) -> Screened {
             Screened::Unchanged
         }
         Some("Target.detachedFromTarget") => {
-            if let Some(cdp_session) = params.get("sessionId").and_then(Value::as_str) {
-                lock(&conn.attached).remove(cdp_session);
-                lock(&conn.hidden).remove(cdp_session);
+            let Some(cdp_session) = params.get("sessionId").and_then(Value::as_str) else {
+                return Screened::Unchanged;
+            };
+            lock(&conn.attached).remove(cdp_session);
+            lock(&conn.hidden).remove(cdp_session);
+            let orphans = lock(&conn.in_flight).ended(cdp_session);
+            if !orphans.is_empty() {
+                tracing::debug!(session = %conn.session, commands = ?orphans, "a tab closed with commands on it unanswered; the gate answers them");
             }
-            Screened::Unchanged
+            Screened::Detached(
+                orphans
+                    .into_iter()
+                    .map(|id| session_gone_answer(Some(id.into()), cdp_session))
+                    .collect(),
+            )
         }
         _ => Screened::Unchanged,
     }

@@ -1,0 +1,213 @@
+//! agent-browser's commands on a tab that Chromium has not answered yet.
+//!
+//! When a tab closes while a command on it is being handled (a popup
+//! closed as it opened, a page that calls `window.close()`), Chromium
+//! detaches the CDP session and never answers that command, and
+//! agent-browser waits for the answer until the call times out. The relay
+//! answers each such command with the error Chromium gives a command sent
+//! after the detach, so the daemon carries on at once.
+//!
+//! It also remembers the CDP sessions that ended, so a command that names
+//! one is answered like Chromium would, not refused and audited as a tab
+//! that escaped the URL policy; and the commands it answered itself, so
+//! that Chromium's own late answer to one (it often sends the error after
+//! the detach) is not a second answer.
+
+use std::{
+    collections::{HashMap, HashSet, VecDeque},
+    hash::Hash,
+};
+
+/// The error Chromium answers a command on a detached CDP session with.
+pub(super) const SESSION_GONE: &str = "Session with given id not found.";
+
+/// How many ended CDP sessions, and commands the gate answered, are
+/// remembered: enough for what agent-browser sends on a tab it has just
+/// seen close, bounded against a page that opens and closes tabs without
+/// end.
+const REMEMBERED: usize = 256;
+
+/// One connection's unanswered commands and ended CDP sessions.
+#[derive(Debug, Default)]
+pub(super) struct InFlight {
+    /// CDP session of each unanswered command, by the command's id.
+    pending: HashMap<u64, String>,
+    ended: Recent<String>,
+    answered_by_gate: Recent<u64>,
+}
+
+impl InFlight {
+    /// Command `id` on CDP session `cdp_session` went to Chromium.
+    pub(super) fn sent(&mut self, id: u64, cdp_session: &str) {
+        self.pending.insert(id, cdp_session.to_owned());
+    }
+
+    /// Chromium answered command `id`. False when the gate has answered it
+    /// already, so this answer is not to be passed on.
+    pub(super) fn answered(&mut self, id: u64) -> bool {
+        self.pending.remove(&id);
+        !self.answered_by_gate.take(&id)
+    }
+
+    /// Might Chromium's next message answer a command the gate tracks?
+    /// (Answers are read only then.)
+    pub(super) fn waiting(&self) -> bool {
+        !self.pending.is_empty() || !self.answered_by_gate.is_empty()
+    }
+
+    /// CDP session `cdp_session` ended: the ids of its commands Chromium
+    /// may never answer, in the order they were sent; the gate answers them.
+    pub(super) fn ended(&mut self, cdp_session: &str) -> Vec<u64> {
+        let mut orphans: Vec<u64> = self
+            .pending
+            .iter()
+            .filter(|(_, s)| *s == cdp_session)
+            .map(|(id, _)| *id)
+            .collect();
+        orphans.sort_unstable();
+        for id in &orphans {
+            self.pending.remove(id);
+            self.answered_by_gate.insert(*id);
+        }
+        self.ended.insert(cdp_session.to_owned());
+        orphans
+    }
+
+    /// Did CDP session `cdp_session` end (recently)?
+    pub(super) fn has_ended(&self, cdp_session: &str) -> bool {
+        self.ended.contains(cdp_session)
+    }
+}
+
+/// A set that keeps only its [`REMEMBERED`] latest members.
+#[derive(Debug)]
+struct Recent<T> {
+    members: HashSet<T>,
+    order: VecDeque<T>,
+}
+
+impl<T> Default for Recent<T> {
+    fn default() -> Self {
+        Self {
+            members: HashSet::new(),
+            order: VecDeque::new(),
+        }
+    }
+}
+
+impl<T: Hash + Eq + Clone> Recent<T> {
+    fn insert(&mut self, member: T) {
+        if !self.members.insert(member.clone()) {
+            return;
+        }
+        self.order.push_back(member);
+        while self.order.len() > REMEMBERED {
+            if let Some(oldest) = self.order.pop_front() {
+                self.members.remove(&oldest);
+            }
+        }
+    }
+
+    fn contains<Q: Hash + Eq + ?Sized>(&self, member: &Q) -> bool
+    where
+        T: std::borrow::Borrow<Q>,
+    {
+        self.members.contains(member)
+    }
+
+    /// Remove `member`; true if it was there.
+    fn take(&mut self, member: &T) -> bool {
+        let was = self.members.remove(member);
+        if was {
+            self.order.retain(|m| m != member);
+        }
+        was
+    }
+
+    fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+}
+
+/// The id of Chromium's answer in `text`, read without parsing the whole
+/// message (an answer may be a multi-megabyte screenshot). Chromium writes
+/// an answer's id first; a message in any other form is parsed in full.
+pub(super) fn answer_id(text: &str) -> Option<u64> {
+    if let Some(rest) = text.strip_prefix("{\"id\":") {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        return rest[..digits].parse().ok();
+    }
+    if text.starts_with("{\"method\":") {
+        return None;
+    }
+    serde_json::from_str::<serde_json::Value>(text)
+        .ok()?
+        .get("id")?
+        .as_u64()
+}
+
+/// The answer the relay gives command `id` on an ended CDP session.
+pub(super) fn session_gone_answer(id: Option<serde_json::Value>, cdp_session: &str) -> String {
+    serde_json::json!({
+        "id": id.unwrap_or_default(),
+        "sessionId": cdp_session,
+        "error": {"code": -32001, "message": SESSION_GONE},
+    })
+    .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_on_a_session_that_ends_unanswered_are_handed_back_in_order() {
+        let mut in_flight = InFlight::default();
+        in_flight.sent(7, "S1");
+        in_flight.sent(5, "S1");
+        in_flight.sent(6, "S2");
+        assert!(in_flight.answered(5));
+        assert_eq!(in_flight.ended("S1"), vec![7]);
+        // Handed back once: a second detach of the same session owes nothing.
+        assert!(in_flight.ended("S1").is_empty());
+        // Another session's command is still awaited, and passes when answered.
+        assert!(in_flight.has_ended("S1") && !in_flight.has_ended("S2"));
+        assert!(in_flight.answered(6));
+    }
+
+    #[test]
+    fn chromiums_late_answer_to_a_command_the_gate_answered_is_not_passed_on() {
+        let mut in_flight = InFlight::default();
+        in_flight.sent(9, "S1");
+        assert_eq!(in_flight.ended("S1"), vec![9]);
+        assert!(in_flight.waiting());
+        assert!(!in_flight.answered(9));
+        // Held back once only; nothing is left to wait for.
+        assert!(!in_flight.waiting());
+        assert!(in_flight.answered(9));
+    }
+
+    #[test]
+    fn ended_sessions_are_remembered_up_to_a_bound() {
+        let mut in_flight = InFlight::default();
+        for n in 0..=REMEMBERED {
+            in_flight.ended(&format!("S{n}"));
+        }
+        assert!(!in_flight.has_ended("S0"));
+        assert!(in_flight.has_ended(&format!("S{REMEMBERED}")));
+        assert_eq!(in_flight.ended.members.len(), REMEMBERED);
+    }
+
+    #[test]
+    fn an_answers_id_is_read_in_chromiums_form_and_in_any_other() {
+        assert_eq!(answer_id(r#"{"id":42,"result":{}}"#), Some(42));
+        assert_eq!(answer_id(r#"{"result":{},"id":43}"#), Some(43));
+        assert_eq!(
+            answer_id(r#"{"method":"Page.loadEventFired","params":{}}"#),
+            None
+        );
+        assert_eq!(answer_id("not json"), None);
+    }
+}
