@@ -29,9 +29,9 @@ pub(super) struct TabCap {
     pages: Mutex<HashMap<String, String>>,
 }
 
-/// What to do about a page Chromium announced.
+/// Whether a page Chromium announced has a place in its context.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum Verdict {
+pub(super) enum Place {
     /// Counted (or not a session's page): it stays.
     Stays,
     /// One more than its context may have: it is to be closed.
@@ -48,17 +48,17 @@ impl TabCap {
 
     /// A page `target` appeared in `context` (a session's): count it, or
     /// say it is one too many. Announced twice, it is counted once.
-    pub(super) fn opened(&self, target: &str, context: &str) -> Verdict {
+    pub(super) fn opened(&self, target: &str, context: &str) -> Place {
         let mut pages = lock(&self.pages);
         if pages.contains_key(target) {
-            return Verdict::Stays;
+            return Place::Stays;
         }
         let open = pages.values().filter(|c| *c == context).count();
         if open >= self.max {
-            return Verdict::OverCap { open };
+            return Place::OverCap { open };
         }
         pages.insert(target.to_owned(), context.to_owned());
-        Verdict::Stays
+        Place::Stays
     }
 
     /// Forget every page: the count is about to be made again from
@@ -86,7 +86,7 @@ pub(super) fn on_created(shared: &Arc<Shared>, info: &Value) {
     let Some(session) = shared.contexts.session_of(context) else {
         return;
     };
-    let Verdict::OverCap { open } = shared.tab_cap.opened(target, context) else {
+    let Place::OverCap { open } = shared.tab_cap.opened(target, context) else {
         return;
     };
     let kind = if text("openerId").is_some() {
@@ -119,31 +119,31 @@ mod tests {
     #[test]
     fn a_context_keeps_at_most_max_pages_and_a_closed_page_frees_its_place() {
         let cap = TabCap::new(2);
-        assert_eq!(cap.opened("T1", "C1"), Verdict::Stays);
-        assert_eq!(cap.opened("T2", "C1"), Verdict::Stays);
-        assert_eq!(cap.opened("T3", "C1"), Verdict::OverCap { open: 2 });
+        assert_eq!(cap.opened("T1", "C1"), Place::Stays);
+        assert_eq!(cap.opened("T2", "C1"), Place::Stays);
+        assert_eq!(cap.opened("T3", "C1"), Place::OverCap { open: 2 });
         // Another context has places of its own.
-        assert_eq!(cap.opened("T4", "C2"), Verdict::Stays);
+        assert_eq!(cap.opened("T4", "C2"), Place::Stays);
         cap.closed("T1");
-        assert_eq!(cap.opened("T3", "C1"), Verdict::Stays);
+        assert_eq!(cap.opened("T3", "C1"), Place::Stays);
     }
 
     #[test]
     fn a_page_announced_twice_is_counted_once() {
         let cap = TabCap::new(1);
-        assert_eq!(cap.opened("T1", "C1"), Verdict::Stays);
-        assert_eq!(cap.opened("T1", "C1"), Verdict::Stays);
-        assert_eq!(cap.opened("T2", "C1"), Verdict::OverCap { open: 1 });
+        assert_eq!(cap.opened("T1", "C1"), Place::Stays);
+        assert_eq!(cap.opened("T1", "C1"), Place::Stays);
+        assert_eq!(cap.opened("T2", "C1"), Place::OverCap { open: 1 });
     }
 
     #[test]
     fn a_page_closed_while_nobody_listened_frees_its_place_once_the_count_is_made_again() {
         let cap = TabCap::new(2);
-        assert_eq!(cap.opened("T1", "C1"), Verdict::Stays);
-        assert_eq!(cap.opened("T2", "C1"), Verdict::Stays);
+        assert_eq!(cap.opened("T1", "C1"), Place::Stays);
+        assert_eq!(cap.opened("T2", "C1"), Place::Stays);
         // T2 closed while the warden was reconnecting; only T1 is announced again.
         cap.forget_all();
-        assert_eq!(cap.opened("T1", "C1"), Verdict::Stays);
-        assert_eq!(cap.opened("T3", "C1"), Verdict::Stays);
+        assert_eq!(cap.opened("T1", "C1"), Place::Stays);
+        assert_eq!(cap.opened("T3", "C1"), Place::Stays);
     }
 }
