@@ -27,6 +27,11 @@ pub(super) const SESSION_GONE: &str = "Session with given id not found.";
 /// end.
 const REMEMBERED: usize = 256;
 
+/// How many unanswered commands are tracked: agent-browser has a handful in
+/// flight; a child that sends commands Chromium never answers does not grow
+/// the server (one past this is simply not answered for on a detach).
+const MAX_PENDING: usize = 4096;
+
 /// One connection's unanswered commands and ended CDP sessions.
 #[derive(Debug, Default)]
 pub(super) struct InFlight {
@@ -39,7 +44,9 @@ pub(super) struct InFlight {
 impl InFlight {
     /// Command `id` on CDP session `cdp_session` went to Chromium.
     pub(super) fn sent(&mut self, id: u64, cdp_session: &str) {
-        self.pending.insert(id, cdp_session.to_owned());
+        if self.pending.len() < MAX_PENDING {
+            self.pending.insert(id, cdp_session.to_owned());
+        }
     }
 
     /// Chromium answered command `id`. False when the gate has answered it
@@ -187,6 +194,16 @@ mod tests {
         // Held back once only; nothing is left to wait for.
         assert!(!in_flight.waiting());
         assert!(in_flight.answered(9));
+    }
+
+    #[test]
+    fn unanswered_commands_are_tracked_up_to_a_bound() {
+        let mut in_flight = InFlight::default();
+        for id in 0..(MAX_PENDING as u64 + 10) {
+            in_flight.sent(id, "S1");
+        }
+        assert_eq!(in_flight.pending.len(), MAX_PENDING);
+        assert_eq!(in_flight.ended("S1").len(), MAX_PENDING);
     }
 
     #[test]
