@@ -190,7 +190,8 @@ PY
 }
 
 # The flags every Chromium that browser-shell drives here starts with: up's (headed on
-# Xvfb) and deploy/local/chromium's. Chromium is not confined, so it is kept quiet:
+# Xvfb), deploy/local/chromium's, and the tests' and bench's (tests/e2e/harness.py).
+# Chromium is not confined, so it is kept quiet:
 # no background services or updates outside the sessions' contexts, no QUIC (UDP
 # around the egress proxy), no WebRTC UDP that bypasses the proxy, no autofill
 # queries; DevTools only on loopback. No WebUI omnibox popups: each window preloads

@@ -6,6 +6,7 @@ Everything here talks to loopback only: Chromium's DevTools endpoint is bound to
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import html
 import importlib.machinery
@@ -122,6 +123,19 @@ class Chromium:
         return f"http://127.0.0.1:{self.port}/json/version"
 
 
+@functools.cache
+def chromium_flags() -> tuple[str, ...]:
+    """The flags browser-shell's scripts start Chromium with (deploy/local/stack-lib.sh), so the tests and
+    the bench run the browser users get: no background services, no QUIC or WebRTC UDP around the egress,
+    no autofill queries, no WebUI omnibox popups, DevTools on loopback."""
+    listed = subprocess.run(
+        ["bash", "-c", '. "$1" && printf "%s\\0" "${chromium_flags[@]}"', "bash",
+         str(REPO_ROOT / "deploy" / "local" / "stack-lib.sh")],
+        capture_output=True, text=True, check=True, timeout=30,
+    )
+    return tuple(flag for flag in listed.stdout.split("\0") if flag)
+
+
 @contextmanager
 def run_chromium(workdir: Path, start_timeout: float = 20.0) -> Iterator[Chromium]:
     exe = resolve_chromium()
@@ -137,22 +151,9 @@ def run_chromium(workdir: Path, start_timeout: float = 20.0) -> Iterator[Chromiu
     argv = [
         exe,
         "--headless",
-        "--no-sandbox",
         "--disable-gpu",
         f"--remote-debugging-port={port}",
-        "--remote-debugging-address=127.0.0.1",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        "--disable-quic",
-        # Chromium's own autofill queries go out through a session's egress
-        # like any request of its context: off, so no test resolves an outside name.
-        # The WebUI omnibox popups are renderers preloaded in every window, so in
-        # every session's context: most of a new session's cost (docs/benchmarks.md).
-        "--disable-features=AutofillServerCommunication,WebUIOmniboxPopup,WebUIOmniboxAimPopup",
-        # WebRTC may not send UDP around the egress proxy.
-        "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
+        *chromium_flags(),
         f"--user-data-dir={user_data_dir}",
         "about:blank",
     ]
