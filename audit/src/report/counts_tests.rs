@@ -15,7 +15,7 @@ use super::{
 /// by `secret.host` while it ran, a navigation the guard blocked, a request
 /// the gate blocked, a connection the egress proxy refused, a `cdp.refused`,
 /// a `javascript:` open with markup in it, a failed call, a malformed
-/// message, an intent without outcome.
+/// message, a call refused as `request.invalid`, an intent without outcome.
 fn every_kind() -> Vec<Value> {
     let mut seq = 0;
     let mut record = |phase: &str, session: Option<&str>, extra: Value| {
@@ -98,6 +98,14 @@ fn every_kind() -> Vec<Value> {
             None,
             json!({"verdict": "denied", "rule": "jsonrpc.parse_error"}),
         ),
+        // The call layer's refusal of malformed arguments: shares the
+        // `request.` prefix with the gate's `request.blocked`, but no
+        // browser asked for it.
+        record(
+            "denied",
+            Some("s1"),
+            json!({"verdict": "denied", "rule": "request.invalid", "reason": "unknown key `argvv`"}),
+        ),
         record(
             "intent",
             Some("s2"),
@@ -154,7 +162,7 @@ fn refusals_are_counted_once_and_agree_in_every_view() {
             phase(r, "denied")
                 && r["rule"]
                     .as_str()
-                    .is_some_and(|x| x.starts_with("request.") || x.starts_with("cdp."))
+                    .is_some_and(|x| x == "request.blocked" || x.starts_with("cdp."))
         })
         .count() as u64;
     let refused = log
@@ -175,7 +183,7 @@ fn refusals_are_counted_once_and_agree_in_every_view() {
         ("gate_refusals", gate),
         ("refusals", denied_records + refused),
     ]);
-    assert_eq!((denied_records - gate, refused, gate), (4, 2, 3));
+    assert_eq!((denied_records - gate, refused, gate), (5, 2, 3));
     for (key, n) in &expected {
         assert_eq!(report.totals[*key], *n, "totals.{key}");
         let sessions: u64 = report.sessions.values().map(|s| of(s, key)).sum();

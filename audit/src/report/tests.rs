@@ -512,3 +512,18 @@ fn ocsf_declares_a_version_with_every_attribute_used_and_its_profiles() {
         json!(["security_control", "trace"])
     );
 }
+
+#[test]
+fn ocsf_names_the_mcp_client_for_a_malformed_call_not_the_browser() {
+    let denied = |rule: &str| {
+        json!({"seq": 1, "phase": "denied", "call_id": "c1", "host": "vm", "pid": 7,
+               "time": "2026-11-25T07:19:10.000000000Z", "session_id": "u1",
+               "verdict": "denied", "rule": rule})
+    };
+    let events = ocsf_events(&[denied("request.invalid"), denied("request.blocked")]);
+    assert_eq!(events[0]["actor"]["app_name"], "MCP client (unidentified)");
+    assert_eq!(
+        events[1]["actor"]["app_name"],
+        "web page (via the browser gate)"
+    );
+}
