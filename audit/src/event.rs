@@ -274,3 +274,24 @@ pub(crate) fn phase_of(record: &Value) -> Option<&str> {
         record.get("outcome").and_then(Value::as_str),
     )
 }
+
+/// Who a refusal rule's `denied` record speaks for: the browser side, as
+/// the gate saw it (`cdp.*`, what agent-browser asked Chromium for;
+/// `request.blocked`, what a page asked for), or the MCP client's call.
+/// By exact rule, not prefix: `request.invalid` is the call layer's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RefusedFor {
+    AgentBrowser,
+    WebPage,
+    Call,
+}
+
+pub(crate) fn refused_for(rule: &str) -> RefusedFor {
+    if rule.starts_with("cdp.") {
+        RefusedFor::AgentBrowser
+    } else if rule == "request.blocked" {
+        RefusedFor::WebPage
+    } else {
+        RefusedFor::Call
+    }
+}

@@ -311,7 +311,11 @@ def test_a_reviewer_gets_a_verified_report_that_renders_filters_and_refuses_a_ta
 # What the log holds that a page must show as text: markup and a bidi override (U+202E, which would
 # make "exe.png" read "gnp.exe"), from the arguments of calls an agent made.
 HOSTILE = "<script>window.__pwned=1</script><img src=x onerror=window.__pwned=2>\u202egnp.exe"
-GATE_RULES = ("request.", "cdp.")
+
+
+def by_the_gate(rule: str) -> bool:
+    """A refusal the browser gate made (audit/README.md): not `request.invalid`, the call layer's."""
+    return rule == "request.blocked" or rule.startswith("cdp.")
 
 
 def origin(url: str) -> str:
@@ -346,7 +350,7 @@ def expected_counts(logged: list[dict]) -> dict[str, dict]:
         if r["phase"] == "intent" and r["call_id"] in calls:
             bump(session, "calls")
             bump(session, "allowed")
-        elif r["phase"] == "denied" and rule.startswith(GATE_RULES):
+        elif r["phase"] == "denied" and by_the_gate(rule):
             bump(session, "gate_refusals")
             bump(session, "refusals")
             named = re.search(r'(?: request to | connection to |" from )(\S+)', r.get("reason", ""))

@@ -77,7 +77,7 @@ fn rows(records: &[Value]) -> Vec<Row> {
             },
             Some("denied") => {
                 let rule = text(record, "rule").unwrap_or_default();
-                let gate = rule.starts_with("cdp.") || rule.starts_with("request.");
+                let gate = crate::event::refused_for(&rule) != crate::event::RefusedFor::Call;
                 let mut r = row(record, if gate { "gate" } else { "refusal" });
                 if r.verdict.is_empty() {
                     r.verdict = "denied".into();

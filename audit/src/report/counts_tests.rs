@@ -176,7 +176,7 @@ fn refusals_are_counted_once_and_agree_in_every_view() {
         })
         .count() as u64;
     let expected = BTreeMap::from([
-        ("calls", 10),
+        ("calls", 11),
         ("allowed", 6),
         ("denied", denied_records - gate),
         ("refused", refused),
@@ -247,11 +247,12 @@ fn refusals_are_counted_once_and_agree_in_every_view() {
     assert_eq!(by_rule, expected["refusals"]);
     let table = report.to_table();
     assert!(
-        table.contains("refusals by rule (9 = 4 denied + 2 refused while running + 3 by the gate)"),
+        table
+            .contains("refusals by rule (10 = 5 denied + 2 refused while running + 3 by the gate)"),
         "{table}"
     );
     assert!(
-        table.contains("totals: allowed=6 calls=10 denied=4 gate_refusals=3"),
+        table.contains("totals: allowed=6 calls=11 denied=5 gate_refusals=3"),
         "{table}"
     );
 }

@@ -35,6 +35,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value, json};
 
 use super::parse_time;
+use crate::event::{RefusedFor, refused_for};
 
 /// The OCSF schema version the events declare.
 pub const OCSF_VERSION: &str = "1.4.0";
@@ -351,12 +352,12 @@ fn actor(record: &Value) -> Value {
         actor.insert("session".into(), json!({ "uid": session }));
     }
     let rule = str_of(record, "rule").unwrap_or_default();
-    let app = match str_of(record, "client") {
-        Some(client) => client.to_owned(),
+    let app = match (str_of(record, "client"), refused_for(rule)) {
+        (Some(client), _) => client.to_owned(),
         // A gate refusal: what asked was the session's browser side.
-        None if rule.starts_with("request.") => "web page (via the browser gate)".into(),
-        None if rule.starts_with("cdp.") => "agent-browser (via the browser gate)".into(),
-        None => "MCP client (unidentified)".into(),
+        (None, RefusedFor::WebPage) => "web page (via the browser gate)".into(),
+        (None, RefusedFor::AgentBrowser) => "agent-browser (via the browser gate)".into(),
+        (None, RefusedFor::Call) => "MCP client (unidentified)".into(),
     };
     actor.insert("app_name".into(), Value::from(app));
     Value::Object(actor)
