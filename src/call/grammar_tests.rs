@@ -156,3 +156,18 @@ fn open_and_screenshot_leave_their_value_to_later_stages() {
     let bare = parse(&argv(&["screenshot"])).unwrap();
     assert_eq!(bare.slot, Slot::OutputFile(None));
 }
+
+#[test]
+fn a_shell_line_in_one_item_is_told_to_split_into_items() {
+    let err = parse(&argv(&["open http://127.0.0.1:8765/"])).unwrap_err();
+    assert_eq!(err.rule, "subcommand.unknown");
+    assert!(
+        err.message
+            .contains(r#"split it into items: ["open", "http://127.0.0.1:8765/"]"#),
+        "{}",
+        err.message
+    );
+    // An unknown word alone gets the list, and no such advice.
+    let alone = parse(&argv(&["frobnicate"])).unwrap_err();
+    assert!(!alone.message.contains("split"), "{}", alone.message);
+}

@@ -1224,3 +1224,24 @@ fn a_protected_port_is_refused_on_a_private_address_even_when_the_range_is_allow
     assert_eq!(rule("http://127.0.0.1:9223/"), Ok(()));
     assert_eq!(rule(&format!("http://{PUBLIC}:9222/")), Ok(()));
 }
+
+/// `localhost` is ::1 as well as 127.0.0.1: a policy that allows only the
+/// IPv4 loopback on a port refuses it, and the refusal says which entry
+/// to add (or which URL to open instead).
+#[test]
+fn localhost_refused_as_ipv6_loopback_names_the_entry_that_would_allow_it() {
+    let allows_v4 = r#"{"open": {"allow_private_cidrs": ["127.0.0.1:8765"]}}"#;
+    let refused = check(allows_v4, "http://localhost:8765/", &resolver())
+        .err()
+        .map(|r| (r.rule.id(), r.message));
+    let (rule, message) = refused.unwrap_or_default();
+    assert_eq!(rule, "address.private");
+    assert!(message.contains("\"[::1]:8765\""), "{message}");
+    assert!(message.contains("http://127.0.0.1:8765/"), "{message}");
+    // No hint where 127.0.0.1 is not allowed on that port either.
+    let other_port = check(allows_v4, "http://localhost:9000/", &resolver())
+        .err()
+        .map(|r| r.message)
+        .unwrap_or_default();
+    assert!(!other_port.contains("[::1]"), "{other_port}");
+}
