@@ -245,13 +245,33 @@ fn canonical(name: &str) -> Result<&'static str, Refusal> {
     Err(Refusal::new(
         Rule::SubcommandUnknown,
         format!(
-            "unknown or unsupported subcommand (argv[0] must be one of: {})",
+            "unknown or unsupported subcommand (argv[0] must be one of: {}){}",
             usages()
                 .map(|(name, _)| name)
                 .collect::<Vec<_>>()
-                .join(", ")
+                .join(", "),
+            shell_line_hint(name)
         ),
     ))
+}
+
+/// An argv[0] that is a whole command line in one item (`"open http://…"`)
+/// is the usual slip of a caller used to shells: name the fix. Only the
+/// subcommand is echoed: the rest may be a URL with a token in it, and a
+/// refusal's reason is recorded as it is.
+fn shell_line_hint(item: &str) -> String {
+    let mut words = item.split_whitespace();
+    let Some(first) = words.next().and_then(Subcommand::named) else {
+        return String::new();
+    };
+    if words.next().is_none() {
+        return String::new();
+    }
+    format!(
+        "; argv[0] holds a whole command line: argv is a list, not a shell string; \
+         split it into items, one per word: [\"{}\", …]",
+        first.facts().name
+    )
 }
 
 struct Builder {

@@ -463,10 +463,30 @@ impl UrlPolicy {
                 format!(
                     "{name} is {ip} ({kind}) and port {port}; only public addresses may be \
                      opened unless an entry of the policy's allow_private_cidrs covers the \
-                     address and the port"
+                     address and the port{}",
+                    self.ipv6_loopback_hint(ip, port)
                 ),
             ))
         }
+    }
+}
+
+impl UrlPolicy {
+    /// `localhost` resolves to ::1 as well as 127.0.0.1; a policy written
+    /// for 127.0.0.1 alone refuses it on ::1. Say which entry would allow
+    /// it, or which URL the policy allows already.
+    fn ipv6_loopback_hint(&self, ip: IpAddr, port: u16) -> String {
+        let v4_allowed = self
+            .allow_private_cidrs
+            .iter()
+            .any(|allowance| allowance.covers(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), port));
+        if ip != IpAddr::V6(std::net::Ipv6Addr::LOCALHOST) || !v4_allowed {
+            return String::new();
+        }
+        format!(
+            "; 127.0.0.1:{port} is allowed, and localhost is also ::1: add \"[::1]:{port}\" \
+             to allow_private_cidrs, or open http://127.0.0.1:{port}/ instead"
+        )
     }
 }
 
