@@ -137,3 +137,15 @@ fn debug_output_names_secrets_but_never_shows_a_value() {
         "{shown}"
     );
 }
+
+#[test]
+fn an_unknown_secret_names_the_flag_that_configures_secrets() {
+    let none = Secrets::default()
+        .names_in("{{secret:pw}}")
+        .expect_err("no secrets");
+    assert_eq!(none.rule, Rule::SecretUnknown);
+    assert!(none.message.contains("--secrets"), "{}", none.message);
+    let other = demo().names_in("{{secret:bank}}").expect_err("not known");
+    assert!(other.message.contains("known: pw"), "{}", other.message);
+    assert!(other.message.contains("--secrets"), "{}", other.message);
+}
