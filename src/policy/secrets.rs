@@ -250,10 +250,16 @@ impl Secrets {
 
     fn known_names(&self) -> String {
         if self.by_name.is_empty() {
-            "no secrets are configured on this server".to_owned()
+            "no secrets are configured on this server: its operator names a secrets file \
+             with --secrets (BROWSER_SHELL_SECRETS)"
+                .to_owned()
         } else {
-            let names: Vec<&str> = self.by_name.keys().map(String::as_str).collect();
-            format!("known: {}", names.join(", "))
+            let mut names: Vec<&str> = self.by_name.keys().map(String::as_str).collect();
+            names.sort_unstable();
+            format!(
+                "known: {}; more are added to the file --secrets names",
+                names.join(", ")
+            )
         }
     }
 }

@@ -92,14 +92,19 @@ def readme_chromium(scratch) -> Iterator[int]:
     assert not profile.exists(), f"deploy/local/chromium left its fresh profile {profile}"
 
 
-def placed(config: dict, *, server: Path, agent_browser: Path, cdp_port: int, audit_log: Path, policy: Path) -> tuple[str, list[str]]:
+def placed(
+    config: dict, *, server: Path, agent_browser: Path, cdp_port: int, audit_log: Path, policy: Path, secrets: Path
+) -> tuple[str, list[str]]:
     """(command, args) of the README's server entry with this run's paths and port, flag by flag."""
     assert list(config) == ["mcpServers"] and list(config["mcpServers"]) == ["browser-shell"], config
     entry = config["mcpServers"]["browser-shell"]
     assert set(entry) == {"command", "args"}, f"the entry has more than command and args: {entry}"
     args = list(entry["args"])
     assert args[0] == "serve", args
-    values = {"--agent-browser": agent_browser, "--cdp-port": cdp_port, "--audit-log": audit_log, "--policy": policy}
+    values = {
+        "--agent-browser": agent_browser, "--cdp-port": cdp_port, "--audit-log": audit_log, "--policy": policy,
+        "--secrets": secrets,
+    }
     out = ["serve"]
     rest = args[1:]
     while rest:
@@ -122,10 +127,14 @@ def test_the_readmes_client_config_runs_with_the_python_client(
     policy = evidence / "policy.json"
     # What the README tells the user to write before the start: here, the loopback page's origin.
     policy.write_text(json.dumps({"open": {"allow_private_cidrs": [f"127.0.0.1:{web.port}"]}}))
+    # And the secrets file it names, with one secret bound to that origin (mode 0600, as it says).
+    secrets = evidence / "secrets.json"
+    secrets.write_text(json.dumps({"demo_login": {"value": "readme-s3cret", "hosts": [f"127.0.0.1:{web.port}"]}}))
+    secrets.chmod(0o600)
     audit_log = evidence / "audit.jsonl"
     command, args = placed(
         config, server=binaries.server, agent_browser=binaries.agent_browser,
-        cdp_port=readme_chromium, audit_log=audit_log, policy=policy,
+        cdp_port=readme_chromium, audit_log=audit_log, policy=policy, secrets=secrets,
     )
     # The environment a client gives a server it starts; state and output dirs of this test's own
     # (the defaults under /tmp may be a real server's), and from a checkout under /tmp the flag
@@ -139,7 +148,7 @@ def test_the_readmes_client_config_runs_with_the_python_client(
     }
     page = web.url("/form")
 
-    async def run() -> tuple[list[str], tuple[bool, dict], tuple[bool, dict], tuple[bool, dict]]:
+    async def run() -> tuple[list[str], tuple[bool, dict], tuple[bool, dict], tuple[bool, dict], tuple[bool, dict]]:
         params = StdioServerParameters(command=command, args=args, env=env)
         with open(base / "server.stderr.log", "w") as errlog:
             async with stdio_client(params, errlog=errlog) as (read, write):
@@ -149,12 +158,13 @@ def test_the_readmes_client_config_runs_with_the_python_client(
                         tools = [t.name for t in (await session.list_tools()).tools]
                     with anyio.fail_after(150):
                         opened = await call(session, "readme", ["open", page])
+                        filled = await call(session, "readme", ["fill", "#q", "{{secret:demo_login}}"])
                         url = await call(session, "readme", ["get", "url"])
                         closed = await call(session, "readme", ["close"])
-        return tools, opened, url, closed
+        return tools, opened, filled, url, closed
 
     try:
-        tools, opened, url, closed = anyio.run(run)
+        tools, opened, filled, url, closed = anyio.run(run)
     except BaseException:
         log(f"server stderr:\n{harness.tail(base / 'server.stderr.log')}")
         raise
@@ -163,7 +173,7 @@ def test_the_readmes_client_config_runs_with_the_python_client(
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
     assert tools == ["browser-shell"], tools
-    for is_error, reply in (opened, url, closed):
+    for is_error, reply in (opened, filled, url, closed):
         assert not is_error and reply["exit_code"] == 0, f"{describe(reply)}\n{harness.tail(base / 'server.stderr.log')}"
     assert json.loads(url[1]["stdout"]) == {"url": page}, url
     # The audit log the README names is the server's, and intact.

@@ -27,7 +27,6 @@ pytestmark = pytest.mark.chromium
 
 SKILL = harness.REPO_ROOT / "skills" / "browser-shell" / "SKILL.md"
 DEMO_ORIGIN = "http://127.0.0.1:8000"
-SECRET = "correct horse battery"
 
 
 @pytest.fixture
@@ -49,14 +48,15 @@ def demo_site(scratch) -> Iterator[str]:
 
 
 def site_help_config(port: int) -> tuple[dict, dict]:
-    """The policy and the secrets the demo site's --help tells the operator to give browser-shell,
-    for the site on `port` (the secret's value is the operator's choice: `…` in the help)."""
+    """The policy and the secrets the demo site's --help tells the operator to write, as its shell
+    lines write them (the secret's value included: the help's value works as it is), for the site
+    on `port`."""
     done = subprocess.run([str(harness.DEMO_SITE_SCRIPT), "--help"], capture_output=True, text=True, timeout=30, check=True)
     found = {}
     for name in ("policy.json", "secrets.json"):
-        line = re.search(rf"^\s*{re.escape(name)}\s+(\{{.*\}})", done.stdout, re.M)
-        assert line, f"demo-site --help shows no {name}:\n{done.stdout}"
-        found[name] = json.loads(line[1].replace("127.0.0.1:8000", f"127.0.0.1:{port}").replace('"…"', json.dumps(SECRET)))
+        line = re.search(rf"echo '(\{{.*\}})' > {re.escape(name)}", done.stdout)
+        assert line, f"demo-site --help writes no {name}:\n{done.stdout}"
+        found[name] = json.loads(line[1].replace("127.0.0.1:8000", f"127.0.0.1:{port}"))
     return found["policy.json"], found["secrets.json"]
 
 
@@ -66,6 +66,7 @@ def test_skill_md_examples_reply_as_shown_against_the_demo_site(start_server, sc
     port = urllib.parse.urlsplit(demo_site).port
     policy, secrets = site_help_config(port)
     secrets_file = scratch("bs-demo-secrets-", under="/var/tmp") / "secrets.json"
+    secret = secrets["demo_login"]["value"]
     secrets_file.write_text(json.dumps(secrets))
     secrets_file.chmod(0o600)
     server = start_server(policy_json=policy, extra_args=["--secrets", str(secrets_file)])
@@ -90,7 +91,7 @@ def test_skill_md_examples_reply_as_shown_against_the_demo_site(start_server, sc
             want = expected or {"session_id": call_args["session_id"], "exit_code": 0}
             if not reply_matches(want, actual):
                 failures.append(f"{json.dumps(call_args)}\n  shown:  {json.dumps(want)}\n  actual: {json.dumps(actual)}")
-            if SECRET in json.dumps(actual) or SECRET in json.dumps([c.model_dump() for c in result.content if c.type == "text"]):
+            if secret in json.dumps(actual) or secret in json.dumps([c.model_dump() for c in result.content if c.type == "text"]):
                 failures.append(f"{json.dumps(call_args)}: the secret's value is in the reply: {json.dumps(actual)}")
             if call_args["argv"][0] == "screenshot" and actual["exit_code"] == 0:
                 # As SKILL.md says: the picture follows the JSON.
