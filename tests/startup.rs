@@ -188,6 +188,31 @@ fn a_policy_path_that_does_not_exist_stops_the_start_naming_it() {
     assert_eq!(output.status.code(), Some(2));
 }
 
+/// One truth for "is this policy usable": the reviewers' commands say of a
+/// path what `serve` would do with it.
+#[test]
+fn policy_check_and_explain_refuse_the_missing_path_serve_refuses() {
+    let d = dirs();
+    let mistyped = d.evidence.path().join("polcy.json");
+    let serve = run(&d, &[("--policy", mistyped.display().to_string())]);
+    assert_eq!(serve.status.code(), Some(2));
+    let path = mistyped.display().to_string();
+    for argv in [
+        vec!["policy", "check", path.as_str()],
+        vec!["policy", "explain", "--policy", path.as_str(), "http://127.0.0.1/"],
+    ] {
+        let out = Command::new(BIN)
+            .args(&argv)
+            .env_remove("BROWSER_SHELL_POLICY")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{argv:?}: {stderr}");
+        assert!(stderr.contains(&format!("{path}: no such file")), "{argv:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{argv:?}");
+    }
+}
+
 #[test]
 fn unwritable_audit_log_is_refused_at_start() {
     let d = dirs();
