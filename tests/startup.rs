@@ -199,7 +199,13 @@ fn policy_check_and_explain_refuse_the_missing_path_serve_refuses() {
     let path = mistyped.display().to_string();
     for argv in [
         vec!["policy", "check", path.as_str()],
-        vec!["policy", "explain", "--policy", path.as_str(), "http://127.0.0.1/"],
+        vec![
+            "policy",
+            "explain",
+            "--policy",
+            path.as_str(),
+            "http://127.0.0.1/",
+        ],
     ] {
         let out = Command::new(BIN)
             .args(&argv)
@@ -208,7 +214,10 @@ fn policy_check_and_explain_refuse_the_missing_path_serve_refuses() {
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{argv:?}: {stderr}");
-        assert!(stderr.contains(&format!("{path}: no such file")), "{argv:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{path}: no such file")),
+            "{argv:?}: {stderr}"
+        );
         assert!(out.stdout.is_empty(), "{argv:?}");
     }
 }

@@ -257,9 +257,8 @@ pub(crate) struct ServeArgs {
     pub(crate) pool_idle_sec: u64,
 }
 
-/// Where the policy file is when no `--policy` names one: only here may it
-/// be missing (a mistyped path must not run the default policy silently).
-pub(crate) const DEFAULT_POLICY: &str = "/etc/agent-browser/browser-shell.policy.json";
+/// Where the policy file is when no `--policy` names one.
+pub(crate) const DEFAULT_POLICY: &str = crate::policy::url_policy::DEFAULT_PATH;
 
 /// `--session-overflow`, as the command line spells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -189,20 +189,14 @@ impl ServeArgs {
         })
     }
 
-    /// Only the default policy path may be missing (the built-in default
-    /// policy applies, said on stderr): a mistyped `--policy` stops the start.
+    /// A missing policy file at the default path is the built-in default,
+    /// said on stderr; elsewhere it stops the start
+    /// ([`crate::policy::url_policy::missing_file`]).
     fn check_policy_present(&self) -> anyhow::Result<()> {
         if self.policy.exists() {
             return Ok(());
         }
-        if self.policy != Path::new(super::flags::DEFAULT_POLICY) {
-            bail!(
-                "--policy {}: no such file (only the default path {} may be missing, for the \
-                 built-in default policy); fix the path, or leave --policy out",
-                self.policy.display(),
-                super::flags::DEFAULT_POLICY
-            );
-        }
+        crate::policy::url_policy::missing_file(&self.policy)?;
         tracing::warn!(
             path = %self.policy.display(),
             "no policy file at the default path: the built-in default policy applies \

@@ -320,7 +320,7 @@ pub(super) struct PolicyCheckArgs {
     /// The policy file (default: `--policy`'s default or `BROWSER_SHELL_POLICY`).
     #[arg(
         env = "BROWSER_SHELL_POLICY",
-        default_value = "/etc/agent-browser/browser-shell.policy.json"
+        default_value = super::flags::DEFAULT_POLICY
     )]
     pub file: PathBuf,
 }
@@ -334,7 +334,7 @@ pub(super) struct PolicyExplainArgs {
     #[arg(
         long,
         env = "BROWSER_SHELL_POLICY",
-        default_value = "/etc/agent-browser/browser-shell.policy.json"
+        default_value = super::flags::DEFAULT_POLICY
     )]
     pub policy: PathBuf,
 }
@@ -356,7 +356,7 @@ fn name_policy_source(path: &std::path::Path) {
         eprintln!("policy file: {}", path.display());
     } else {
         eprintln!(
-            "warning: policy file {} does not exist: the built-in default policy applies",
+            "warning: no policy file at the default path {}: the built-in default policy applies",
             path.display()
         );
     }

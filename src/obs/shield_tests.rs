@@ -15,6 +15,7 @@ fn shield(dir: &std::path::Path) -> Shield {
     )
     .expect("write");
     std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    std::fs::write(dir.join("policy.json"), "{}").expect("write");
     let source = rules::Source {
         policy_file: dir.join("policy.json"),
         secrets_file: Some(secrets),

@@ -75,8 +75,8 @@ pub(crate) struct Source {
 }
 
 impl Source {
-    /// Read and check the policy file; a missing file is the built-in
-    /// default (the caller says so: see `cli::review`).
+    /// Read and check the policy file; a missing file at the default path
+    /// is the built-in default (the caller says so: see `cli::review`).
     pub(crate) fn load(&self) -> Result<Rules, LoadError> {
         let path = &self.policy_file;
         let (mut url, file_sha256) = match std::fs::read(path) {
@@ -88,7 +88,10 @@ impl Source {
                 let policy = UrlPolicy::parse(&text, &path.display().to_string())?;
                 (policy, Some(audit::sha256_hex(text.as_bytes())))
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (UrlPolicy::default(), None),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                super::url_policy::missing_file(path)?;
+                (UrlPolicy::default(), None)
+            }
             Err(source) => {
                 return Err(PolicyError::Read {
                     path: path.display().to_string(),

@@ -1,6 +1,9 @@
 use super::*;
 
+/// A source whose policy file is `{}` (every key at its default): only
+/// the default path may be missing.
 fn source(dir: &Path) -> Source {
+    std::fs::write(dir.join("policy.json"), "{}").expect("write");
     Source {
         policy_file: dir.join("policy.json"),
         secrets_file: None,
@@ -15,7 +18,7 @@ fn a_valid_file_replaces_the_rules_and_a_snapshot_taken_before_keeps_the_old_one
     let dir = tempfile::tempdir().expect("tempdir");
     let current = Current::load(source(dir.path())).expect("default loads");
     let before = current.get();
-    assert!(before.file_sha256.is_none());
+    assert_eq!(before.file_sha256, Some(audit::sha256_hex(b"{}")));
     std::fs::write(
         dir.path().join("policy.json"),
         r#"{"open":{"allow_private_cidrs":["127.0.0.1:8765"]}}"#,
@@ -81,4 +84,15 @@ fn the_digest_is_the_same_across_restarts_whose_gate_port_differs() {
         first.sha256,
         "other rules, other digest"
     );
+}
+
+#[test]
+fn a_policy_file_removed_from_a_named_path_is_refused_on_reload_and_the_rules_stay() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let current = Current::load(source(dir.path())).expect("loads");
+    std::fs::remove_file(dir.path().join("policy.json")).expect("remove");
+    let Reload::Kept { error, .. } = current.reload() else {
+        panic!("a missing file at a path of the operator's must not become the default policy");
+    };
+    assert!(error.to_string().contains("no such file"), "{error}");
 }

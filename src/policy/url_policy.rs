@@ -82,6 +82,29 @@ pub(crate) enum PolicyError {
     },
     #[error("policy file {path}: {message}")]
     Invalid { path: String, message: String },
+    #[error(
+        "--policy {path}: no such file (only the default path {DEFAULT_PATH} may be missing, for \
+         the built-in default policy); fix the path, or leave --policy out"
+    )]
+    Missing { path: String },
+}
+
+/// Where the policy file is when no `--policy` names one: only here may it
+/// be missing (a mistyped path must not run the default policy silently).
+/// `serve`, a reload, `policy check` and `policy explain` all read a path
+/// through [`UrlPolicy::load`], so they agree on what is usable.
+pub(crate) const DEFAULT_PATH: &str = "/etc/agent-browser/browser-shell.policy.json";
+
+/// The built-in default stands in for a missing file only at
+/// [`DEFAULT_PATH`]; anywhere else a missing file is an error.
+pub(crate) fn missing_file(path: &Path) -> Result<(), PolicyError> {
+    if path == Path::new(DEFAULT_PATH) {
+        Ok(())
+    } else {
+        Err(PolicyError::Missing {
+            path: path.display().to_string(),
+        })
+    }
 }
 
 /// The effective policy.
@@ -169,14 +192,17 @@ pub(crate) struct Checked {
 }
 
 impl UrlPolicy {
-    /// Load `path`; a missing file is the default policy.
+    /// Load `path`; a missing file at [`DEFAULT_PATH`] is the default policy.
     ///
     /// # Errors
-    /// An unreadable or invalid file, naming the key and the problem.
+    /// An unreadable, invalid or (elsewhere) missing file, naming the key
+    /// and the problem.
     pub(crate) fn load(path: &Path) -> Result<Self, PolicyError> {
         match std::fs::read_to_string(path) {
             Ok(text) => Self::parse(&text, &path.display().to_string()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                missing_file(path).map(|()| Self::default())
+            }
             Err(source) => Err(PolicyError::Read {
                 path: path.display().to_string(),
                 source,

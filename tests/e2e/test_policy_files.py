@@ -47,7 +47,7 @@ def test_what_the_schema_rejects_the_server_rejects_too(server_bin: Path, tmp_pa
     assert run.returncode == 2 and "policy file" in run.stderr, (run.returncode, run.stderr)
 
 
-def test_policy_check_and_explain_name_their_file_and_warn_when_it_is_missing(
+def test_policy_check_and_explain_name_their_file_and_refuse_a_missing_one_as_serve_does(
     server_bin: Path, tmp_path: Path
 ) -> None:
     present = tmp_path / "policy.json"
@@ -57,8 +57,8 @@ def test_policy_check_and_explain_name_their_file_and_warn_when_it_is_missing(
     assert json.loads(run.stdout)["allow_private_cidrs"] == ["127.0.0.1/32:8765", "[::1]/128:8765"]
     missing = tmp_path / "typo.json"
     run = subprocess.run([str(server_bin), "policy", "check", str(missing)], capture_output=True, text=True)
-    assert run.returncode == 0 and "warning" in run.stderr and str(missing) in run.stderr, run.stderr
-    json.loads(run.stdout)  # stdout stays the policy, as JSON
+    # As `serve --policy` would: only the default path may be missing.
+    assert run.returncode == 2 and f"{missing}: no such file" in run.stderr and not run.stdout, run.stderr
     run = subprocess.run(
         [str(server_bin), "policy", "explain", "http://127.0.0.1:8765/", "--policy", str(present)],
         capture_output=True, text=True,
