@@ -286,6 +286,7 @@ fn help_documents_every_setting_and_its_environment_variable() {
         "BROWSER_SHELL_CDP_PORT",
         "BROWSER_SHELL_STATE_DIR",
         "BROWSER_SHELL_OUTPUT_DIR",
+        "BROWSER_SHELL_ON_EXIT",
         "BROWSER_SHELL_POLICY",
         "BROWSER_SHELL_AUDIT_LOG",
         "126 refused",

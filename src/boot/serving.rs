@@ -107,8 +107,18 @@ pub(super) async fn run(
     let _ = tokio::time::timeout(Duration::from_secs(2), output).await;
     reaper.abort();
     pool.abort();
-    // Bounded: a Chromium that does not answer cannot hold the exit.
-    let _ = tokio::time::timeout(Duration::from_secs(5), server.sessions.empty_pool()).await;
+    // Bounded: a Chromium that does not answer cannot hold the exit. At
+    // once: a client that closed stdin may stop the process a moment later.
+    let (_, ended) = tokio::join!(
+        tokio::time::timeout(Duration::from_secs(5), server.sessions.empty_pool()),
+        tokio::time::timeout(
+            grace.max(Duration::from_secs(5)),
+            server.sessions.end_on_exit()
+        ),
+    );
+    if ended.is_err() {
+        tracing::warn!("the sessions did not all end before the server stopped (--on-exit end)");
+    }
     // The life's last record follows its first, even for a client that left
     // before the binaries were hashed.
     server.chronicle.need_started().await;

@@ -162,6 +162,14 @@ pub(crate) struct ServeArgs {
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub(crate) session_idle_sec: u64,
 
+    /// When the server stops (its client left, or SIGTERM): `keep` its
+    /// sessions' daemons running for the next server started with the same
+    /// --state-dir, which adopts them (pages, cookies and refs as they
+    /// were; each exits by itself after --idle-timeout-sec if none does),
+    /// or `end` them as the reaper would (audited as closed).
+    #[arg(long, env = "BROWSER_SHELL_ON_EXIT", value_enum, default_value_t = OnExitFlag::Keep)]
+    pub(crate) on_exit: OnExitFlag,
+
     /// Bytes of screenshots one session keeps; before each screenshot the
     /// oldest go first so one more fits.
     #[arg(long, env = "BROWSER_SHELL_OUTPUT_QUOTA_SESSION_BYTES", value_name = "BYTES", default_value_t = 256 * 1024 * 1024)]
@@ -267,6 +275,22 @@ pub(crate) enum OverflowFlag {
     EvictLru,
 }
 
+/// `--on-exit`, as the command line spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum OnExitFlag {
+    Keep,
+    End,
+}
+
+impl From<OnExitFlag> for crate::server::registry::OnExit {
+    fn from(flag: OnExitFlag) -> Self {
+        match flag {
+            OnExitFlag::Keep => Self::Keep,
+            OnExitFlag::End => Self::End,
+        }
+    }
+}
+
 impl From<OverflowFlag> for crate::server::registry::Overflow {
     fn from(flag: OverflowFlag) -> Self {
         match flag {
@@ -287,6 +311,11 @@ mod tests {
         for flag in OverflowFlag::value_variants() {
             let name = flag.to_possible_value().map(|v| v.get_name().to_owned());
             let setting: crate::server::registry::Overflow = (*flag).into();
+            assert_eq!(name.as_deref(), Some(setting.name()));
+        }
+        for flag in OnExitFlag::value_variants() {
+            let name = flag.to_possible_value().map(|v| v.get_name().to_owned());
+            let setting: crate::server::registry::OnExit = (*flag).into();
             assert_eq!(name.as_deref(), Some(setting.name()));
         }
     }

@@ -7,6 +7,7 @@ mod diagnostics;
 mod flags;
 mod gate_probe;
 mod inputs;
+mod instance;
 mod operator;
 mod prepare;
 mod reload;

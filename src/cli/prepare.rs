@@ -14,7 +14,7 @@ use std::{
 
 use anyhow::{Context, bail};
 
-use super::flags::ServeArgs;
+use super::{flags::ServeArgs, instance};
 use crate::{
     gate::Gate,
     policy::{outputs::Quota, rules, url_policy::UrlPolicy},
@@ -223,17 +223,41 @@ impl ServeArgs {
     /// The state, HOME, socket and output dirs, private (0700) and ours
     /// alone, and agent-browser's empty config file.
     fn prepare_dirs(&self) -> anyhow::Result<StateDirs> {
-        let state = absolute(&self.state_dir, "--state-dir")?;
-        let output = absolute(&self.output_dir, "--output-dir")?;
+        let given = absolute(&self.state_dir, "--state-dir")?;
+        let place = instance::claim(
+            &given,
+            &absolute(&self.output_dir, "--output-dir")?,
+            private_dir,
+        )?;
+        let (state, output, ordinal) = (place.state.clone(), place.output.clone(), place.ordinal);
+        place.hold_until_exit();
+        if ordinal > 1 {
+            tracing::info!(
+                state = %state.display(),
+                output = %output.display(),
+                "another live server uses --state-dir {}: this one keeps to dirs of its own",
+                given.display()
+            );
+        }
         let home = state.join(HOME_DIR);
         let socket = state.join(SOCKET_DIR);
         let longest_socket = socket.as_os_str().len() + 1 + MAX_DAEMON_NAME_LEN + ".sock".len();
         if longest_socket > MAX_SOCKET_PATH {
             bail!(
                 "--state-dir {} is too long: agent-browser's socket paths would reach {longest_socket} \
-                 bytes (limit {MAX_SOCKET_PATH}); use a state dir of at most {} bytes",
-                state.display(),
-                MAX_SOCKET_PATH - (1 + MAX_DAEMON_NAME_LEN + ".sock".len() + "/sock".len())
+                 bytes (limit {MAX_SOCKET_PATH}){}; use a state dir of at most {} bytes",
+                given.display(),
+                if ordinal > 1 {
+                    format!(
+                        " in {}, where this server goes because another live server uses the dir",
+                        state.display()
+                    )
+                } else {
+                    String::new()
+                },
+                MAX_SOCKET_PATH
+                    - (1 + MAX_DAEMON_NAME_LEN + ".sock".len() + "/sock".len())
+                    - (state.as_os_str().len() - given.as_os_str().len())
             );
         }
         // A child of an earlier server could write where the state dir
@@ -338,6 +362,7 @@ impl ServeArgs {
             max_sessions: self.max_sessions as usize,
             overflow: self.session_overflow.into(),
             session_idle: Duration::from_secs(self.session_idle_sec),
+            on_exit: self.on_exit.into(),
             output_quota: Quota {
                 per_session: self.output_quota_session_bytes,
                 total: self.output_quota_total_bytes,

@@ -159,6 +159,7 @@ impl Chronicle {
                 "max_sessions": limits.max_sessions,
                 "session_overflow": limits.overflow.name(),
                 "session_idle_sec": limits.session_idle.as_secs(),
+                "on_exit": limits.on_exit.name(),
                 "output_quota_session_bytes": limits.output_quota.per_session,
                 "output_quota_total_bytes": limits.output_quota.total,
                 "max_output_bytes": self.settings.max_output_bytes,

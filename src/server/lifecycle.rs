@@ -74,6 +74,34 @@ impl Sessions {
         }
     }
 
+    /// As the server stops with `--on-exit end`: retire every session,
+    /// all at once as the reaper does (each is recorded as `closed` before
+    /// it goes). Calls have drained by now, so none is left behind;
+    /// with `keep`, nothing is done and the daemons wait to be adopted.
+    pub(crate) async fn end_on_exit(self: &Arc<Self>) {
+        if self.on_exit != super::registry::OnExit::End {
+            return;
+        }
+        let mut retirements = tokio::task::JoinSet::new();
+        for retiring in self.registry.take_idle(std::time::Duration::ZERO) {
+            let sessions = Arc::clone(self);
+            retirements.spawn(async move {
+                sessions
+                    .retire(
+                        retiring,
+                        Outcome::Closed,
+                        "the server stopped (--on-exit end)",
+                    )
+                    .await;
+            });
+        }
+        while let Some(done) = retirements.join_next().await {
+            if let Err(e) = done {
+                tracing::error!(error = %e, "a session's end at the server's stop did not finish");
+            }
+        }
+    }
+
     /// At start: adopt confined daemons already running in our socket dir
     /// (a previous server's sessions; the reaper ends them when idle), and
     /// kill unconfined ones (never reused). When the browser gate is on

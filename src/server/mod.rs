@@ -26,7 +26,7 @@ use crate::{
 use admission::Admission;
 use chronicle::Chronicle;
 use pool::PoolSettings;
-use registry::Overflow;
+use registry::{OnExit, Overflow};
 use sessions::{SessionSettings, Sessions};
 
 /// How much may run at once, how long a call waits for its turn, and how
@@ -39,6 +39,7 @@ pub(crate) struct Limits {
     pub(crate) overflow: Overflow,
     pub(crate) session_idle: Duration,
     pub(crate) output_quota: Quota,
+    pub(crate) on_exit: OnExit,
 }
 
 /// Everything the server is built from, checked and prepared by the CLI.
@@ -114,6 +115,7 @@ impl Server {
                 max: limits.max_sessions,
                 overflow: limits.overflow,
                 idle: limits.session_idle,
+                on_exit: limits.on_exit,
                 pool: parts.pool,
                 output_dir: outputs.dir.clone(),
             },

@@ -38,6 +38,27 @@ impl Overflow {
     }
 }
 
+/// What a stopping server does with its sessions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnExit {
+    /// Leave their daemons running, for the next server on the same
+    /// dirs to adopt; unadopted, each exits after `--idle-timeout-sec`.
+    Keep,
+    /// End each one as the reaper would: daemon, tab, context and
+    /// screenshots (audited as `closed`).
+    End,
+}
+
+impl OnExit {
+    /// The setting as `--on-exit` spells it (and records show it).
+    pub(crate) const fn name(self) -> &'static str {
+        match self {
+            Self::Keep => "keep",
+            Self::End => "end",
+        }
+    }
+}
+
 /// A session as the registry tracks it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Known {

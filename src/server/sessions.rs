@@ -14,7 +14,7 @@ use audit::Outcome;
 
 use super::{
     pool::{Pool, PoolSettings},
-    registry::{Arrival, Overflow, Registry, Turn},
+    registry::{Arrival, OnExit, Overflow, Registry, Turn},
 };
 use crate::{
     gate,
@@ -38,6 +38,8 @@ pub(crate) struct Sessions {
     pub(super) output_dir: PathBuf,
     /// The idle TTL after which the reaper retires a session.
     pub(super) idle: Duration,
+    /// Whether the sessions end with the server or wait to be adopted.
+    pub(super) on_exit: OnExit,
     max: usize,
     /// The call each daemon runs now, so that what the browser gate and the
     /// egress refuse meanwhile names it.
@@ -78,6 +80,7 @@ pub(crate) struct SessionSettings {
     pub(crate) max: usize,
     pub(crate) overflow: Overflow,
     pub(crate) idle: Duration,
+    pub(crate) on_exit: OnExit,
     pub(crate) pool: PoolSettings,
     pub(crate) output_dir: PathBuf,
 }
@@ -97,6 +100,7 @@ impl Sessions {
             gate,
             output_dir: settings.output_dir,
             idle: settings.idle,
+            on_exit: settings.on_exit,
             max: settings.max,
             in_flight: Mutex::default(),
         }

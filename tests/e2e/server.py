@@ -444,12 +444,15 @@ def _leftover_processes(cfg: ServerConfig) -> dict[int, list[str]]:
 
 
 def dispose_contexts(cfg: ServerConfig) -> None:
-    """Dispose of the browser contexts the server remembered in its state dir, on Chromium's own port."""
-    try:
-        remembered = json.loads((cfg.state_dir / "contexts.json").read_text())
-    except (OSError, ValueError):
-        return
-    contexts = [entry["context"] for entry in remembered.values()]
+    """Dispose of the browser contexts the servers on these flags remembered in their state dirs (the
+    first's, and `<state>.N` of each further live one), on Chromium's own port."""
+    contexts = []
+    for memo in [cfg.state_dir / "contexts.json", *cfg.base.glob(f"{cfg.state_dir.name}.*/contexts.json")]:
+        try:
+            remembered = json.loads(memo.read_text())
+        except (OSError, ValueError):
+            continue
+        contexts += [entry["context"] for entry in remembered.values()]
     if contexts:
         harness.cdp_browser_call(cfg.cdp_port, [("Target.disposeBrowserContext", {"browserContextId": c}) for c in contexts])
 

@@ -105,14 +105,16 @@ def placed(
         "--agent-browser": agent_browser, "--cdp-port": cdp_port, "--audit-log": audit_log, "--policy": policy,
         "--secrets": secrets,
     }
+    # Settings, not places: kept as the README writes them.
+    settings = {"--on-exit"}
     out = ["serve"]
     rest = args[1:]
     while rest:
         flag = rest.pop(0)
-        assert flag in values, f"the README's JSON has {flag!r}, which this test does not know how to place"
+        assert flag in values or flag in settings, f"the README's JSON has {flag!r}, which this test does not know how to place"
         assert rest and not rest[0].startswith("--"), f"{flag} has no value in the README's JSON"
-        rest.pop(0)
-        out += [flag, str(values.pop(flag))]
+        value = rest.pop(0)
+        out += [flag, value if flag in settings else str(values.pop(flag))]
     assert not values, f"the README's JSON lacks {sorted(values)}"
     return str(server), out
 
@@ -148,7 +150,7 @@ def test_the_readmes_client_config_runs_with_the_python_client(
     }
     page = web.url("/form")
 
-    async def run() -> tuple[list[str], tuple[bool, dict], tuple[bool, dict], tuple[bool, dict], tuple[bool, dict]]:
+    async def run() -> tuple[list[str], *tuple[tuple[bool, dict], ...]]:
         params = StdioServerParameters(command=command, args=args, env=env)
         with open(base / "server.stderr.log", "w") as errlog:
             async with stdio_client(params, errlog=errlog) as (read, write):
@@ -160,22 +162,33 @@ def test_the_readmes_client_config_runs_with_the_python_client(
                         opened = await call(session, "readme", ["open", page])
                         filled = await call(session, "readme", ["fill", "#q", "{{secret:demo_login}}"])
                         url = await call(session, "readme", ["get", "url"])
+                        # A second session, left open: the client leaves with it live.
+                        left = await call(session, "readme-left", ["open", page])
                         closed = await call(session, "readme", ["close"])
-        return tools, opened, filled, url, closed
+        return tools, opened, filled, url, left, closed
 
     try:
-        tools, opened, filled, url, closed = anyio.run(run)
+        tools, opened, filled, url, left, closed = anyio.run(run)
     except BaseException:
         log(f"server stderr:\n{harness.tail(base / 'server.stderr.log')}")
         raise
     finally:
-        for pid in harness.daemons_under([base]):
+        # Seen before they are stopped here: with the README's --on-exit, none is left.
+        leftover = harness.daemons_under([base])
+        for pid in leftover:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
     assert tools == ["browser-shell"], tools
-    for is_error, reply in (opened, filled, url, closed):
+    for is_error, reply in (opened, filled, url, left, closed):
         assert not is_error and reply["exit_code"] == 0, f"{describe(reply)}\n{harness.tail(base / 'server.stderr.log')}"
     assert json.loads(url[1]["stdout"]) == {"url": page}, url
+    # As the README says of its entry's --on-exit: the session the client left open ended with the server.
+    ended = [
+        r for r in map(json.loads, audit_log.read_text().splitlines())
+        if r["phase"] == "lifecycle" and r.get("session_id") == "readme-left"
+    ]
+    assert [r["outcome"] for r in ended] == ["closed"], ended
+    assert not leftover, f"daemons {leftover} outlived the README's server and its client"
     # The audit log the README names is the server's, and intact.
     verify = subprocess.run(
         [str(binaries.server), "audit", "verify", *map(str, sorted(evidence.glob("audit.jsonl*")))],

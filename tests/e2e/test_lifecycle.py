@@ -216,3 +216,31 @@ def test_a_quota_that_cannot_hold_one_screenshot_refuses_before_it_runs(start_se
     srv.ok("quota2", ["open", web.url("/form")])
     is_error, reply = srv.call("quota2", ["screenshot"])
     assert is_error and "refused [limits.output_quota]" in reply["stderr"], describe(reply)
+
+
+def test_on_exit_end_closes_every_session_as_the_server_stops(server_config, chromium, web: harness.WebServer) -> None:
+    # The stdio client's "down": with --on-exit end, a client that leaves takes its sessions with it,
+    # and the next server starts with none (refs from e1, as SKILL.md shows).
+    cfg = server_config(tag="bsx")
+    cfg.extra_args = [*cfg.extra_args, "--on-exit", "end"]
+    first = BlockingServer(cfg).start()
+    try:
+        first.ok("ends", ["open", web.url("/form")])
+        sock = cfg.state_dir / "sock"
+        pid = int((sock / "ends.pid").read_text())
+        target = json.loads((sock / "ends.target").read_text())["targetId"]
+        shot = Path(first.ok("ends", ["screenshot", "e.png"])["path"])
+    finally:
+        first.stop()  # stdin EOF
+    closed = [r for r in lifecycle(cfg) if r["session_id"] == "ends"]
+    assert [r["outcome"] for r in closed] == ["closed"] and "--on-exit end" in closed[0]["reason"], closed
+    wait_for("the daemon's exit", lambda: not alive(pid))
+    assert target not in tab_ids(chromium.port), "the ended session's tab is still open"
+    assert not shot.exists() and not list(sock.glob("ends.*")), list(sock.iterdir())
+    second = BlockingServer(cfg).start()
+    try:
+        assert not [r for r in lifecycle(cfg) if r["outcome"] == "adopted"], lifecycle(cfg)
+        second.ok("ends", ["open", web.url("/form")])
+        assert "e1" in second.ok("ends", ["snapshot", "-i"])["refs"]
+    finally:
+        second.stop()

@@ -38,10 +38,10 @@ def test_two_live_servers_with_identical_flags_keep_to_their_own_sessions(
         second = BlockingServer(cfg).start()
         servers.append(second)
         assert acts_on_daemons(cfg) == [], "a live server's daemon was adopted or closed by another"
-        second.ok("u1", ["open", web.url("/next")])
+        second.ok("u1", ["open", web.url("/form?who=second")])
         # Each session id names its own server's session: its own page, its own refs.
         assert first.ok("u1", ["get", "url"])["url"] == web.url("/form")
-        assert second.ok("u1", ["get", "url"])["url"] == web.url("/next")
+        assert second.ok("u1", ["get", "url"])["url"] == web.url("/form?who=second")
         for srv in servers:
             refs = srv.ok("u1", ["snapshot", "-i"])["refs"]
             assert "e1" in refs, refs
@@ -52,7 +52,7 @@ def test_two_live_servers_with_identical_flags_keep_to_their_own_sessions(
         second.ok("u1", ["close"])
         assert first.ok("u1", ["get", "url"])["url"] == web.url("/form")
         assert shots[0].is_file()
-        second.ok("u1", ["open", web.url("/next")])
+        second.ok("u1", ["open", web.url("/form?who=second")])
         # The second goes (its client left); a new server takes its place beside the live first,
         # and adopts the second's daemon, not the first's.
         second.stop()
@@ -60,7 +60,7 @@ def test_two_live_servers_with_identical_flags_keep_to_their_own_sessions(
         third = BlockingServer(cfg).start()
         servers.append(third)
         assert acts_on_daemons(cfg) == [("u1", "adopted")], acts_on_daemons(cfg)
-        assert third.ok("u1", ["get", "url"])["url"] == web.url("/next")
+        assert third.ok("u1", ["get", "url"])["url"] == web.url("/form?who=second")
         assert first.ok("u1", ["get", "url"])["url"] == web.url("/form")
         # And once the first is gone, a new server adopts its daemon.
         first.stop()
@@ -69,7 +69,7 @@ def test_two_live_servers_with_identical_flags_keep_to_their_own_sessions(
         servers.append(fourth)
         assert acts_on_daemons(cfg) == [("u1", "adopted")] * 2, acts_on_daemons(cfg)
         assert fourth.ok("u1", ["get", "url"])["url"] == web.url("/form")
-        assert third.ok("u1", ["get", "url"])["url"] == web.url("/next")
+        assert third.ok("u1", ["get", "url"])["url"] == web.url("/form?who=second")
     finally:
         for srv in servers:
             srv.stop()
