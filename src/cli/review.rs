@@ -80,29 +80,38 @@ const SIBLING_SUFFIXES: &[&str] = &[
     ".checkpoint.lock",
     // The checkpoint's temp file, there for an instant before its rename.
     ".checkpoint.tmp",
+    // The serving server's pid (`policy reload` finds it there).
+    ".pid",
 ];
 
-/// The logs among `files`: a shell glob such as `audit.jsonl*` also matches
-/// the key, lock and checkpoint files beside the log, which hold no records,
-/// and whatever else lies there (a server's `audit.jsonl.pid`). A file
+/// The logs among `files`, and the other files that are not a log's own
+/// side files. A shell glob such as `audit.jsonl*` also matches the key,
+/// lock, checkpoint and pid files beside the log, which hold no records and
+/// are passed over without a word; and whatever else lies there. A file
 /// beside a given log that is not one of its rotations (`<log>.<n>`) counts
 /// as a log only if its first record is one (the schema field says so).
 fn logs_only(files: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let names: std::collections::HashSet<String> =
         files.iter().map(|f| f.display().to_string()).collect();
-    files.iter().cloned().partition(|file| {
+    let side_file = |file: &PathBuf| {
         let name = file.display().to_string();
-        let sibling = SIBLING_SUFFIXES.iter().any(|suffix| {
+        SIBLING_SUFFIXES.iter().any(|suffix| {
             name.strip_suffix(suffix)
                 .is_some_and(|log| names.contains(log) || std::path::Path::new(log).is_file())
-        });
+        })
+    };
+    let (logs, skipped): (Vec<PathBuf>, Vec<PathBuf>) = files.iter().cloned().partition(|file| {
+        let name = file.display().to_string();
+        let sibling = side_file(file);
         let beside_a_log = names.iter().any(|log| {
             name.strip_prefix(log.as_str())
                 .and_then(|rest| rest.strip_prefix('.'))
                 .is_some_and(|rest| !rest.is_empty() && !rest.bytes().all(|b| b.is_ascii_digit()))
         });
         !sibling && (!beside_a_log || holds_records(file))
-    })
+    });
+    let others = skipped.into_iter().filter(|f| !side_file(f)).collect();
+    (logs, others)
 }
 
 /// Does `file` start with an audit record (its first line carries the
