@@ -147,10 +147,8 @@ def running_stack(
         with open(down_log, "wb") as log:
             subprocess.run([str(DOWN)], env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, timeout=120)
         if not os.environ.get("BROWSER_SHELL_E2E_KEEP"):
+            # The state and output dirs are down's to remove (test_stack checks that it does).
             subprocess.run(["rm", "-rf", "--", str(run_dir), str(policy), str(secrets), up_log, down_log], check=False)
-            state = stack.env_file.get("STACK_STATE_DIR", "")
-            if state.startswith("/tmp/bs-"):
-                subprocess.run(["rm", "-rf", "--", state, state + "-out"], check=False)
 
 
 # --------------------------------------------------------------------------- raw HTTP

@@ -58,11 +58,13 @@ def stack(binaries: Binaries) -> Iterator[st.Stack]:
         with st.running_stack(binaries.server, POLICY, secrets_json=SECRETS) as running:
             yield running
             pids = running.pids()
+            dirs = [Path(running.env_file[k]) for k in ("STACK_STATE_DIR", "STACK_OUTPUT_DIR")]
     except RuntimeError as exc:
         pytest.fail(str(exc), pytrace=False)
-    # down stopped exactly the recorded process groups.
+    # down stopped exactly the recorded process groups, and left no state or output dir behind.
     left = {name: pid for name, pid in pids.items() if _group_alive(pid)}
     assert not left, f"deploy/local/down left these process groups running: {left}"
+    assert not [d for d in dirs if d.exists()], f"deploy/local/down left {[d for d in dirs if d.exists()]}"
 
 
 def _group_alive(pgid: int) -> bool:
@@ -523,3 +525,37 @@ def test_a_secret_given_to_up_is_typed_through_the_gateway_and_never_shown(stack
     again = subprocess.run([str(st.UP), "--allow", "none"], env=stack.env, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stdout + again.stderr
     type_secret_through_the_gateway(stack, web, "stack-secret-2", changed)
+
+
+# =========================================================================== the newcomer's first calls
+
+
+def test_the_readmes_quick_start_call_and_verify_work_on_moved_ports(stack, binaries: Binaries):
+    """The README's quick start, from its port line to `audit verify`, run as written on this stack
+    (whose ports are not the defaults): the call opens a page, and verify names no side file."""
+    text = (harness.REPO_ROOT / "README.md").read_text()
+    block = text.split("## 60-second quick start", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    lines = block.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("port="))
+    verify = next(i for i, line in enumerate(lines) if "audit verify" in line)
+    call_lines = [line for line in lines[start:verify] if not line.startswith("deploy/local/")]
+    script = "\n".join([*call_lines, lines[verify].replace("target/release/browser-shell", str(binaries.server))])
+    env = {**os.environ, "STACK_RUN_DIR": str(stack.run_dir)}
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # The hub answers JSON (an SSE event's data line, where a server chooses SSE), then verify speaks.
+    body = done.stdout[done.stdout.index("{"):]
+    reply, _ = json.JSONDecoder().raw_decode(body)
+    assert reply["result"]["structuredContent"]["exit_code"] == 0, reply
+    assert "INTACT" in done.stdout, done.stdout
+    assert "skipped" not in done.stderr, done.stderr
+
+
+def test_up_ends_with_a_first_call_that_works_on_its_own_port(stack):
+    printed = stack.up_log.read_text()
+    assert f"http://127.0.0.1:{stack.public}/mcp" in printed
+    assert f'"url": "http://127.0.0.1:{stack.public}/mcp"' in printed, "no client config for this stack's port"
+    lines = printed.split("A first call", 1)[1].splitlines()[1:4]
+    command = "\n".join(line.strip() for line in lines)
+    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and '"exit_code":0' in done.stdout.replace(" ", ""), done.stdout + done.stderr
