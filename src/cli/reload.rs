@@ -43,8 +43,8 @@ pub(crate) struct PidFile {
 }
 
 impl PidFile {
-    /// Record this process as the server of `audit_log` (whose lock it
-    /// already holds, so no other server can own the file).
+    /// Record this process as the server of `audit_log`. Servers side by
+    /// side may share one log: the one started last is recorded.
     pub(crate) fn write(audit_log: &Path, policy_file: &Path) -> anyhow::Result<Self> {
         let path = pid_path(audit_log);
         let body = json!({
@@ -58,9 +58,17 @@ impl PidFile {
         Ok(Self { path })
     }
 
-    /// At exit: the next `policy reload` must not find a stale pid.
+    /// At exit: the next `policy reload` must not find a stale pid. Only
+    /// while the file still names this process: a server started later
+    /// beside it on the same log (which rewrote the file) stays findable.
     pub(crate) fn remove(&self) {
-        let _ = fs::remove_file(&self.path);
+        let ours = fs::read_to_string(&self.path)
+            .ok()
+            .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+            .is_some_and(|v| v["pid"].as_u64() == Some(u64::from(std::process::id())));
+        if ours {
+            let _ = fs::remove_file(&self.path);
+        }
     }
 }
 
