@@ -107,8 +107,21 @@ pub(super) async fn run(
     let _ = tokio::time::timeout(Duration::from_secs(2), output).await;
     reaper.abort();
     pool.abort();
-    // Bounded: a Chromium that does not answer cannot hold the exit. At
-    // once: a client that closed stdin may stop the process a moment later.
+    leave_sessions(&server, grace).await;
+    // The life's last record follows its first, even for a client that left
+    // before the binaries were hashed.
+    server.chronicle.need_started().await;
+    let calls_served = server.admission.calls_served();
+    server.chronicle.record_stopped(stopped, calls_served);
+    server.close();
+    tracing::info!("browser-shell exiting");
+    Ok(())
+}
+
+/// Close the pool, and with `--on-exit end` every session. Bounded: a
+/// Chromium that does not answer cannot hold the exit. At once: a client
+/// that closed stdin may stop the process a moment later.
+async fn leave_sessions(server: &Arc<Server>, grace: Duration) {
     let (_, ended) = tokio::join!(
         tokio::time::timeout(Duration::from_secs(5), server.sessions.empty_pool()),
         tokio::time::timeout(
@@ -119,14 +132,6 @@ pub(super) async fn run(
     if ended.is_err() {
         tracing::warn!("the sessions did not all end before the server stopped (--on-exit end)");
     }
-    // The life's last record follows its first, even for a client that left
-    // before the binaries were hashed.
-    server.chronicle.need_started().await;
-    let calls_served = server.admission.calls_served();
-    server.chronicle.record_stopped(stopped, calls_served);
-    server.close();
-    tracing::info!("browser-shell exiting");
-    Ok(())
 }
 
 /// Serve the browser gate; its refusals go to the audit writer. Returns
