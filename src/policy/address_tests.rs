@@ -102,8 +102,24 @@ fn ipv6_outside_global_unicast_and_translated_ipv4_are_not_public() {
 }
 
 #[test]
-fn an_allowed_cidr_covers_the_embedded_ipv4_too() {
+fn an_ipv4_allowance_admits_only_that_address_and_its_mapped_form() {
     assert!(covers("127.0.0.1/32", "127.0.0.1", 80));
     assert!(covers("127.0.0.1/32", "::ffff:127.0.0.1", 80));
+    assert!(covers("127.0.0.1:8000", "::ffff:7f00:1", 8000));
     assert!(!covers("127.0.0.1/32", "127.0.0.2", 80));
+    // Forms that embed the address but route elsewhere (NAT64, 6to4, the
+    // IPv4-compatible form, SIIT's translated form) count for refusal,
+    // never for allowance.
+    for elsewhere in [
+        "64:ff9b::7f00:1",
+        "2002:7f00:1:abcd::1",
+        "::127.0.0.1",
+        "::ffff:0:7f00:1",
+    ] {
+        assert!(!covers("127.0.0.1:8000", elsewhere, 8000), "{elsewhere}");
+        assert_eq!(kind(elsewhere), Some("loopback"), "{elsewhere}");
+    }
+    assert!(!covers("10.0.0.0/8", "2002:a00::1", 443));
+    // An allowance written in the mapped form is the IPv4 address.
+    assert!(covers("::ffff:127.0.0.1/128", "127.0.0.1", 80));
 }
