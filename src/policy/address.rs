@@ -3,7 +3,9 @@
 //!
 //! IPv6 forms that embed an IPv4 address (mapped, compatible, NAT64, 6to4)
 //! are judged by the embedded address too, so `::ffff:10.0.0.1` is as
-//! private as `10.0.0.1`.
+//! private as `10.0.0.1`. For what is allowed, only the IPv4-mapped form
+//! is the same host ([`canonical`]): the others route through a translator
+//! or a relay that may be anywhere, so they never borrow an allowance.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -64,6 +66,16 @@ pub(crate) fn special_kind(ip: IpAddr) -> Option<&'static str> {
                 None => None,
             }
         }
+    }
+}
+
+/// The one form of an address wherever addresses are compared: an
+/// IPv4-mapped address (`::ffff:a.b.c.d`) is the IPv4 address it maps;
+/// every other address is itself.
+pub(crate) fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        IpAddr::V4(_) => ip,
     }
 }
 
@@ -137,18 +149,15 @@ impl Allowance {
             .parse::<IpNet>()
             .or_else(|_| net.parse::<IpAddr>().map(IpNet::from))
             .map_err(|e| format!("{net:?} is not a CIDR or an address: {e}"))?;
+        let net = canonical_net(net);
         let ports = ports.map(port_ranges).transpose()?;
         Ok(Self { net, ports })
     }
 
-    /// Does this entry let `ip` (or the IPv4 it embeds) be reached on `port`?
+    /// Does this entry let `ip` (in its [`canonical`] form) be reached on
+    /// `port`?
     pub(crate) fn covers(&self, ip: IpAddr, port: u16) -> bool {
-        let embedded = match ip {
-            IpAddr::V6(v6) => embedded_v4(v6).map(IpAddr::V4),
-            IpAddr::V4(_) => None,
-        };
-        let inside = self.net.contains(&ip) || embedded.is_some_and(|e| self.net.contains(&e));
-        inside
+        self.net.contains(&canonical(ip))
             && self
                 .ports
                 .as_ref()
@@ -175,6 +184,18 @@ impl std::fmt::Display for Allowance {
             IpNet::V6(v6) => write!(f, "[{}]/{}:{}", v6.addr(), v6.prefix_len(), ports.join(",")),
             IpNet::V4(_) => write!(f, "{}:{}", self.net, ports.join(",")),
         }
+    }
+}
+
+/// A range inside `::ffff:0:0/96` as the IPv4 range it maps, so that it
+/// meets [`canonical`] addresses.
+fn canonical_net(net: IpNet) -> IpNet {
+    match net {
+        IpNet::V6(v6) if v6.prefix_len() >= 96 => match v6.network().to_ipv4_mapped() {
+            Some(v4) => Ipv4Net::new(v4, v6.prefix_len() - 96).map_or(net, IpNet::V4),
+            None => net,
+        },
+        _ => net,
     }
 }
 
