@@ -201,22 +201,52 @@ async fn an_allowed_absolute_form_request_is_sent_on_in_origin_form() {
 }
 
 #[tokio::test]
-async fn a_page_cannot_reach_another_sessions_listener_through_its_own() {
+async fn a_page_cannot_reach_a_listener_of_the_proxy_in_any_address_form() {
     let (egress, mut refusals, _dir) = egress(ALLOW_127_0_0_1, Rebinding::new());
     let mine = egress.open("a").expect("listener");
     let theirs = egress.open("b").expect("listener");
+    // Another session's listener (a page would borrow its name), and its
+    // own (a tunnel to itself), as IPv4 and in the IPv4-mapped forms.
+    for port in [theirs, mine] {
+        for host in ["127.0.0.1", "[::ffff:7f00:1]", "[::ffff:127.0.0.1]"] {
+            let answer = ask(mine, &format!("CONNECT {host}:{port} HTTP/1.1\r\n\r\n")).await;
+            assert!(answer.contains(" 403"), "{host}:{port}: {answer}");
+            let refusal = refusals.recv().await.expect("a refusal record");
+            assert!(
+                refusal.reason.contains("[port.protected]"),
+                "{}",
+                refusal.reason
+            );
+        }
+    }
+}
+
+/// The `Host` a site is sent names the URL that was checked, not what the
+/// page put in its request.
+#[tokio::test]
+async fn the_host_sent_on_is_the_checked_urls() {
+    let (egress, _refusals, _dir) = egress(ALLOW_127_0_0_1, Rebinding::new());
+    let proxy = egress.open("s1").expect("listener");
+    let site = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = site.local_addr().expect("addr").port();
+    let seen = tokio::spawn(async move {
+        let (mut stream, _) = site.accept().await.expect("accept");
+        let mut head = vec![0; 4096];
+        let n = stream.read(&mut head).await.expect("read");
+        let _ = stream
+            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+            .await;
+        String::from_utf8_lossy(&head[..n]).to_ascii_lowercase()
+    });
     let answer = ask(
-        mine,
-        &format!("CONNECT 127.0.0.1:{theirs} HTTP/1.1\r\n\r\n"),
+        proxy,
+        &format!("GET http://127.0.0.1:{port}/p HTTP/1.1\r\nhost: intranet.example:80\r\n\r\n"),
     )
     .await;
-    assert!(answer.contains(" 403"), "{answer}");
-    let refusal = refusals.recv().await.expect("a refusal record");
-    assert!(
-        refusal.reason.contains("[port.protected]"),
-        "{}",
-        refusal.reason
-    );
+    assert!(answer.contains(" 200"), "{answer}");
+    let head = seen.await.expect("the site's view");
+    assert!(head.contains(&format!("\r\nhost: 127.0.0.1:{port}\r\n")), "{head}");
+    assert!(!head.contains("intranet.example"), "{head}");
 }
 
 #[tokio::test]
