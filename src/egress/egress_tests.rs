@@ -245,7 +245,10 @@ async fn the_host_sent_on_is_the_checked_urls() {
     .await;
     assert!(answer.contains(" 200"), "{answer}");
     let head = seen.await.expect("the site's view");
-    assert!(head.contains(&format!("\r\nhost: 127.0.0.1:{port}\r\n")), "{head}");
+    assert!(
+        head.contains(&format!("\r\nhost: 127.0.0.1:{port}\r\n")),
+        "{head}"
+    );
     assert!(!head.contains("intranet.example"), "{head}");
 }
 

@@ -21,7 +21,7 @@ use tokio::sync::Semaphore;
 
 use super::{CONNECT_TIMEOUT, Egress, MAX_CONNECTIONS_PER_SESSION};
 use crate::{
-    policy::url_policy::shown,
+    policy::{address::canonical, url_policy::shown},
     refusal::{Refusal, Rule},
 };
 
@@ -189,10 +189,12 @@ async fn forward(mut request: Request<Incoming>, room: &Room) -> Response<Body> 
         .unwrap_or_default();
     *request.uri_mut() = origin_form;
     drop_hop_by_hop(request.headers_mut());
-    if !request.headers().contains_key(header::HOST)
-        && let Some(host) = url
-            .host_str()
-            .and_then(|h| HeaderValue::from_str(&host_header(h, url.port())).ok())
+    // The site is told the host that was checked, never the page's own
+    // `Host` (which could name a virtual host the policy never saw).
+    request.headers_mut().remove(header::HOST);
+    if let Some(host) = url
+        .host_str()
+        .and_then(|h| HeaderValue::from_str(&host_header(h, url.port())).ok())
     {
         request.headers_mut().insert(header::HOST, host);
     }
@@ -223,7 +225,8 @@ fn decided(
     room: &Room,
 ) -> Result<Vec<IpAddr>, Refusal> {
     let addresses = checked?.resolved;
-    if addresses.iter().any(IpAddr::is_loopback) && room.egress.is_own_port(port) {
+    let loopback = |ip: &IpAddr| canonical(*ip).is_loopback();
+    if addresses.iter().any(loopback) && room.egress.is_own_port(port) {
         return Err(Refusal::new(
             Rule::PortProtected,
             format!("port {port} is browser-shell's egress proxy"),
@@ -257,7 +260,9 @@ fn refuse(room: &Room, what: &str, target: &str, refusal: &Refusal) -> Response<
         "a {what} to {target} was refused by the egress proxy: [{}] {}",
         refusal.rule, refusal.message
     );
-    tracing::info!(session = %room.session, %reason, "the egress proxy refused");
+    // Not the target: a page may put a typed secret in a URL, and only the
+    // audit record's copy of the reason passes through the scrubber.
+    tracing::info!(session = %room.session, rule = %refusal.rule, what, "the egress proxy refused; the audit record names the target");
     room.egress
         .inner
         .reporter

@@ -179,14 +179,16 @@ pub(super) async fn relay(
                 continue;
             }
             Judgement::Refuse { rule, why } => {
-                tracing::info!(session = %conn.session, %rule, %why, "the browser gate refused a CDP message");
+                // The reason stays out of diagnostics: it may quote a URL
+                // or text a page holds; the record's copy is scrubbed.
+                tracing::info!(session = %conn.session, %rule, "the browser gate refused a CDP message; the audit record says why");
                 shared
                     .reporter
                     .report(conn.session.clone(), rule, why.clone());
                 refusal_answer(&request, rule, &why)
             }
             Judgement::Decline { why } => {
-                tracing::debug!(session = %conn.session, %why, "the browser gate declined a CDP message");
+                tracing::debug!(session = %conn.session, "the browser gate declined a CDP message");
                 refusal_answer(&request, Rule::CdpRefused, &why)
             }
             Judgement::SessionGone { cdp_session } => {
