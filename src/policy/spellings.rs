@@ -7,7 +7,9 @@
 //! HTML character reference where a charset cannot hold it. A [`Spellings`]
 //! matches the text in any mix of these, one character at a time, so what
 //! scrubs a secret or masks typed text does not depend on which spelling a
-//! page chose. Matching only: callers decide what replaces a match.
+//! page chose. It also knows what rendering does to a text: runs of
+//! whitespace collapsed (and trimmed at its ends), and another case
+//! (`text-transform`). Matching only: callers decide what replaces a match.
 
 use std::borrow::Cow;
 
@@ -77,8 +79,7 @@ impl Spellings {
         if text.is_empty() || text.chars().count() > MAX_CHARS {
             return None;
         }
-        let pattern: String = text.chars().map(spellings_of).collect();
-        RegexBuilder::new(&pattern)
+        RegexBuilder::new(&pattern_of(text))
             .size_limit(64 << 20)
             .build()
             .ok()
@@ -95,6 +96,64 @@ impl Spellings {
     pub(crate) fn replace_all<'a>(&self, haystack: &'a str, with: &str) -> Cow<'a, str> {
         self.regex.replace_all(haystack, regex::NoExpand(with))
     }
+}
+
+/// Shortest text a rendering may trim a value down to: an edge of
+/// whitespace is optional only when at least this much is left, so that a
+/// value never matches a word or two of ordinary text.
+const MIN_TRIMMED_CHARS: usize = 4;
+
+/// Each character in its spellings and cases; each run of whitespace as a
+/// run of any whitespace spelling (a browser collapses runs), optional at
+/// either end when enough is left (a browser trims rendered text).
+fn pattern_of(text: &str) -> String {
+    let trimmed = text.trim().chars().count();
+    let chars: Vec<char> = text.chars().collect();
+    let mut pattern = String::new();
+    let mut i = 0;
+    while i < chars.len() {
+        if !chars[i].is_whitespace() {
+            pattern.push_str(&cased_spellings_of(chars[i]));
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < chars.len() && chars[i].is_whitespace() {
+            i += 1;
+        }
+        let mut run: Vec<char> = chars[start..i].to_vec();
+        run.extend([' ', '\u{a0}']);
+        run.sort_unstable();
+        run.dedup();
+        let any: Vec<String> = run.into_iter().map(spellings_of).collect();
+        let at_edge = start == 0 || i == chars.len();
+        let repeat = if at_edge && trimmed >= MIN_TRIMMED_CHARS {
+            '*'
+        } else {
+            '+'
+        };
+        pattern.push_str(&format!("(?:{}){repeat}", any.join("|")));
+    }
+    pattern
+}
+
+/// [`spellings_of`] `c`, and of its upper- and lower-case forms.
+fn cased_spellings_of(c: char) -> String {
+    let mut forms = vec![spellings_of(c)];
+    for other in [c.to_uppercase().to_string(), c.to_lowercase().to_string()] {
+        let mut each = other.chars();
+        match (each.next(), each.next()) {
+            (Some(one), None) if one != c => forms.push(spellings_of(one)),
+            // `ß` upper-cases to `SS`: matched as it is written.
+            (Some(_), Some(_)) => forms.push(regex::escape(&other)),
+            _ => {}
+        }
+    }
+    forms.dedup();
+    if forms.len() == 1 {
+        return forms.remove(0);
+    }
+    format!("(?:{})", forms.join("|"))
 }
 
 /// A regex alternation of the ways `c` may be written.
