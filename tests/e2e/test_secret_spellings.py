@@ -113,6 +113,17 @@ def login_site() -> Iterator[Site]:
                     "document.title = 'sent';});</script>"
                 ).encode()
                 ctype = "text/html; charset=utf-8"
+            elif parsed.path == "/echo":
+                # The bound page shows what was typed as the browser renders text: whitespace
+                # collapsed, and upper-cased by CSS.
+                body = (
+                    "<!doctype html><title>Echo</title><input id=pw><p id=plain></p>"
+                    "<p id=upper style='text-transform: uppercase'></p>"
+                    "<script>document.getElementById('pw').addEventListener('change', e => {"
+                    "for (const id of ['plain', 'upper']) document.getElementById(id).textContent = e.target.value;"
+                    "document.title = e.target.value;});</script>"
+                ).encode()
+                ctype = "text/html; charset=utf-8"
             elif parsed.path == "/landing":
                 with site.lock:
                     site.received.append(parsed.query)
@@ -282,4 +293,27 @@ def test_a_secret_a_page_sends_to_a_refused_host_reaches_no_diagnostic_line(star
     assert "{{secret:s0}}" in blocked[0]["reason"], blocked[0]
     texts = {"server stderr": srv.cfg.stderr_log.read_text(), "audit log": srv.cfg.audit_log.read_text()}
     found = leaks(VALUES[0], texts)
+    assert not found, "\n".join(found)
+
+
+def test_a_secret_as_the_browser_renders_it_is_scrubbed(start_server, scratch) -> None:
+    value = "Wide  Open\tSesame 42"
+    rendered = ["Wide Open Sesame 42", "WIDE OPEN SESAME 42", value]
+    with login_site() as site:
+        path = scratch("bs-rendered-", under="/var/tmp") / "secrets.json"
+        path.write_text(json.dumps({"wide": {"value": value, "hosts": [f"127.0.0.1:{site.port}"]}}))
+        path.chmod(0o600)
+        srv = start_server(extra_args=["--secrets", str(path)])
+        srv.ok("echo", ["open", site.url("/echo")])
+        srv.ok("echo", ["fill", "#pw", "{{secret:wide}}"])
+        srv.ok("echo", ["press", "Tab"])  # `change` fires as the field loses focus
+        replies = [srv.call("echo", argv)[1] for argv in (
+            ["get", "text", "#plain"], ["get", "text", "#upper"], ["get", "title"], ["snapshot"],
+        )]
+        srv.stop()
+    shown = json.dumps(replies, ensure_ascii=False)
+    # Positive control: the page did show it, where the value would be.
+    assert shown.count("{{secret:wide}}") >= 4, shown
+    texts = {"replies": shown, "audit log": srv.cfg.audit_log.read_text(), "server stderr": srv.cfg.stderr_log.read_text()}
+    found = [f"{form!r} in {where}" for form in rendered for where, text in texts.items() if form in text]
     assert not found, "\n".join(found)
