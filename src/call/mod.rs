@@ -6,7 +6,8 @@
 //! (`Admitted`: the session's turn and a slot) → [`intent::write`] (`Intent`,
 //! which only becomes an [`audit::IntentSynced`] once durable) →
 //! [`execute::execute`] (`Executed`: the runner takes the proof, not a
-//! promise) → [`guard::judge`] (`GuardVerdict`) → [`reply::normalize`],
+//! promise) → [`secret_cut::learn`] (what a short field kept of a secret)
+//! → [`guard::judge`] (`GuardVerdict`) → [`reply::normalize`],
 //! [`image::attach`] (a screenshot's PNG) and [`conclude`] (outcome record,
 //! with digests of what the agent was shown) → reply.
 //!
@@ -31,6 +32,7 @@ mod png_scale;
 mod record;
 pub(crate) mod reply;
 pub(crate) mod request;
+mod secret_cut;
 mod span;
 pub(crate) mod subcommand;
 
@@ -193,6 +195,8 @@ async fn run_admitted(
     if let Termination::Withheld(Withhold::Audit(why)) = &executed.raw.termination {
         return audit_unavailable(&request, subcommand, why);
     }
+    let secrets = &call.rules.secrets;
+    secret_cut::learn(runner, secrets, &request.session, &planned, &executed).await;
     conclude::update_session(services.sessions, &request, &executed).await;
 
     let marked = call

@@ -174,6 +174,7 @@ impl Current {
             Ok(rules) => {
                 let new = Arc::new(rules);
                 let mut slot = self.rules.write().unwrap_or_else(PoisonError::into_inner);
+                new.secrets.keep_cuts_of(&slot.secrets);
                 let old = std::mem::replace(&mut *slot, Arc::clone(&new));
                 Reload::Replaced { old, new }
             }

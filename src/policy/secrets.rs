@@ -6,7 +6,13 @@
 //! ([`Secrets::scrub`]). Decisions and text only: the call pipeline reads
 //! the page and records (`crate::call`).
 
-use std::{borrow::Cow, collections::BTreeMap, fmt, path::Path};
+use std::{
+    borrow::Cow,
+    collections::BTreeMap,
+    fmt,
+    path::Path,
+    sync::{PoisonError, RwLock},
+};
 
 use serde::Deserialize;
 
@@ -31,11 +37,18 @@ pub(crate) struct SecretsError {
     message: String,
 }
 
+/// Most cuts remembered of one secret (one per field length it met).
+const MAX_CUTS: usize = 8;
+
 /// One secret. Its value never reaches a `Debug` output, a record or a reply.
 struct Secret {
     value: String,
     /// The value in every spelling a page or a serialiser may give it.
     spellings: Spellings,
+    /// Prefixes a field kept of the value (its `maxlength` cut it), longest
+    /// first, each in every spelling: learned after typing
+    /// ([`Secrets::learn_cut`]).
+    cuts: RwLock<Vec<(usize, Spellings)>>,
     hosts: Vec<HostPort>,
 }
 
@@ -118,6 +131,7 @@ impl Secrets {
                 Secret {
                     value: entry.value,
                     spellings,
+                    cuts: RwLock::default(),
                     hosts,
                 },
             );
@@ -208,11 +222,66 @@ impl Secrets {
     pub(crate) fn scrub<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let mut text = Cow::Borrowed(text);
         for (name, secret) in &self.by_name {
-            if let Cow::Owned(scrubbed) = secret.spellings.replace_all(&text, &placeholder(name)) {
-                text = Cow::Owned(scrubbed);
+            let cuts = secret.cuts.read().unwrap_or_else(PoisonError::into_inner);
+            for spellings in std::iter::once(&secret.spellings).chain(cuts.iter().map(|(_, s)| s)) {
+                if let Cow::Owned(scrubbed) = spellings.replace_all(&text, &placeholder(name)) {
+                    text = Cow::Owned(scrubbed);
+                }
             }
         }
         text
+    }
+
+    /// After `name` was typed into a field that now holds `field_value`: if
+    /// the field kept only the value's first characters (its `maxlength`),
+    /// that prefix is scrubbed from now on as the value is. A prefix shorter
+    /// than a value may be ([`MIN_VALUE_CHARS`]) is not learned: it would
+    /// mask ordinary text. Returns whether a cut was learned.
+    pub(crate) fn learn_cut(&self, name: &str, field_value: &str) -> bool {
+        let Some(secret) = self.by_name.get(name) else {
+            return false;
+        };
+        if field_value.contains(&secret.value) {
+            return false;
+        }
+        let chars: Vec<char> = secret.value.chars().collect();
+        let kept = (MIN_VALUE_CHARS..chars.len()).rev().find(|&n| {
+            let prefix: String = chars[..n].iter().collect();
+            field_value.ends_with(&prefix)
+        });
+        let Some(kept) = kept else { return false };
+        let mut cuts = secret.cuts.write().unwrap_or_else(PoisonError::into_inner);
+        if cuts.iter().any(|(n, _)| *n == kept) || cuts.len() >= MAX_CUTS {
+            return false;
+        }
+        let prefix: String = chars[..kept].iter().collect();
+        let Some(spellings) = Spellings::of(&prefix) else {
+            return false;
+        };
+        cuts.push((kept, spellings));
+        // Longest first: a shorter cut never splits a longer one's match.
+        cuts.sort_by_key(|cut| std::cmp::Reverse(cut.0));
+        true
+    }
+
+    /// Keep what `previous` (the rules before a reload) learned of the
+    /// secrets whose values did not change.
+    pub(crate) fn keep_cuts_of(&self, previous: &Secrets) {
+        for (name, secret) in &self.by_name {
+            let Some(old) = previous
+                .by_name
+                .get(name)
+                .filter(|o| o.value == secret.value)
+            else {
+                continue;
+            };
+            let learned: Vec<(usize, Spellings)> = old
+                .cuts
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            *secret.cuts.write().unwrap_or_else(PoisonError::into_inner) = learned;
+        }
     }
 
     /// [`Self::scrub`] every string in `value` (decoded, so an escape of

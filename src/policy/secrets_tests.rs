@@ -149,3 +149,32 @@ fn an_unknown_secret_names_the_flag_that_configures_secrets() {
     assert!(other.message.contains("known: pw"), "{}", other.message);
     assert!(other.message.contains("--secrets"), "{}", other.message);
 }
+
+#[test]
+fn a_cut_a_field_kept_is_scrubbed_from_then_on_and_a_short_one_is_not_learned() {
+    let s = secrets(r#"{"long": {"value": "k3y-0f-tw3nty-ch4rs!", "hosts": ["127.0.0.1"]}}"#);
+    assert_eq!(
+        s.scrub("got k3y-0f-tw3"),
+        "got k3y-0f-tw3",
+        "not known before"
+    );
+    // The whole value in the field: nothing was cut.
+    assert!(!s.learn_cut("long", "k3y-0f-tw3nty-ch4rs!"));
+    assert!(s.learn_cut("long", "k3y-0f-tw3"));
+    assert_eq!(
+        s.scrub("got k3y-0f-tw3 and k3y-0f-tw3nty-ch4rs!"),
+        "got {{secret:long}} and {{secret:long}}"
+    );
+    // Another field, another cut; the same one is not learned twice.
+    assert!(s.learn_cut("long", "me: k3y-0f-tw3nt"));
+    assert!(!s.learn_cut("long", "k3y-0f-tw3"));
+    assert_eq!(s.scrub("k3y-0f-tw3nt"), "{{secret:long}}");
+    // Three characters are not learned: they would mask ordinary text.
+    assert!(!s.learn_cut("long", "k3y"));
+    assert_eq!(s.scrub("k3y"), "k3y");
+    // A reload keeps what was learned of an unchanged value.
+    let reloaded =
+        secrets(r#"{"long": {"value": "k3y-0f-tw3nty-ch4rs!", "hosts": ["127.0.0.1"]}}"#);
+    reloaded.keep_cuts_of(&s);
+    assert_eq!(reloaded.scrub("k3y-0f-tw3"), "{{secret:long}}");
+}
