@@ -203,6 +203,13 @@ chromium_flags=(
   --disable-features=AutofillServerCommunication,WebUIOmniboxPopup,WebUIOmniboxAimPopup
   --force-webrtc-ip-handling-policy=disable_non_proxied_udp
   --remote-debugging-address=127.0.0.1
+  # Chromium's own services (update checks, autofill, optimization hints) run
+  # in its default context whatever the flags above say: they get a proxy that
+  # refuses every connection (nothing listens on port 1; only root could bind
+  # it), and no name resolution of their own. Each session's context names its
+  # egress proxy (127.0.0.1, excluded here), which resolves and decides.
+  --proxy-server=http://127.0.0.1:1
+  "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1 , EXCLUDE localhost"
 )
 
 # chromium_profile DIR: a profile in which no page may download (a download is a
