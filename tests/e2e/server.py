@@ -330,14 +330,23 @@ async def open_session(cfg: ServerConfig, faults: list[str] | None = None):
 
 
 def find_server_pid(cfg: ServerConfig) -> int | None:
-    """The server process: a child of ours running cfg.server_bin with our unique --state-dir."""
+    """The server process: a child of ours running cfg.server_bin with our unique --state-dir; of two
+    started on the same flags (side by side), the one started last."""
     me = os.getpid()
-    for pid, argv in harness.proc_cmdlines().items():
-        if str(cfg.server_bin) not in argv[:2] or str(cfg.state_dir) not in argv:
-            continue
-        if harness.parent_pid(pid) == me:
-            return pid
-    return None
+    found = [
+        pid for pid, argv in harness.proc_cmdlines().items()
+        if str(cfg.server_bin) in argv[:2] and str(cfg.state_dir) in argv and harness.parent_pid(pid) == me
+    ]
+    return max(found, key=started_at, default=None)
+
+
+def started_at(pid: int) -> int:
+    """When `pid` started, in clock ticks since boot (/proc/PID/stat's 22nd field)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    return int(stat.rsplit(")", 1)[1].split()[19])
 
 
 class BlockingServer:

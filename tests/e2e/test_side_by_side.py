@@ -5,6 +5,7 @@ adopts the daemons its predecessor left, never those of a server that is still l
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -70,6 +71,29 @@ def test_two_live_servers_with_identical_flags_keep_to_their_own_sessions(
         assert acts_on_daemons(cfg) == [("u1", "adopted")] * 2, acts_on_daemons(cfg)
         assert fourth.ok("u1", ["get", "url"])["url"] == web.url("/form")
         assert third.ok("u1", ["get", "url"])["url"] == web.url("/form?who=second")
+    finally:
+        for srv in servers:
+            srv.stop()
+
+
+def test_policy_reload_reaches_every_live_server_on_the_log(server_config, server_bin: Path) -> None:
+    cfg = server_config(tag="bs2r")
+    servers = [BlockingServer(cfg).start(), BlockingServer(cfg).start()]
+    try:
+        cfg.policy.write_text(json.dumps({"open": {"allow_private_cidrs": ["127.0.0.1/32", "127.0.0.3/32"]}}))
+        run = subprocess.run([str(server_bin), "policy", "reload", "--audit-log", str(cfg.audit_log)],
+                             capture_output=True, text=True, timeout=60)
+        assert run.returncode == 0, run.stdout + run.stderr
+        pids = {srv.pid for srv in servers}
+        assert None not in pids and len(pids) == 2, pids
+        assert all(f"pid {pid}" in run.stdout for pid in pids), run.stdout
+        reloaded = {r["pid"] for r in map(json.loads, cfg.audit_log.read_text().splitlines()) if r.get("outcome") == "reloaded"}
+        assert reloaded == pids, reloaded
+        # One stops: the other is still found.
+        servers.pop().stop()
+        run = subprocess.run([str(server_bin), "policy", "reload", "--audit-log", str(cfg.audit_log)],
+                             capture_output=True, text=True, timeout=60)
+        assert run.returncode == 0 and f"pid {servers[0].pid}" in run.stdout, run.stdout + run.stderr
     finally:
         for srv in servers:
             srv.stop()
