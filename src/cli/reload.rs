@@ -2,7 +2,8 @@
 //! file again, and say what it did.
 //!
 //! A server spawned by an MCP hub has no terminal and an unknown pid, so
-//! it leaves a pid file beside its audit log (never in the state dir, which
+//! it lists itself in a pid file beside its audit log (servers side by side
+//! may share the log, and each is signalled) (never in the state dir, which
 //! the confined agent-browser may write: a planted pid would aim the
 //! signal at any process). This command finds the server there, checks
 //! that the pid is a browser-shell `serve`, sends SIGHUP, and reads the
@@ -36,48 +37,98 @@ pub(super) struct ReloadArgs {
     pub audit_log: PathBuf,
 }
 
-/// The running server's pid file, removed when it exits.
+/// The live servers of an audit log, in the pid file beside it: servers
+/// side by side may share one log, and a reload is for each of them.
 #[derive(Debug)]
 pub(crate) struct PidFile {
     path: PathBuf,
 }
 
+/// One server, as the pid file lists it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct Listed {
+    pid: u32,
+    policy_file: String,
+}
+
 impl PidFile {
-    /// Record this process as the server of `audit_log`. Servers side by
-    /// side may share one log: the one started last is recorded.
+    /// Add this process to the servers of `audit_log` (dropping any that
+    /// are gone).
     pub(crate) fn write(audit_log: &Path, policy_file: &Path) -> anyhow::Result<Self> {
         let path = pid_path(audit_log);
-        let body = json!({
-            "pid": std::process::id(),
-            "policy_file": policy_file.display().to_string(),
-        });
-        let tmp = PathBuf::from(format!("{}.tmp", path.display()));
-        fs::write(&tmp, format!("{body}\n"))
-            .and_then(|()| fs::rename(&tmp, &path))
+        let me = Listed {
+            pid: std::process::id(),
+            policy_file: policy_file.display().to_string(),
+        };
+        update(&path, |servers| servers.push(me))
             .with_context(|| format!("cannot write the pid file {}", path.display()))?;
         Ok(Self { path })
     }
 
-    /// At exit: the next `policy reload` must not find a stale pid. Only
-    /// while the file still names this process: a server started later
-    /// beside it on the same log (which rewrote the file) stays findable.
+    /// At exit: the next `policy reload` must not find a stale pid, nor
+    /// lose a server that still runs beside this one.
     pub(crate) fn remove(&self) {
-        let ours = fs::read_to_string(&self.path)
-            .ok()
-            .and_then(|text| serde_json::from_str::<Value>(&text).ok())
-            .is_some_and(|v| v["pid"].as_u64() == Some(u64::from(std::process::id())));
-        if ours {
-            let _ = fs::remove_file(&self.path);
+        let me = std::process::id();
+        if let Err(e) = update(&self.path, |servers| servers.retain(|s| s.pid != me)) {
+            tracing::warn!(error = %e, file = %self.path.display(), "this server could not take itself off the pid file");
         }
     }
+}
+
+/// Change the list in the pid file under its lock (every server and
+/// `policy reload` take it), keeping only servers that still run; the
+/// file goes when none is left.
+fn update(path: &Path, change: impl FnOnce(&mut Vec<Listed>)) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    file.lock()?;
+    let mut text = String::new();
+    file.read_to_string(&mut text)?;
+    let mut servers: Vec<Listed> = listed(&text)
+        .into_iter()
+        .filter(|s| runs_a_server(s.pid))
+        .collect();
+    change(&mut servers);
+    if servers.is_empty() {
+        return fs::remove_file(path);
+    }
+    let body = serde_json::to_string(&json!({ "servers": servers }))?;
+    file.set_len(0)?;
+    file.seek(SeekFrom::Start(0))?;
+    file.write_all(format!("{body}\n").as_bytes())
+}
+
+/// The servers a pid file lists (`{"servers": [...]}`, or one server's
+/// `{"pid": N, "policy_file": F}` as an older server wrote it).
+fn listed(text: &str) -> Vec<Listed> {
+    let Ok(value) = serde_json::from_str::<Value>(text) else {
+        return Vec::new();
+    };
+    match value.get("servers") {
+        Some(servers) => serde_json::from_value(servers.clone()).unwrap_or_default(),
+        None => serde_json::from_value(value)
+            .map(|one| vec![one])
+            .unwrap_or_default(),
+    }
+}
+
+fn runs_a_server(pid: u32) -> bool {
+    i32::try_from(pid).is_ok_and(|pid| check_is_server(pid, Path::new("the pid file")).is_ok())
 }
 
 fn pid_path(audit_log: &Path) -> PathBuf {
     PathBuf::from(format!("{}.pid", audit_log.display()))
 }
 
-/// Signal the server and report its answer; `Ok(false)` when it kept its
-/// policy because the file does not load.
+/// Signal every server of the log and report each one's answer; `Ok(false)`
+/// when one kept its policy because the file does not load.
 pub(super) fn reload(args: &ReloadArgs) -> anyhow::Result<bool> {
     let pid_file = pid_path(&args.audit_log);
     let text = fs::read_to_string(&pid_file).with_context(|| {
@@ -88,18 +139,35 @@ pub(super) fn reload(args: &ReloadArgs) -> anyhow::Result<bool> {
             pid_file.display()
         )
     })?;
-    let recorded: Value = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not a browser-shell pid file", pid_file.display()))?;
-    let pid = recorded["pid"]
-        .as_i64()
-        .and_then(|p| i32::try_from(p).ok())
-        .with_context(|| format!("{} names no pid", pid_file.display()))?;
-    check_is_server(pid, &pid_file)?;
-    if let Some(file) = recorded["policy_file"].as_str() {
-        eprintln!("policy file: {file}");
+    let servers = listed(&text);
+    if servers.is_empty() {
+        bail!("{} names no server", pid_file.display());
     }
-    let mut log = fs::File::open(&args.audit_log)
-        .with_context(|| format!("cannot read {}", args.audit_log.display()))?;
+    let mut all = true;
+    let mut reached = 0;
+    for server in &servers {
+        let pid = i32::try_from(server.pid).context("a pid out of range")?;
+        if let Err(e) = check_is_server(pid, &pid_file) {
+            eprintln!("{e:#}");
+            continue;
+        }
+        eprintln!("policy file: {}", server.policy_file);
+        all &= reload_one(&args.audit_log, pid)?;
+        reached += 1;
+    }
+    if reached == 0 {
+        bail!(
+            "no server listed in {} is running; is the server up?",
+            pid_file.display()
+        );
+    }
+    Ok(all)
+}
+
+/// Signal the server `pid` and report its answer, read from the log.
+fn reload_one(audit_log: &Path, pid: i32) -> anyhow::Result<bool> {
+    let mut log = fs::File::open(audit_log)
+        .with_context(|| format!("cannot read {}", audit_log.display()))?;
     let from = log.seek(SeekFrom::End(0))?;
     let target = rustix::process::Pid::from_raw(pid).context("pid 0 is not a server")?;
     rustix::process::kill_process(target, rustix::process::Signal::HUP)
