@@ -57,16 +57,7 @@ pub(super) fn claim(
         let (state_n, output_n) = (nth(state, ordinal), nth(output, ordinal));
         make_dir(&state_n)?;
         let path = state_n.join(LOCK_FILE);
-        // Not followed if a link: the state dir may lie where a confined
-        // child can write (/tmp), and the server may be root.
-        let lock = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&path)
+        let lock = open_lock_file(&path)
             .with_context(|| format!("cannot open the server lock {}", path.display()))?;
         match lock.try_lock() {
             Ok(()) => {
@@ -90,6 +81,20 @@ pub(super) fn claim(
         state.display(),
         state.display()
     )
+}
+
+/// A file the server locks, opened (created 0600 if missing) for reading
+/// and writing, its contents kept. Not followed if a link: it may lie where
+/// a confined child can write (/tmp), and the server may be root.
+pub(super) fn open_lock_file(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
 }
 
 /// `dir` for the first live server, `<dir>.N` for the Nth.

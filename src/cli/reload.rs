@@ -79,15 +79,7 @@ impl PidFile {
 /// `policy reload` take it), keeping only servers that still run; the
 /// file goes when none is left.
 fn update(path: &Path, change: impl FnOnce(&mut Vec<Listed>)) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)?;
+    let mut file = super::instance::open_lock_file(path)?;
     file.lock()?;
     let mut text = String::new();
     file.read_to_string(&mut text)?;

@@ -167,6 +167,14 @@ def secrets_file(site: Site) -> Path:
     return path
 
 
+def one_secret(scratch, site: Site, name: str, value: str) -> Path:
+    """A secrets file (0600, outside /tmp) with `name` bound to the site."""
+    path = scratch(f"bs-{name}-", under="/var/tmp") / "secrets.json"
+    path.write_text(json.dumps({name: {"value": value, "hosts": [f"127.0.0.1:{site.port}"]}}))
+    path.chmod(0o600)
+    return path
+
+
 def reports(srv: BlockingServer) -> dict[str, str]:
     made = {}
     for fmt in ("table", "json", "html", "ocsf"):
@@ -308,10 +316,7 @@ def test_a_secret_as_the_browser_renders_it_is_scrubbed(start_server, scratch) -
     value = "Wide  Open\tSesame 42"
     rendered = ["Wide Open Sesame 42", "WIDE OPEN SESAME 42", value]
     with login_site() as site:
-        path = scratch("bs-rendered-", under="/var/tmp") / "secrets.json"
-        path.write_text(json.dumps({"wide": {"value": value, "hosts": [f"127.0.0.1:{site.port}"]}}))
-        path.chmod(0o600)
-        srv = start_server(extra_args=["--secrets", str(path)])
+        srv = start_server(extra_args=["--secrets", str(one_secret(scratch, site, "wide", value))])
         srv.ok("echo", ["open", site.url("/echo")])
         srv.ok("echo", ["fill", "#pw", "{{secret:wide}}"])
         srv.ok("echo", ["press", "Tab"])  # `change` fires as the field loses focus
@@ -331,10 +336,7 @@ def test_a_secret_cut_by_a_fields_maxlength_reads_back_as_its_placeholder(start_
     value = "k3y-0f-tw3nty-ch4rs!"
     assert len(value) == 20
     with login_site() as site:
-        path = scratch("bs-cut-", under="/var/tmp") / "secrets.json"
-        path.write_text(json.dumps({"long": {"value": value, "hosts": [f"127.0.0.1:{site.port}"]}}))
-        path.chmod(0o600)
-        srv = start_server(extra_args=["--secrets", str(path)])
+        srv = start_server(extra_args=["--secrets", str(one_secret(scratch, site, "long", value))])
         srv.ok("cut", ["open", site.url("/short")])
         for field in ("#pw", "#t"):
             srv.ok("cut", ["fill", field, "{{secret:long}}"])
