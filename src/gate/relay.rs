@@ -465,8 +465,13 @@ async fn policed_first(
             .await
     {
         // The tab closed while it was being put under the policy: there is
-        // nothing left to police.
-        if lock(&conn.in_flight).has_ended(cdp_session) {
+        // nothing left to police. Chromium may not have announced it on
+        // this connection yet (a popup the tab cap closed as it opened), so
+        // a tab Chromium no longer knows counts as closed too; the message
+        // is answered, never forwarded, either way.
+        if lock(&conn.in_flight).has_ended(cdp_session)
+            || !target_exists(shared, &target.target_id).await
+        {
             return gone();
         }
         return Judgement::Refuse {
@@ -475,6 +480,20 @@ async fn policed_first(
         };
     }
     Judgement::Forward(request)
+}
+
+/// Does Chromium still know the target? Only its own answer that it does
+/// not counts as no: a warden that cannot ask leaves the refusal on the
+/// record as it was.
+async fn target_exists(shared: &Arc<Shared>, target: &str) -> bool {
+    match shared
+        .warden
+        .browser_call(shared, "Target.getTargetInfo", json!({"targetId": target}))
+        .await
+    {
+        Ok(_) => true,
+        Err(why) => !why.contains("No target with given id"),
+    }
 }
 
 /// Secrets are being typed: the text goes to the focused field, whose

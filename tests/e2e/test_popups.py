@@ -88,7 +88,7 @@ def test_a_session_keeps_at_most_max_tabs_pages_and_each_one_more_is_closed_and_
     assert all("closed as it opened" in r["reason"] for r in refused()), refused()
     # agent-browser's commands on a popup that closed under it are answered as Chromium would
     # (each click above returned), not audited as a tab that escaped the URL policy.
-    assert refused("cdp.unwarded") == []
+    assert refused("cdp.unwarded") == [], [r.get("reason") for r in refused("cdp.unwarded")]
     assert len(pages_in_context_of(chromium, srv, "pop-capped")) == 3
     assert len(pages_with(chromium, marker)) == 3 - own
     # The session's own tab is untouched and still answers.
