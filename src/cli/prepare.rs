@@ -224,6 +224,8 @@ impl ServeArgs {
     /// alone, and agent-browser's empty config file.
     fn prepare_dirs(&self) -> anyhow::Result<StateDirs> {
         let given = absolute(&self.state_dir, "--state-dir")?;
+        // Before anything is made there: the dir as given must fit.
+        room_for_sockets(&given, &given)?;
         let place = instance::claim(
             &given,
             &absolute(&self.output_dir, "--output-dir")?,
@@ -238,28 +240,10 @@ impl ServeArgs {
                 "another live server uses --state-dir {}: this one keeps to dirs of its own",
                 given.display()
             );
+            room_for_sockets(&given, &state)?;
         }
         let home = state.join(HOME_DIR);
         let socket = state.join(SOCKET_DIR);
-        let longest_socket = socket.as_os_str().len() + 1 + MAX_DAEMON_NAME_LEN + ".sock".len();
-        if longest_socket > MAX_SOCKET_PATH {
-            bail!(
-                "--state-dir {} is too long: agent-browser's socket paths would reach {longest_socket} \
-                 bytes (limit {MAX_SOCKET_PATH}){}; use a state dir of at most {} bytes",
-                given.display(),
-                if ordinal > 1 {
-                    format!(
-                        " in {}, where this server goes because another live server uses the dir",
-                        state.display()
-                    )
-                } else {
-                    String::new()
-                },
-                MAX_SOCKET_PATH
-                    - (1 + MAX_DAEMON_NAME_LEN + ".sock".len() + "/sock".len())
-                    - (state.as_os_str().len() - given.as_os_str().len())
-            );
-        }
         // A child of an earlier server could write where the state dir
         // lies (under /tmp): a link it left in place of its home or socket
         // dir is removed (the link, not where it points), not followed.
@@ -517,6 +501,33 @@ fn is_script(path: &Path) -> bool {
     fs::File::open(path)
         .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
         .is_ok_and(|()| &head == b"#!")
+}
+
+/// agent-browser's sockets (`<state>/sock/<name>.sock`) fit the 103 bytes a
+/// unix socket path may have; `state` is where this server goes for
+/// `--state-dir given` (another live server may hold `given` itself).
+fn room_for_sockets(given: &Path, state: &Path) -> anyhow::Result<()> {
+    let socket = state.join(SOCKET_DIR);
+    let longest = socket.as_os_str().len() + 1 + MAX_DAEMON_NAME_LEN + ".sock".len();
+    if longest <= MAX_SOCKET_PATH {
+        return Ok(());
+    }
+    let elsewhere = if state == given {
+        String::new()
+    } else {
+        format!(
+            " in {}, where this server goes because another live server uses the dir",
+            state.display()
+        )
+    };
+    bail!(
+        "--state-dir {} is too long: agent-browser's socket paths would reach {longest} bytes \
+         (limit {MAX_SOCKET_PATH}){elsewhere}; use a state dir of at most {} bytes",
+        given.display(),
+        MAX_SOCKET_PATH
+            - (1 + MAX_DAEMON_NAME_LEN + ".sock".len() + "/sock".len())
+            - (state.as_os_str().len() - given.as_os_str().len())
+    )
 }
 
 fn absolute(path: &Path, flag: &str) -> anyhow::Result<PathBuf> {
