@@ -350,3 +350,22 @@ def test_a_secret_cut_by_a_fields_maxlength_reads_back_as_its_placeholder(start_
     texts = {"replies": shown, "audit log": srv.cfg.audit_log.read_text(), "server stderr": srv.cfg.stderr_log.read_text()}
     found = [f"{value[:n]!r} in {where}" for n in (10, 12) for where, text in texts.items() if value[:n] in text]
     assert not found, "\n".join(found)
+
+
+def test_a_secret_in_the_gates_trace_lines_is_scrubbed_too(start_server, scratch) -> None:
+    # At trace level the gate prints CDP messages whole, the typed text among them: every diagnostic
+    # line passes the records' scrubber.
+    value = "tr4ce-me-n0t please"
+    with login_site() as site:
+        srv = start_server(
+            extra_args=["--secrets", str(one_secret(scratch, site, "traced", value))],
+            env_extra={"RUST_LOG": "info,browser_shell::gate=trace"},
+        )
+        srv.ok("trace", ["open", site.url("/login")])
+        srv.ok("trace", ["fill", "#pw", "{{secret:traced}}"])
+        srv.stop()
+    stderr = srv.cfg.stderr_log.read_text()
+    # Positive control: the trace did print the message that typed it, with the placeholder in its place.
+    assert "{{secret:traced}}" in stderr and "browser_shell::gate" in stderr, stderr[-2000:]
+    found = [form for form in spellings(value) if form in stderr]
+    assert not found, found
