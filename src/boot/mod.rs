@@ -84,6 +84,7 @@ impl Boot {
         facts.gate_port = gate.port();
         let agent_browser = parts.runner.agent_browser().to_owned();
         let server = Arc::new(Server::new(parts, telemetry.clone()));
+        server.journal.guard_diagnostics();
         let hashing = move |server: &Arc<Server>| {
             let _ = hand_over.send((Arc::clone(server), facts, agent_browser));
         };

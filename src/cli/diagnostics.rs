@@ -3,7 +3,8 @@
 /// Diagnostics go to stderr (stdout is JSON-RPC), filtered by `RUST_LOG`, and
 /// optionally to a daily rolling file. rmcp logs whole requests — tool
 /// arguments, so typed passwords — at debug and below; those never get
-/// through, whatever `RUST_LOG` says. (The audit trail is not diagnostics: it
+/// through, whatever `RUST_LOG` says. Every line that does passes the
+/// records' scrubber ([`Scrubbed`]). (The audit trail is not diagnostics: it
 /// has its own durable writer.)
 pub(super) fn init(dir: Option<&std::path::Path>) {
     use tracing_subscriber::{
@@ -19,7 +20,7 @@ pub(super) fn init(dir: Option<&std::path::Path>) {
         })
     };
     let stderr = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
+        .with_writer(Scrubbed(std::io::stderr))
         .with_ansi(false)
         .with_filter(env())
         .with_filter(no_request_bodies());
@@ -27,9 +28,8 @@ pub(super) fn init(dir: Option<&std::path::Path>) {
     // drop lines, and print to stdout when its worker misses the shutdown.
     let file = dir.map(|dir| {
         tracing_subscriber::fmt::layer()
-            .with_writer(std::sync::Mutex::new(tracing_appender::rolling::daily(
-                dir,
-                "browser-shell.log",
+            .with_writer(Scrubbed(std::sync::Mutex::new(
+                tracing_appender::rolling::daily(dir, "browser-shell.log"),
             )))
             .with_ansi(false)
             .with_filter(env())
@@ -39,4 +39,82 @@ pub(super) fn init(dir: Option<&std::path::Path>) {
         .with(stderr)
         .with(file)
         .init();
+}
+
+/// A writer whose every line passes the records' scrubber
+/// ([`crate::obs::shield::scrub_diagnostic`]) before it reaches `W`: the
+/// formatter writes one event per writer it makes, so a line is scrubbed
+/// whole, never split where a secret could straddle two writes.
+struct Scrubbed<W>(W);
+
+impl<'a, W: tracing_subscriber::fmt::MakeWriter<'a>> tracing_subscriber::fmt::MakeWriter<'a>
+    for Scrubbed<W>
+{
+    type Writer = Line<W::Writer>;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        Line {
+            text: Vec::new(),
+            out: self.0.make_writer(),
+            scrub: crate::obs::shield::scrub_diagnostic,
+        }
+    }
+}
+
+/// One event's text, written scrubbed when the formatter lets it go.
+struct Line<W: std::io::Write> {
+    text: Vec<u8>,
+    out: W,
+    scrub: fn(&str) -> std::borrow::Cow<'_, str>,
+}
+
+impl<W: std::io::Write> std::io::Write for Line<W> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.text.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<W: std::io::Write> Drop for Line<W> {
+    fn drop(&mut self) {
+        let text = String::from_utf8_lossy(&self.text);
+        let scrubbed = (self.scrub)(&text);
+        // A diagnostic that cannot be written has nowhere else to go.
+        let _ = self.out.write_all(scrubbed.as_bytes());
+        let _ = self.out.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    fn no_hunter(text: &str) -> std::borrow::Cow<'_, str> {
+        std::borrow::Cow::Owned(text.replace("hunter22", "{{secret:pw}}"))
+    }
+
+    #[test]
+    fn a_line_is_scrubbed_whole_even_when_written_in_pieces() {
+        let mut out = Vec::new();
+        {
+            let mut line = Line {
+                text: Vec::new(),
+                out: &mut out,
+                scrub: no_hunter,
+            };
+            for piece in ["INFO refused http://x/?pw=hun", "ter", "22 now\n"] {
+                line.write_all(piece.as_bytes()).expect("buffered");
+            }
+        }
+        assert_eq!(
+            String::from_utf8(out).expect("utf-8"),
+            "INFO refused http://x/?pw={{secret:pw}} now\n"
+        );
+    }
 }

@@ -37,6 +37,12 @@ impl Journal {
         }
     }
 
+    /// Diagnostics pass this journal's shield from now on
+    /// ([`super::shield::scrub_diagnostic`]).
+    pub(crate) fn guard_diagnostics(&self) {
+        super::shield::guard_diagnostics(Arc::clone(&self.shield));
+    }
+
     /// `text` as a record may keep it ([`Shield`]).
     pub(crate) fn shielded(&self, text: &str) -> String {
         self.shield.text(text)

@@ -13,11 +13,13 @@
 //! text: a text costs a string, where a pattern of every spelling (as for
 //! the few secrets) would cost a compiled regex for each of the many texts.
 //! Replies are not shielded from typed text: the agent may see what it typed.
+//! Diagnostics are: every line the server prints or logs passes the same
+//! shield ([`scrub_diagnostic`]) once the server has one.
 
 use std::{
     borrow::Cow,
     collections::VecDeque,
-    sync::{Arc, Mutex, PoisonError},
+    sync::{Arc, Mutex, OnceLock, PoisonError},
 };
 
 use serde_json::Value;
@@ -114,6 +116,32 @@ impl Shield {
         {
             shield_strings(value, &shield);
         }
+    }
+}
+
+/// The shield of the server's records, which diagnostics pass too.
+static DIAGNOSTICS: OnceLock<Arc<Shield>> = OnceLock::new();
+
+/// From now on, every diagnostic line passes `shield` (the first server's,
+/// in a process that has one).
+pub(crate) fn guard_diagnostics(shield: Arc<Shield>) {
+    let _ = DIAGNOSTICS.set(shield);
+}
+
+/// A diagnostic line as a record may keep it: no secret in any spelling the
+/// scrubber knows, no typed text in a URL. As it is before a server exists
+/// (nothing was typed, and no line quotes a secret's value then).
+///
+/// Nothing the shield calls may log while it holds one of its locks: the
+/// line would wait on the lock its own scrubbing needs.
+pub(crate) fn scrub_diagnostic(line: &str) -> Cow<'_, str> {
+    match DIAGNOSTICS.get() {
+        Some(shield) => {
+            let rules = shield.rules.get();
+            let typed = shield.typed.lock().unwrap_or_else(PoisonError::into_inner);
+            shield_text(line, &rules, &typed).map_or(Cow::Borrowed(line), Cow::Owned)
+        }
+        None => Cow::Borrowed(line),
     }
 }
 
