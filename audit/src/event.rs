@@ -66,7 +66,9 @@ pub enum Outcome {
     Evicted,
     /// Lifecycle: a confined daemon found at start was taken over.
     Adopted,
-    /// Lifecycle: an unconfined daemon found at start was killed.
+    /// Lifecycle: the server ended a daemon on its own: an unconfined one
+    /// (or one it cannot use) found at start, a pooled one, or every
+    /// session as it stopped with `--on-exit end`.
     Closed,
     /// Lifecycle: ending a session left something behind (see `reason`).
     RetireIncomplete,

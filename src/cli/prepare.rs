@@ -143,7 +143,7 @@ impl ServeArgs {
         .start_self_test()
         .map_err(|e| anyhow::anyhow!("the confined agent-browser does not start: {e}"))?;
         let (audit, key) = self.open_audit()?;
-        self.check_policy_present()?;
+        self.say_when_default_policy();
         let rules = rules::Current::load(rules::Source {
             policy_file: self.policy.clone(),
             secrets_file: self.secrets.clone(),
@@ -189,20 +189,17 @@ impl ServeArgs {
         })
     }
 
-    /// A missing policy file at the default path is the built-in default,
-    /// said on stderr; elsewhere it stops the start
-    /// ([`crate::policy::url_policy::missing_file`]).
-    fn check_policy_present(&self) -> anyhow::Result<()> {
-        if self.policy.exists() {
-            return Ok(());
+    /// Say on stderr when the built-in default policy applies (no file at
+    /// the default path). A missing file anywhere else was refused already
+    /// by [`UrlPolicy::load`].
+    fn say_when_default_policy(&self) {
+        if !self.policy.exists() {
+            tracing::warn!(
+                path = %self.policy.display(),
+                "no policy file at the default path: the built-in default policy applies \
+                 (http/https to public addresses only)"
+            );
         }
-        crate::policy::url_policy::missing_file(&self.policy)?;
-        tracing::warn!(
-            path = %self.policy.display(),
-            "no policy file at the default path: the built-in default policy applies \
-             (http/https to public addresses only)"
-        );
-        Ok(())
     }
 
     /// The trampoline's file: `--trampoline`, else `hardening-trampoline`

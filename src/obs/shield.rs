@@ -94,9 +94,14 @@ impl Shield {
 
     /// `text` as a record may keep it.
     pub(crate) fn text(&self, text: &str) -> String {
+        self.shielded(text).into_owned()
+    }
+
+    /// [`Self::text`], borrowed when nothing had to change.
+    fn shielded<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let rules = self.rules.get();
         let typed = self.typed.lock().unwrap_or_else(PoisonError::into_inner);
-        shield_text(text, &rules, &typed).unwrap_or_else(|| text.to_owned())
+        shield_text(text, &rules, &typed).map_or(Cow::Borrowed(text), Cow::Owned)
     }
 
     /// Shield `event` before it is written (see the module's doc).
@@ -136,11 +141,7 @@ pub(crate) fn guard_diagnostics(shield: Arc<Shield>) {
 /// line would wait on the lock its own scrubbing needs.
 pub(crate) fn scrub_diagnostic(line: &str) -> Cow<'_, str> {
     match DIAGNOSTICS.get() {
-        Some(shield) => {
-            let rules = shield.rules.get();
-            let typed = shield.typed.lock().unwrap_or_else(PoisonError::into_inner);
-            shield_text(line, &rules, &typed).map_or(Cow::Borrowed(line), Cow::Owned)
-        }
+        Some(shield) => shield.shielded(line),
         None => Cow::Borrowed(line),
     }
 }

@@ -53,51 +53,40 @@ impl Sessions {
         }
     }
 
-    /// Retire every session idle longer than the TTL (the reaper's tick),
-    /// all at once: each holds its session's turn until it is done, so one
-    /// after the other would keep a call for the last of them waiting on
-    /// all the others.
+    /// Retire every session idle longer than the TTL (the reaper's tick).
     pub(crate) async fn reap_idle(self: &Arc<Self>) {
         let why = format!("idle for more than {} s", self.idle.as_secs());
+        let taken = self.registry.take_idle(self.idle);
+        self.retire_all(taken, Outcome::Reaped, why).await;
+    }
+
+    /// As the server stops with `--on-exit end`: retire every session (each
+    /// recorded as `closed` before it goes). Calls have drained by now, so
+    /// none is left behind; with `keep`, nothing is done and the daemons
+    /// wait to be adopted.
+    pub(crate) async fn end_on_exit(self: &Arc<Self>) {
+        if self.on_exit != super::registry::OnExit::End {
+            return;
+        }
+        let taken = self.registry.take_idle(std::time::Duration::ZERO);
+        let why = "the server stopped (--on-exit end)".to_owned();
+        self.retire_all(taken, Outcome::Closed, why).await;
+    }
+
+    /// Retire `taken` all at once: each holds its session's turn until it
+    /// is done, so one after the other would keep a call for the last of
+    /// them waiting on all the others.
+    async fn retire_all(self: &Arc<Self>, taken: Vec<Retiring>, outcome: Outcome, why: String) {
         let mut retirements = tokio::task::JoinSet::new();
-        for retiring in self.registry.take_idle(self.idle) {
+        for retiring in taken {
             let (sessions, why) = (Arc::clone(self), why.clone());
-            retirements
-                .spawn(async move { sessions.retire(retiring, Outcome::Reaped, &why).await });
+            retirements.spawn(async move { sessions.retire(retiring, outcome, &why).await });
         }
         while let Some(done) = retirements.join_next().await {
             if let Err(e) = done {
                 // Its `Retiring` was dropped, so the name is free again; what
                 // the retirement did not get to is said here, not silently lost.
-                tracing::error!(error = %e, "a reaped session's retirement did not finish");
-            }
-        }
-    }
-
-    /// As the server stops with `--on-exit end`: retire every session,
-    /// all at once as the reaper does (each is recorded as `closed` before
-    /// it goes). Calls have drained by now, so none is left behind;
-    /// with `keep`, nothing is done and the daemons wait to be adopted.
-    pub(crate) async fn end_on_exit(self: &Arc<Self>) {
-        if self.on_exit != super::registry::OnExit::End {
-            return;
-        }
-        let mut retirements = tokio::task::JoinSet::new();
-        for retiring in self.registry.take_idle(std::time::Duration::ZERO) {
-            let sessions = Arc::clone(self);
-            retirements.spawn(async move {
-                sessions
-                    .retire(
-                        retiring,
-                        Outcome::Closed,
-                        "the server stopped (--on-exit end)",
-                    )
-                    .await;
-            });
-        }
-        while let Some(done) = retirements.join_next().await {
-            if let Err(e) = done {
-                tracing::error!(error = %e, "a session's end at the server's stop did not finish");
+                tracing::error!(error = %e, %why, "a session's retirement did not finish");
             }
         }
     }
