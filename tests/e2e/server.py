@@ -118,6 +118,10 @@ class ServerConfig:
     policy_path: Path | None = None
     # Pass --allow-child-writable-inputs: see binaries_under_tmp.
     allow_child_writable_inputs: bool = False
+    # `--pool`: 0 unless a test says otherwise (None: the server's own default, `auto`). Most tests
+    # count daemons, tabs and records exactly; the pool's own tests and the tests of the README's
+    # configurations run it.
+    pool: str | None = "0"
 
     @property
     def state_dir(self) -> Path:
@@ -175,6 +179,7 @@ class ServerConfig:
             *(["--policy", str(self.policy)] if self.policy_json is not None or self.policy_path else []),
             *[arg for path in self.extra_read_exec for arg in ("--extra-read-exec", path)],
             *(["--allow-child-writable-inputs"] if self.allow_child_writable_inputs else []),
+            *(["--pool", self.pool] if self.pool is not None and "--pool" not in self.extra_args else []),
             *self.extra_args,
         ]
 

@@ -1,0 +1,105 @@
+"""The self-sized pool, the default: nothing starts before the first call; then at least one daemon is
+kept ready, more while new sessions arrive close together, never more than `--max-sessions`; and after
+`--pool-idle-sec` without a new session it falls back to one. Each decision is read from the real server's
+`warming`, `pooled`, `bound` and `reaped` records."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+
+import pytest
+
+import harness
+
+pytestmark = pytest.mark.chromium
+
+
+def records(cfg) -> list[dict]:
+    return [json.loads(line) for line in cfg.audit_log.read_text().splitlines()]
+
+
+def pool_records(cfg, outcome: str) -> list[dict]:
+    return [r for r in records(cfg) if r["phase"] == "lifecycle" and r.get("outcome") == outcome]
+
+
+def page_ids(port: int) -> set[str]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=5) as r:
+        return {t["id"] for t in json.load(r) if t.get("type") == "page"}
+
+
+def ready_over_time(cfg) -> tuple[set[str], int]:
+    """The pooled daemons ready now, and the most that were ready at once, replayed from the records."""
+    ready: set[str] = set()
+    most = 0
+    for r in records(cfg):
+        if r["phase"] != "lifecycle" or not isinstance(r.get("detail"), dict):
+            continue
+        daemon = r["detail"].get("daemon")
+        if r.get("outcome") == "pooled":
+            ready.add(daemon)
+        elif r.get("outcome") in ("bound", "reaped", "closed"):
+            ready.discard(daemon)
+        most = max(most, len(ready))
+    return ready, most
+
+
+def wait_for(what: str, check, within: float = 60.0):
+    deadline = time.monotonic() + within
+    while not (found := check()):
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+    return found
+
+
+def test_the_default_pool_starts_nothing_before_the_first_call_then_keeps_one_ready(
+    start_server, chromium: harness.Chromium
+) -> None:
+    before = page_ids(chromium.port)
+    srv = start_server(pool=None)  # no --pool: the server's default
+    time.sleep(2.0)
+    started = next(r for r in records(srv.cfg) if r.get("outcome") == "started")
+    assert started["detail"]["limits"]["pool"] == "auto", started["detail"]["limits"]
+    assert not pool_records(srv.cfg, "warming"), "a server nobody called warmed a daemon"
+    assert not list((srv.cfg.state_dir / "sock").glob("*.pid")), "a server nobody called started a daemon"
+    assert page_ids(chromium.port) == before, "a server nobody called opened a page"
+
+    assert srv.ok("first", ["get", "url"])["url"] == "about:blank"
+    assert not [r for r in pool_records(srv.cfg, "bound") if r.get("session_id") == "first"], "nothing was pooled yet"
+    (warming,) = wait_for("no warm-up after the first call", lambda: pool_records(srv.cfg, "warming"))
+    assert warming["detail"]["pool"]["target"] == 1, warming
+    wait_for("the warm-up never became ready", lambda: pool_records(srv.cfg, "pooled"))
+
+    assert srv.ok("second", ["get", "url"])["url"] == "about:blank"
+    bound = [r for r in pool_records(srv.cfg, "bound") if r.get("session_id") == "second"]
+    assert len(bound) == 1, "the next new session takes the ready daemon"
+    ready, _ = wait_for("the pool did not refill to one", lambda: ready_over_time(srv.cfg)[0] and ready_over_time(srv.cfg))
+    assert len(ready) == 1, ready
+
+
+def test_the_default_pool_grows_with_new_sessions_up_to_max_sessions_then_falls_back_to_one(
+    start_server,
+) -> None:
+    srv = start_server(pool=None, extra_args=["--max-sessions", "2", "--pool-idle-sec", "4"])
+    # New sessions one after another, each closed at once: more arrive within two seconds than the cap.
+    for i in range(8):
+        assert srv.ok(f"n{i}", ["get", "url"])["url"] == "about:blank"
+        srv.ok(f"n{i}", ["close"])
+        if i == 0:
+            wait_for("no warm-up after the first call", lambda: pool_records(srv.cfg, "pooled"))
+    warmings = [r["detail"]["pool"] for r in pool_records(srv.cfg, "warming")]
+    assert max(w["target"] for w in warmings) == 2, f"the pool grew to the cap of 2: {warmings}"
+    assert max(w["peak_arrivals"] for w in warmings) > 2, f"more arrived than the cap allows: {warmings}"
+    assert all(w["target"] <= 2 for w in warmings), warmings
+    assert [r for r in pool_records(srv.cfg, "bound") if r["session_id"].startswith("n")], "no session was served"
+    wait_for("the pool never reached its cap", lambda: len(ready_over_time(srv.cfg)[0]) == 2)
+    assert ready_over_time(srv.cfg)[1] <= 2, "more daemons were ready at once than --max-sessions"
+
+    # No new session for --pool-idle-sec: back to one, on the record.
+    reaped = wait_for("the pool never shrank", lambda: pool_records(srv.cfg, "reaped"), within=30)
+    assert "floor of 1" in reaped[0]["reason"], reaped[0]
+    ready, _ = ready_over_time(srv.cfg)
+    assert len(ready) == 1, ready
+    time.sleep(2.5)
+    assert len(ready_over_time(srv.cfg)[0]) == 1, "the floor is kept"
