@@ -253,13 +253,17 @@ pub(crate) struct ServeArgs {
 
     /// Daemons kept ready, each on a fresh about:blank tab of its own, so a
     /// new session's first call does not wait for one to start (each is a
-    /// process and a visible tab beyond --max-sessions). 0: no pool.
-    #[arg(long, env = "BROWSER_SHELL_POOL", value_name = "N", default_value_t = 0,
-          value_parser = clap::value_parser!(u32).range(0..=64))]
-    pub(crate) pool: u32,
+    /// process and a visible tab beyond --max-sessions). `auto`: none before
+    /// the first new session, then at least one, growing with the new
+    /// sessions seen within 2 s up to --max-sessions and half the memory
+    /// the server can see. N (1-64): exactly N, warmed at start. 0: no pool.
+    #[arg(long, env = "BROWSER_SHELL_POOL", value_name = "auto|N", default_value = "auto",
+          value_parser = parse_pool)]
+    pub(crate) pool: PoolFlag,
 
-    /// When no new session has taken a pooled daemon for this long, the
-    /// pool's daemons and tabs are closed; the next new session refills it.
+    /// When no new session has taken a pooled daemon for this long, a
+    /// pinned pool's daemons and tabs are closed until the next new session,
+    /// and an `auto` pool falls back to one.
     #[arg(long, env = "BROWSER_SHELL_POOL_IDLE_SEC", value_name = "SECONDS", default_value_t = 600,
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub(crate) pool_idle_sec: u64,
@@ -273,6 +277,37 @@ pub(crate) const DEFAULT_POLICY: &str = crate::policy::url_policy::DEFAULT_PATH;
 pub(crate) enum OverflowFlag {
     Refuse,
     EvictLru,
+}
+
+/// `--pool`, as the command line spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PoolFlag {
+    Auto,
+    Pinned(u32),
+}
+
+impl PoolFlag {
+    /// The pool's size: `auto` is capped by `max_sessions`.
+    pub(crate) fn size(self, max_sessions: usize) -> crate::server::pool_size::PoolSize {
+        use crate::server::pool_size::PoolSize;
+        match self {
+            Self::Auto => PoolSize::Auto { cap: max_sessions },
+            Self::Pinned(n) => PoolSize::Pinned(n as usize),
+        }
+    }
+}
+
+fn parse_pool(text: &str) -> Result<PoolFlag, String> {
+    if text.eq_ignore_ascii_case("auto") {
+        return Ok(PoolFlag::Auto);
+    }
+    match text.parse::<u32>() {
+        Ok(n) if n <= 64 => Ok(PoolFlag::Pinned(n)),
+        _ => Err(format!(
+            "{text:?} is not a pool size: say `auto` (sized by the new sessions it sees), \
+             a number of daemons from 1 to 64, or 0 for no pool"
+        )),
+    }
 }
 
 /// `--on-exit`, as the command line spells it.

@@ -180,7 +180,7 @@ impl ServeArgs {
                 max_output_bytes: usize::try_from(self.max_output_bytes).unwrap_or(usize::MAX),
                 max_image_bytes: self.max_image_bytes,
                 pool: crate::server::pool::PoolSettings {
-                    size: self.pool as usize,
+                    size: self.pool.size(self.max_sessions as usize),
                     idle: Duration::from_secs(self.pool_idle_sec),
                 },
             },

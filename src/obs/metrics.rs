@@ -1,18 +1,20 @@
 //! The OTLP metrics: how long each `tools/call` took
 //! (`mcp.server.operation.duration`, with the subcommand of an allowed
 //! call), how long the MCP session lasted (`mcp.server.session.duration`),
-//! and how many refusals each rule made (`browser_shell.refusals`, the
-//! gate's and the egress's included).
+//! how many refusals each rule made (`browser_shell.refusals`, the
+//! gate's and the egress's included), and the daemon pool's size
+//! (`browser_shell.pool.daemons`, wanted and ready).
 
 use opentelemetry::{
     KeyValue,
-    metrics::{Counter, Histogram, Meter},
+    metrics::{Counter, Gauge, Histogram, Meter},
 };
 use opentelemetry_sdk::metrics::SdkMeterProvider;
 
 const OPERATION_DURATION: &str = "mcp.server.operation.duration";
 const SESSION_DURATION: &str = "mcp.server.session.duration";
 const REFUSALS: &str = "browser_shell.refusals";
+const POOL: &str = "browser_shell.pool.daemons";
 const OPERATION_BUCKETS: [f64; 14] = [
     0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
 ];
@@ -26,6 +28,7 @@ pub(super) struct Metrics {
     operation: Histogram<f64>,
     session: Histogram<f64>,
     refusals: Counter<u64>,
+    pool: Gauge<u64>,
 }
 
 impl Metrics {
@@ -50,6 +53,11 @@ impl Metrics {
                     "Refusals by browser-shell's rules: calls, and the browser gate's and egress's",
                 )
                 .build(),
+            pool: meter
+                .u64_gauge(POOL)
+                .with_unit("{daemon}")
+                .with_description("The daemon pool: daemons it wants (target) and has ready")
+                .build(),
             provider,
         }
     }
@@ -60,6 +68,15 @@ impl Metrics {
 
     pub(super) fn session(&self, seconds: f64, attributes: &[KeyValue]) {
         self.session.record(seconds, attributes);
+    }
+
+    pub(super) fn pool(&self, target: usize, ready: usize) {
+        for (state, n) in [("target", target), ("ready", ready)] {
+            self.pool.record(
+                u64::try_from(n).unwrap_or(u64::MAX),
+                &[KeyValue::new("browser_shell.pool.state", state)],
+            );
+        }
     }
 
     /// `count` refusals by `rule` (its stable id: a bounded set, never

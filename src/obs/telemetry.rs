@@ -325,6 +325,13 @@ impl Telemetry {
         }
     }
 
+    /// The daemon pool's size decision: how many it wants and has ready.
+    pub fn pool_sized(&self, target: usize, ready: usize) {
+        if let Some(metrics) = self.0.as_ref().and_then(|i| i.metrics.as_ref()) {
+            metrics.pool(target, ready);
+        }
+    }
+
     /// The MCP session (this stdio connection) ended after `duration`.
     pub fn session_ended(&self, duration: Duration, protocol_version: Option<&str>) {
         if let Some(metrics) = self.0.as_ref().and_then(|i| i.metrics.as_ref()) {

@@ -163,7 +163,7 @@ impl Chronicle {
                 "output_quota_session_bytes": limits.output_quota.per_session,
                 "output_quota_total_bytes": limits.output_quota.total,
                 "max_output_bytes": self.settings.max_output_bytes,
-                "pool": self.settings.pool.size,
+                "pool": self.settings.pool.size.to_json(),
                 "pool_idle_sec": self.settings.pool.idle.as_secs(),
             },
             "confinement": crate::obs::confinement::record(self.runner.confinement().report()),

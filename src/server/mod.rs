@@ -9,6 +9,7 @@ pub(crate) mod chronicle;
 mod lifecycle;
 pub(crate) mod pace;
 pub(crate) mod pool;
+pub(crate) mod pool_size;
 pub(crate) mod registry;
 pub(crate) mod sessions;
 

@@ -25,7 +25,11 @@ use audit::Outcome;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
-use super::{admission::Admission, sessions::Sessions};
+use super::{
+    admission::Admission,
+    pool_size::{self, Arrivals, PoolSize},
+    sessions::Sessions,
+};
 use crate::{
     obs::journal::new_call_id,
     runner::{Bounds, Termination},
@@ -80,11 +84,36 @@ impl Pooled {
 }
 
 /// The operator's settings: how many daemons to keep ready, and after how
-/// long without a new session the pool is emptied.
+/// long without a new session the pool is emptied (pinned) or falls back
+/// to its floor (self-sized).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct PoolSettings {
-    pub(crate) size: usize,
+    pub(crate) size: PoolSize,
     pub(crate) idle: Duration,
+}
+
+/// A sizing decision, as records and metrics state it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Sizing {
+    /// How many daemons the pool wants ready.
+    pub(crate) target: usize,
+    /// How many are ready.
+    pub(crate) ready: usize,
+    /// The most new sessions seen within [`pool_size::SPAN`].
+    pub(crate) peak: usize,
+    /// What memory allows, where known (self-sized pools only).
+    pub(crate) memory_cap: Option<usize>,
+}
+
+impl Sizing {
+    fn to_json(self) -> Value {
+        json!({
+            "target": self.target,
+            "ready": self.ready,
+            "peak_arrivals": self.peak,
+            "memory_cap": self.memory_cap,
+        })
+    }
 }
 
 /// The ready daemons, oldest first.
@@ -103,8 +132,12 @@ struct Inner {
     dead: Vec<Pooled>,
     /// When a new session last asked for a daemon (or the server started).
     last_wanted: Instant,
-    /// Emptied for idleness: not refilled until a new session asks.
+    /// Emptied for idleness (a pinned pool): not refilled until a new
+    /// session asks.
     resting: bool,
+    /// When new sessions asked, within the idle time (a self-sized pool's
+    /// measure).
+    arrivals: Arrivals,
 }
 
 impl Pool {
@@ -116,13 +149,14 @@ impl Pool {
                 dead: Vec::new(),
                 last_wanted: Instant::now(),
                 resting: false,
+                arrivals: Arrivals::default(),
             }),
             wake: Notify::new(),
         }
     }
 
     pub(crate) fn is_enabled(&self) -> bool {
-        self.settings.size > 0
+        self.settings.size.is_enabled()
     }
 
     pub(crate) fn settings(&self) -> PoolSettings {
@@ -136,8 +170,10 @@ impl Pool {
             return None;
         }
         let mut inner = self.lock();
-        inner.last_wanted = Instant::now();
+        let now = Instant::now();
+        inner.last_wanted = now;
         inner.resting = false;
+        inner.arrivals.note(now);
         let mut found = None;
         while let Some(pooled) = inner.ready.pop_front() {
             if crate::runner::is_alive(pooled.pid) {
@@ -151,13 +187,42 @@ impl Pool {
         found
     }
 
-    /// How many more daemons to warm now.
-    fn missing(&self) -> usize {
-        let inner = self.lock();
-        if inner.resting {
+    /// How many daemons the pool wants now, and why.
+    fn sizing(&self) -> Sizing {
+        let memory_cap = match self.settings.size {
+            PoolSize::Auto { .. } => pool_size::memory_cap(),
+            PoolSize::Pinned(_) => None,
+        };
+        let mut inner = self.lock();
+        inner
+            .arrivals
+            .forget_older_than(self.settings.idle, Instant::now());
+        let target = if inner.resting {
             0
         } else {
-            self.settings.size.saturating_sub(inner.ready.len())
+            pool_size::target(self.settings.size, &inner.arrivals, memory_cap)
+        };
+        Sizing {
+            target,
+            ready: inner.ready.len(),
+            peak: inner.arrivals.peak(),
+            memory_cap,
+        }
+    }
+
+    /// How many more daemons to warm now.
+    fn missing(&self) -> usize {
+        let sizing = self.sizing();
+        sizing.target.saturating_sub(sizing.ready)
+    }
+
+    /// Should an empty pool refill before the calls go quiet? A pinned one
+    /// always (its size says new sessions are expected); a self-sized one
+    /// when new sessions come close together.
+    fn is_urgent(&self) -> bool {
+        match self.settings.size {
+            PoolSize::Pinned(_) => true,
+            PoolSize::Auto { .. } => self.lock().arrivals.is_frequent(),
         }
     }
 
@@ -184,19 +249,49 @@ impl Pool {
         self.lock().ready.push_back(pooled);
     }
 
-    /// Everything to close: dead ones, and all ready ones when the pool has
-    /// gone unused for its idle time (or `all`, at shutdown).
+    /// Everything to close: dead ones, and the ready ones the pool no
+    /// longer wants (all of them at shutdown, with `all`): a pinned pool
+    /// unused for its idle time rests empty; a self-sized one keeps what
+    /// its sizing still wants, oldest first.
     fn to_close(&self, all: bool) -> (Vec<Pooled>, Vec<Pooled>) {
+        let keep = match self.settings.size {
+            PoolSize::Auto { .. } if !all => self.sizing().target,
+            _ => 0,
+        };
         let mut inner = self.lock();
         let dead = std::mem::take(&mut inner.dead);
-        let idle = inner.last_wanted.elapsed() > self.settings.idle;
-        let unused = if all || (idle && !inner.ready.is_empty()) {
-            inner.resting = true;
-            inner.ready.drain(..).collect()
-        } else {
-            Vec::new()
+        let unused = match self.settings.size {
+            PoolSize::Auto { .. } if !all => {
+                let keep = keep.min(inner.ready.len());
+                inner.ready.drain(keep..).collect()
+            }
+            _ => {
+                let idle = inner.last_wanted.elapsed() > self.settings.idle;
+                if all || (idle && !inner.ready.is_empty()) {
+                    inner.resting = true;
+                    inner.ready.drain(..).collect()
+                } else {
+                    Vec::new()
+                }
+            }
         };
         (dead, unused)
+    }
+
+    /// Why ready daemons were closed, as their `reaped` records say.
+    fn why_reaped(&self) -> String {
+        let idle = self.settings.idle.as_secs();
+        match self.settings.size {
+            PoolSize::Pinned(_) => {
+                format!("no new session for {idle} s: the pool is emptied until one comes")
+            }
+            PoolSize::Auto { .. } => format!(
+                "the pool shrinks to what it wants now ({}): no new session for {idle} s \
+                 brings it back to its floor of {}, and memory may allow fewer",
+                self.sizing().target,
+                pool_size::FLOOR
+            ),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -229,10 +324,7 @@ impl Sessions {
                 )
                 .await;
             }
-            let why = format!(
-                "no new session for {} s: the pool is emptied until one comes",
-                self.pool.settings().idle.as_secs()
-            );
+            let why = self.pool.why_reaped();
             for pooled in unused {
                 self.close_pooled(&pooled, Outcome::Reaped, &why).await;
             }
@@ -241,10 +333,14 @@ impl Sessions {
                 continue;
             }
             // A pool that still holds a daemon serves the next new session
-            // anyway: its refill waits for quiet. An empty one is what new
-            // sessions wait on (each would start its own daemon, slower than
-            // a warm-up): it refills at once, several at a time.
-            if !self.pool.is_empty() {
+            // anyway: its refill waits for quiet. An empty one that new
+            // sessions are arriving for (each would start its own daemon,
+            // slower than a warm-up) refills at once, several at a time.
+            if self.pool.is_empty() {
+                if !self.pool.is_urgent() {
+                    until_quiet(admission).await;
+                }
+            } else {
                 // New sessions arriving back to back are never quiet: the
                 // one that takes the last daemon ends the wait.
                 tokio::select! {
@@ -252,16 +348,18 @@ impl Sessions {
                     () = self.pool.until_empty() => {}
                 }
             }
-            let empty = self.pool.is_empty();
-            let at_once = if empty {
-                self.pool.missing().min(MAX_WARMING_AT_ONCE)
-            } else {
-                1
-            };
+            let sizing = self.pool.sizing();
+            let at_once = sizing
+                .target
+                .saturating_sub(sizing.ready)
+                .min(MAX_WARMING_AT_ONCE);
+            self.journal
+                .telemetry()
+                .pool_sized(sizing.target, sizing.ready);
             // Each daemon joins the queue as soon as it is warm, not once
             // its sibling is: a new session may be arriving for it.
             let warmed = futures_util::future::join_all((0..at_once).map(|_| async {
-                match self.warm_one().await {
+                match self.warm_one(sizing).await {
                     Ok(pooled) => {
                         self.pool.put(pooled);
                         None
@@ -288,7 +386,7 @@ impl Sessions {
     }
 
     /// Start one daemon with its own fresh tab, audited before it starts.
-    async fn warm_one(&self) -> Result<Pooled, String> {
+    async fn warm_one(&self, sizing: Sizing) -> Result<Pooled, String> {
         let name = new_pool_name();
         let session = SessionId::pooled(&name);
         let started = Instant::now();
@@ -296,7 +394,7 @@ impl Sessions {
             Outcome::Warming,
             "starting a daemon and a fresh tab for the next new session",
         );
-        event.detail = Some(json!({ "daemon": name }));
+        event.detail = Some(json!({ "daemon": name, "pool": sizing.to_json() }));
         let intent = self
             .journal
             .append_unattached_synced(event)

@@ -2,7 +2,7 @@ use super::*;
 
 fn pool(size: usize) -> Pool {
     Pool::new(PoolSettings {
-        size,
+        size: PoolSize::Pinned(size),
         idle: Duration::from_secs(600),
     })
 }
@@ -45,7 +45,7 @@ fn a_pooled_daemon_that_exited_is_skipped_and_kept_for_closing() {
 #[test]
 fn a_pool_unused_for_its_idle_time_is_emptied_until_a_session_asks() {
     let p = Pool::new(PoolSettings {
-        size: 1,
+        size: PoolSize::Pinned(1),
         idle: Duration::ZERO,
     });
     p.put(Pooled::for_test("pool-a"));
@@ -82,4 +82,27 @@ async fn the_wait_for_an_empty_pool_ends_when_the_last_daemon_is_taken() {
         .await
         .expect("the last take ended the wait")
         .unwrap();
+}
+
+#[test]
+fn a_self_sized_pool_closes_only_what_it_no_longer_wants() {
+    let p = Pool::new(PoolSettings {
+        size: PoolSize::Auto { cap: 4 },
+        idle: Duration::from_secs(600),
+    });
+    let (dead, unused) = p.to_close(false);
+    assert!(
+        dead.is_empty() && unused.is_empty(),
+        "an empty pool closes nothing"
+    );
+    assert_eq!(p.missing(), 0, "nothing before the first new session");
+    assert_eq!(p.take(), None);
+    p.put(Pooled::for_test("pool-a"));
+    p.put(Pooled::for_test("pool-b"));
+    let (_, unused) = p.to_close(false);
+    assert_eq!(
+        unused.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(),
+        ["pool-b"],
+        "one arrival wants one: the newer one goes"
+    );
 }
