@@ -103,3 +103,16 @@ def test_the_default_pool_grows_with_new_sessions_up_to_max_sessions_then_falls_
     assert len(ready) == 1, ready
     time.sleep(2.5)
     assert len(ready_over_time(srv.cfg)[0]) == 1, "the floor is kept"
+
+
+def test_a_session_id_used_again_after_close_is_served_by_the_pool(start_server, web: harness.WebServer) -> None:
+    """An agent that ends its task with `close` and starts the next under the same id (the smoke flow does)
+    gets a ready daemon on a fresh tab, not a daemon started for it; nothing of the closed session's page
+    is there."""
+    srv = start_server(pool=None)
+    srv.ok("again", ["open", web.url("/form")])
+    srv.ok("again", ["close"])
+    wait_for("the pool never warmed a daemon", lambda: pool_records(srv.cfg, "pooled"))
+    assert srv.ok("again", ["get", "url"])["url"] == "about:blank"
+    bound = [r for r in pool_records(srv.cfg, "bound") if r.get("session_id") == "again"]
+    assert len(bound) == 1, "the closed session's id came back and waited for a daemon of its own"
