@@ -4,6 +4,14 @@ Measurements are interleaved (A, B, A, B, …) against one real headless Chromiu
 server; p50 and p95 of N runs; the table is the output. No timing assertion: targets are printed next
 to the results (✓/✗ where the table can tell). What each section measures:
 
+  defaults the configuration users run: a server with no tuning flags (its pool sizes itself), on the
+           bench's Chromium (the project's chromium_flags) and, in a loopback-only network namespace
+           (`unshare -n`), on a Chromium with plain flags: a new session's first call with sessions
+           1 s apart (N); two bursts of 8 new sessions 0.2 s apart, 3 s between, each call sent at its
+           arrival by its own client (the first burst meets an empty pool; Chromium's main-thread CPU
+           per new browser context during it bounds what it can do); the smoke flow (3×N runs, a 0.5 s
+           pause after each run of either flavour) against agent-browser direct with the per-command
+           breakdown.
   warm     (5×N pairs) one persistent browser-shell MCP session vs spawning agent-browser directly with the same
            flags (`--cdp P --json --session S --pin-tab`), on a warm daemon: `get url`, `snapshot -i`,
            each call followed by an untimed pause (SETTLE_S); the added p50's bootstrap interval; the
@@ -70,6 +78,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -83,7 +92,7 @@ BIN = ROOT / "target" / "release" / "browser-shell"
 PEERS = Path(__file__).resolve().parent / "peers"
 PLAYWRIGHT_MCP = PEERS / "node_modules" / "@playwright" / "mcp" / "cli.js"
 NODE_PEER = PEERS / "node-peer.mjs"
-SECTIONS = ("warm", "newsession", "subresources", "smoke", "peer", "screenshot", "audit", "confine")
+SECTIONS = ("defaults", "warm", "newsession", "subresources", "smoke", "peer", "screenshot", "audit", "confine")
 # Warm calls are cheap (a few ms) and noisy on a small VM (p95 2-3× p50): their two medians, whose
 # difference is the result, get 5×N interleaved pairs each.
 WARM_FACTOR = 5
@@ -96,6 +105,9 @@ POOL_SETTLE_S = 0.1
 # browser-shell and agent-browser direct run the smoke flow this many times per round (the ratio's row;
 # its p50 moved by ±3 % between 30-run samples on this VM), the playwright-mcp flavours once.
 SMOKE_FACTOR = 3
+# After each default-configuration smoke run: an agent thinks between tasks, and the self-sized pool
+# refills once the calls have gone quiet (250 ms).
+SMOKE_THINK_S = 0.5
 PROTOCOL = "2025-11-25"
 
 
@@ -488,6 +500,133 @@ def bench_screenshot(ab: Path, chromium, web, evidence: Path, n: int, notes: lis
     return rows
 
 
+# --------------------------------------------------------------------------- the default configuration
+
+
+def main_thread_cpu_ms(pid: int) -> float:
+    """CPU time (user + system) of a process's main thread: for Chromium, its browser main thread, where
+    every new browser context, window and tab is made."""
+    fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+def burst_at_once(srv: Server, sids: list[str], gap_s: float) -> list[float]:
+    """New sessions arriving `gap_s` apart, each first call (`get url`) sent at its arrival without
+    waiting for the earlier ones (several agents, one server): each call's time from its arrival."""
+    sent: dict[int, float] = {}
+    lock = threading.Lock()
+    start = time.perf_counter() + 0.05
+
+    def sender() -> None:
+        for i, sid in enumerate(sids):
+            arrival = start + gap_s * i
+            time.sleep(max(0.0, arrival - time.perf_counter()))
+            with lock:
+                srv.ids += 1
+                sent[srv.ids] = arrival
+                srv.send({"jsonrpc": "2.0", "id": srv.ids, "method": "tools/call",
+                          "params": {"name": "browser-shell", "arguments": {"session_id": sid, "argv": ["get", "url"]}}})
+
+    thread = threading.Thread(target=sender)
+    thread.start()
+    done: dict[int, tuple[float, dict]] = {}
+    while len(done) < len(sids):
+        line = srv.proc.stdout.readline()
+        expect(bool(line), "the server closed stdout during a burst")
+        reply = json.loads(line)
+        if "method" not in reply:
+            done[reply["id"]] = (time.perf_counter(), reply)
+    thread.join()
+    times = []
+    for rid, arrival in sent.items():
+        at, reply = done[rid]
+        result = reply.get("result", {}).get("structuredContent", {})
+        expect(result.get("exit_code") == 0, f"burst call {rid}: {reply}")
+        times.append((at - arrival) * 1000)
+    return times
+
+
+def bench_defaults(ab: Path, chromium, web, evidence: Path, n: int, notes: list[str], flags: str) -> list[str]:
+    """A server with no tuning flags, as the README's client config starts it; `flags` names the
+    Chromium's (the project's or plain)."""
+    rows = []
+    # A new session's first call, sessions 1 s apart, each closed after its call.
+    srv = Server(ab, chromium.port, "127.0.0.1/32", evidence)
+    firsts = []
+    for i in range(n):
+        arrival = time.perf_counter()
+        reply = srv.call(f"d-ns-{i}", ["get", "url"])
+        firsts.append((time.perf_counter() - arrival) * 1000)
+        expect(reply["exit_code"] == 0, f"first call of d-ns-{i}: {reply}")
+        srv.call(f"d-ns-{i}", ["close"])
+        time.sleep(max(0.0, arrival + 1.0 - time.perf_counter()))
+    srv.close()
+    rows.append(row(f"default, {flags}: new session's first call, sessions 1 s apart", firsts, None, "≤ 20 ms",
+                    lambda a50, _: a50 <= 20.0))
+
+    # Two bursts on a new server: the first meets an empty pool, the second what the first taught it.
+    srv = Server(ab, chromium.port, "127.0.0.1/32", evidence)
+    srv.settle()
+    cpu_before = main_thread_cpu_ms(chromium.pid)
+    first = burst_at_once(srv, [f"d-b1-{i}" for i in range(BURST)], BURST_GAP_S)
+    time.sleep(3.0)
+    cpu_ms = main_thread_cpu_ms(chromium.pid) - cpu_before
+    records = audit_records(srv)
+    bound = sum(1 for r in records if r.get("outcome") == "bound")
+    contexts = (BURST - bound) + sum(1 for r in records if r.get("outcome") == "warming")
+    second = burst_at_once(srv, [f"d-b2-{i}" for i in range(BURST)], BURST_GAP_S)
+    for i in range(BURST):
+        for b in (1, 2):
+            srv.call(f"d-b{b}-{i}", ["close"])
+    srv.close()
+    per_context = cpu_ms / max(1, contexts)
+    # Contexts are made one at a time on Chromium's main thread: the i-th arrival's call cannot end
+    # before i contexts are made, less the time that passed before it arrived.
+    bounds = sorted(max(0.0, (i + 1) * per_context - i * BURST_GAP_S * 1000) for i in range(BURST))
+    rows.append(row(f"default, {flags}: first burst of {BURST} new sessions {BURST_GAP_S} s apart (empty pool), "
+                    f"from arrival", first, None, f"bound p50 ≈ {statistics.median(bounds):.0f} ms"))
+    rows.append(row(f"default, {flags}: second burst, 3 s later", second, None, "p50 ≤ 50 ms",
+                    lambda a50, _: a50 <= 50.0))
+    notes.append(f"default, {flags}: Chromium's browser main thread spent {cpu_ms:.0f} ms of CPU on the first burst and "
+                 f"the 3 s after it, {contexts} new browser contexts ({BURST - bound} sessions' own, the rest warm-ups): "
+                 f"{per_context:.0f} ms per context, so the i-th arrival waits at least i × {per_context:.0f} − "
+                 f"(i − 1) × {BURST_GAP_S * 1000:.0f} ms")
+
+    # The smoke flow, default server against agent-browser direct, interleaved.
+    srv = Server(ab, chromium.port, "127.0.0.1/32", evidence)
+    steps: dict[tuple[str, str], list[float]] = {}
+    bs_step = per_step(steps, "bsd", shell_step(srv, "smoke"))
+    ab_step = per_step(steps, "ab", raw_step(ab, chromium.port, raw_env(srv), "smoke-raw"))
+    cdp = chromium.port
+    flavours = [
+        Flavour("bsd", "browser-shell, no flags", cdp, lambda *a: agent_browser_flow(bs_step, *a),
+                lambda: bs_step(["close"])),
+        Flavour("ab", "agent-browser", cdp, lambda *a: agent_browser_flow(ab_step, *a), lambda: ab_step(["close"])),
+    ]
+    for f in flavours:
+        f.warm_up(web)
+    steps.clear()
+    for i in range(n * SMOKE_FACTOR):
+        for f in flavours:
+            f.once(web, i)
+            time.sleep(SMOKE_THINK_S)
+    srv.close()
+    bsd, raw = flavours
+    rows.append(row(f"default, {flags}: smoke flow ({len(bsd.times)}/{n * SMOKE_FACTOR} ok) vs agent-browser direct "
+                    f"({len(raw.times)} ok)", bsd.times, raw.times, "ratio ≤ 1.00", lambda a50, b50: a50 / b50 <= 1.00))
+    added = [(statistics.median(steps[("bsd", c)]) - statistics.median(steps[("ab", c)]), c)
+             for c in ("open", "snapshot", "fill", "click", "press", "get url", "close")
+             if steps.get(("bsd", c)) and steps.get(("ab", c))]
+    if added:
+        worst = max(added)
+        notes.append(f"default, {flags}: " + step_breakdown(steps, "bsd")
+                     + f" — most added: {worst[1]} {worst[0]:+.1f} ms (target ≤ +5)")
+    for f in flavours:
+        if f.failures:
+            notes.append(f"default, {flags}, smoke flow {f.name}: {len(f.failures)} runs FAILED; first: {f.failures[0][:240]}")
+    return rows
+
+
 # --------------------------------------------------------------------------- a new session's first call
 
 
@@ -514,7 +653,7 @@ def bench_new_session(ab: Path, chromium, evidence: Path, n: int, notes: list[st
     sessions that arrive faster than the pool refills get the unpooled time), through browser-shell
     without a pool, and agent-browser direct. Each session is closed afterwards, untimed."""
     pooled = Server(ab, chromium.port, "127.0.0.1/32", evidence, ["--pool", "2"])
-    plain = Server(ab, chromium.port, "127.0.0.1/32", evidence)
+    plain = Server(ab, chromium.port, "127.0.0.1/32", evidence, ["--pool", "0"])
     env = raw_env(plain)
     raw = [str(ab), "--cdp", str(chromium.port), "--json", "--pin-tab"]
 
@@ -864,12 +1003,12 @@ def step_breakdown(steps: dict, key: str) -> str:
         a, b = steps.get((key, cmd)), steps.get(("ab", cmd))
         if a and b:
             parts.append(f"{cmd} {statistics.median(a):.1f} vs {statistics.median(b):.1f} ({statistics.median(a) - statistics.median(b):+.1f})")
-    name = "browser-shell `--pool 2`" if key == "bsp" else "browser-shell without a pool"
+    name = {"bsp": "browser-shell `--pool 2`", "bsd": "browser-shell with no flags"}.get(key, "browser-shell `--pool 0`")
     return f"smoke flow per command, p50 ms {name} vs agent-browser direct (added): " + "; ".join(parts)
 
 
 def bench_smoke(ab: Path, chromium, web, evidence: Path, n: int, notes: list[str]) -> list[str]:
-    srv = Server(ab, chromium.port, "127.0.0.1/32", evidence)
+    srv = Server(ab, chromium.port, "127.0.0.1/32", evidence, ["--pool", "0"])
     srvp = Server(ab, chromium.port, "127.0.0.1/32", evidence, ["--pool", "2"])
     pw = PlaywrightMcp(chromium.port)
     pw0 = PlaywrightMcp(chromium.port, ["--timeout-settle", "0"])
@@ -1072,13 +1211,50 @@ def verify_evidence(evidence: Path) -> str:
     return f"audit logs of the bench's servers: {len(logs)} verified with `browser-shell audit verify`, {verdict}{where}"
 
 
+def plain_defaults_here(n: int, out: Path) -> None:
+    """Inside the namespace: the default configuration's rows on a plain-flags Chromium, as data."""
+    ab = Path(os.environ["BROWSER_SHELL_AGENT_BROWSER"])
+    evidence = Path(tempfile.mkdtemp(prefix="bsb-audit-", dir="/var/tmp"))
+    notes: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="bsb-chr") as work, harness.run_chromium(Path(work), plain=True) as chromium, \
+            harness.run_web_server() as web:
+        rows = bench_defaults(ab, chromium, web, evidence, n, notes, "plain-flags Chromium")
+    notes.append(verify_evidence(evidence))
+    out.write_text(json.dumps({"rows": rows, "notes": notes, "results": RESULTS}))
+
+
+def plain_defaults(n: int) -> tuple[list[str], list[str]]:
+    """The default configuration's rows on a Chromium with plain flags, which resolves and dials Google's
+    services by itself: measured in a loopback-only network namespace (`unshare -n`, root), where
+    nothing can leave."""
+    out = Path(tempfile.mkstemp(prefix="bsb-plain-", suffix=".json", dir="/var/tmp")[1])
+    script = 'ip link set lo up && exec "$0" "$@"'
+    try:
+        done = subprocess.run(["unshare", "-n", "--", "sh", "-c", script, sys.executable, __file__, str(n),
+                               "--plain-chromium", "--out", str(out)], timeout=3600)
+        if done.returncode != 0:
+            return [], [f"plain-flags Chromium rows not measured: the run in `unshare -n` exited {done.returncode}"]
+        data = json.loads(out.read_text())
+    except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
+        return [], [f"plain-flags Chromium rows not measured: {exc}"]
+    finally:
+        out.unlink(missing_ok=True)
+    RESULTS.extend(data["results"])
+    return data["rows"], data["notes"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("n", nargs="?", type=int, default=50, help="runs per measurement (default 50)")
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {','.join(SECTIONS)}")
     parser.add_argument("--out", type=Path, default=None,
                         help="where to write the run's results as JSON (default target/bench/results-<UTC time>.json)")
+    parser.add_argument("--plain-chromium", action="store_true",
+                        help="(internal) measure only the default configuration's rows on a Chromium with plain flags, "
+                             "writing them to --out; the bench runs this itself inside `unshare -n`")
     args = parser.parse_args()
+    if args.plain_chromium:
+        return plain_defaults_here(args.n, args.out)
     only = [s for s in SECTIONS if s in args.only.split(",")]
     unknown = set(args.only.split(",")) - set(SECTIONS)
     if unknown:
@@ -1088,14 +1264,17 @@ def main() -> None:
     ab = Path(os.environ["BROWSER_SHELL_AGENT_BROWSER"])
     evidence = Path(tempfile.mkdtemp(prefix="bsb-audit-", dir="/var/tmp"))
     rows: list[str] = []
+    default_rows: list[str] = []
     notes: list[str] = []
-    if {"warm", "newsession", "subresources", "smoke", "peer", "screenshot"} & set(only):
+    if {"defaults", "warm", "newsession", "subresources", "smoke", "peer", "screenshot"} & set(only):
         with tempfile.TemporaryDirectory(prefix="bsb-chr") as work, harness.run_chromium(Path(work)) as chromium, \
                 harness.run_web_server() as web:
             # Cold starts first: after the smoke section, Chromium spends seconds closing tabs and
             # reaping renderers, and on two vCPUs that shows in a 10 ms measurement.
             if "peer" in only:
                 rows += bench_peer(ab, chromium, evidence, n, notes)
+            if "defaults" in only:
+                default_rows += bench_defaults(ab, chromium, web, evidence, n, notes, "project-flags Chromium")
             if "warm" in only:
                 rows += bench_warm(ab, chromium, web, evidence, n, notes)
             if "newsession" in only:
@@ -1107,6 +1286,12 @@ def main() -> None:
             if "screenshot" in only:
                 rows += bench_screenshot(ab, chromium, web, evidence, n, notes)
 
+    if "defaults" in only:
+        plain_rows, plain_notes = plain_defaults(n)
+        default_rows += plain_rows
+        notes += plain_notes
+    # The configuration users run comes first, then the tuned ones.
+    rows = default_rows + rows
     now = time.gmtime()
     facts = host_facts(ab, n, only, now)
     out = args.out or ROOT / "target" / "bench" / f"results-{time.strftime('%Y%m%dT%H%M%SZ', now)}.json"

@@ -137,7 +137,10 @@ def chromium_flags() -> tuple[str, ...]:
 
 
 @contextmanager
-def run_chromium(workdir: Path, start_timeout: float = 20.0) -> Iterator[Chromium]:
+def run_chromium(workdir: Path, start_timeout: float = 20.0, plain: bool = False) -> Iterator[Chromium]:
+    """Chromium on a free loopback DevTools port with the project's flags, or with `plain` only the flags
+    any headless Chromium needs (as a Chromium someone else started has): then it reaches for Google's
+    services by itself, so run it only inside a loopback-only network namespace."""
     exe = resolve_chromium()
     if exe is None:
         raise RuntimeError(
@@ -153,7 +156,8 @@ def run_chromium(workdir: Path, start_timeout: float = 20.0) -> Iterator[Chromiu
         "--headless",
         "--disable-gpu",
         f"--remote-debugging-port={port}",
-        *chromium_flags(),
+        # Root needs --no-sandbox with any flags (the AIO image's Chromium runs so too).
+        *(("--no-sandbox",) if plain else chromium_flags()),
         f"--user-data-dir={user_data_dir}",
         "about:blank",
     ]
