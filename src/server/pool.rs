@@ -46,6 +46,9 @@ const WARM_TIMEOUT: Duration = Duration::from_secs(30);
 /// pool that runs empty does not wait: new sessions are arriving.
 const QUIET: Duration = Duration::from_millis(250);
 
+/// How often the wait for quiet looks.
+const QUIET_LOOK: Duration = Duration::from_millis(25);
+
 /// ... but never waits longer than this for quiet.
 const QUIET_AT_MOST: Duration = Duration::from_secs(5);
 
@@ -526,15 +529,23 @@ impl Sessions {
     }
 }
 
-/// Until no call is running and none has started for [`QUIET`], or
-/// [`QUIET_AT_MOST`] has passed.
+/// Until no call has run for [`QUIET`] (looked at every [`QUIET_LOOK`], so
+/// the wait ends soon after the last call does), or [`QUIET_AT_MOST`] has
+/// passed.
 async fn until_quiet(admission: &Admission) {
-    let give_up = tokio::time::Instant::now() + QUIET_AT_MOST;
+    let now = tokio::time::Instant::now();
+    let give_up = now + QUIET_AT_MOST;
+    let mut last_busy = now;
+    let mut served = admission.calls_served();
     loop {
-        let served = admission.calls_served();
-        tokio::time::sleep(QUIET).await;
-        let quiet = admission.is_idle() && admission.calls_served() == served;
-        if quiet || tokio::time::Instant::now() >= give_up {
+        tokio::time::sleep(QUIET_LOOK).await;
+        let now = tokio::time::Instant::now();
+        let seen = admission.calls_served();
+        if seen != served || !admission.is_idle() {
+            served = seen;
+            last_busy = now;
+        }
+        if now.duration_since(last_busy) >= QUIET || now >= give_up {
             return;
         }
     }

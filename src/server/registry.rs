@@ -270,8 +270,11 @@ impl Registry {
             }
         }
         let lock = Arc::new(tokio::sync::Mutex::new(()));
-        let reopens = self.reopens_a_closed_tab(own);
-        let bound = if reopens { None } else { pool() };
+        // A pooled daemon is a context of its own: whatever the closed
+        // session under this name left behind stays out of its reach. Only
+        // a session that runs under its own name again looks first.
+        let bound = pool();
+        let reopens = bound.is_none() && self.reopens_a_closed_tab(own);
         let daemon_name = bound.as_ref().map_or(own, |p| p.name.as_str()).to_owned();
         map.insert(
             daemon_name.clone(),

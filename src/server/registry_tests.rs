@@ -67,15 +67,21 @@ fn a_closed_pooled_session_leaves_no_tab_to_take_up_and_binds_anew() {
 }
 
 #[test]
-fn a_session_whose_own_tab_outlived_a_close_takes_it_up_not_a_pooled_one() {
+fn a_session_back_after_close_takes_a_pooled_daemon_and_its_old_name_stays_marked() {
     let s = Registry::new(4, Overflow::Refuse);
     drop(go(admit(&s, "u1")));
     s.forget("u1");
     let u1 = SessionId::parse("u1").unwrap();
-    let Arrival::Go(turn) = s.admit(&u1, || panic!("a pooled daemon was taken")) else {
+    let Arrival::Go(turn) = s.admit(&u1, || Some(pooled("pool-a"))) else {
         panic!("expected Go");
     };
-    assert_eq!(turn.daemon_name, "u1");
+    assert_eq!(turn.daemon_name, "pool-a");
+    assert!(!s.is_unlooked("pool-a"), "a pooled tab is fresh");
+    drop(turn);
+    s.forget("pool-a");
+    // Back again with no daemon ready: its own name, whose tab may have
+    // outlived the first close, is looked at first.
+    go(admit(&s, "u1"));
     assert!(s.is_unlooked("u1"));
 }
 
