@@ -47,6 +47,9 @@ pub(crate) trait Tabs: Send + Sync + std::fmt::Debug {
     fn label<'a>(&'a self, daemon: &'a str, session: &'a str) -> BoxFuture<'a, bool>;
 }
 
+/// What a pooled daemon's window says until a session is bound to it.
+pub(crate) const WAITING_LABEL: &str = "(ready for a new session)";
+
 /// No gate serves (as in a one-off check): no tab is vouched for, acted
 /// on or labelled.
 #[derive(Debug, Clone, Copy)]

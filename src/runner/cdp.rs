@@ -37,24 +37,47 @@ impl Runner {
 
     /// The first time a session's tab comes forward, its window is given
     /// the session's name (see `gate/label.rs`), apart from the call that
-    /// brought it forward; tried again next time if it could not be.
+    /// brought it forward; tried again next time if it could not be. A
+    /// pooled daemon's window is labelled as waiting when it is warmed, so
+    /// the session bound to it later only renames a page already there.
     fn label_once(&self, session: &SessionId) {
         let daemon = session.daemon_name().to_owned();
-        let first = self
-            .labelled
-            .lock()
-            .is_ok_and(|mut done| done.insert(daemon.clone()));
+        let shown = if crate::session_id::is_pool_name(session.as_str()) {
+            crate::daemons::WAITING_LABEL.to_owned()
+        } else {
+            session.as_str().to_owned()
+        };
+        let first = self.labelled.lock().is_ok_and(|mut done| {
+            done.insert(daemon.clone(), shown.clone()).as_ref() != Some(&shown)
+        });
         if !first {
             return;
         }
-        let (runner, id) = (self.clone(), session.as_str().to_owned());
+        let runner = self.clone();
         tokio::spawn(async move {
-            if !runner.tabs.label(&daemon, &id).await
+            if !runner.tabs.label(&daemon, &shown).await
                 && let Ok(mut done) = runner.labelled.lock()
             {
                 done.remove(&daemon);
             }
         });
+    }
+
+    /// Bring a pooled daemon's tab to the front of its own window and label
+    /// that window as waiting, while it waits: Chromium renders a tab the
+    /// first time it comes forward and starts a renderer for the label
+    /// page, work that would otherwise fall on the bound session's next
+    /// command (docs/benchmarks.md, "The daemon pool").
+    /// Not the tab [`Runner::forward_again`] restores: the person watching
+    /// keeps the session they saw.
+    pub(crate) async fn ready_in_front(&self, pooled: &SessionId) {
+        let Some(target) = self.own_tab(pooled.daemon_name()).await else {
+            return;
+        };
+        match self.devtools(&format!("activate/{target}")).await {
+            Ok(()) => self.label_once(pooled),
+            Err(e) => tracing::debug!(error = %e, "a pooled tab could not be brought forward"),
+        }
     }
 
     /// Bring the tab that came forward last to the front again. Headed,

@@ -85,7 +85,8 @@ pub(crate) struct Runner {
     /// then no tab is acted on).
     tabs: Arc<dyn crate::daemons::Tabs>,
     /// Daemons whose window names their session already.
-    labelled: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    /// The id each daemon's window shows (a pooled daemon's says it waits).
+    labelled: Arc<std::sync::Mutex<HashMap<String, String>>>,
 }
 
 /// How the child ended.

@@ -435,6 +435,9 @@ impl Sessions {
                     "warm_ms": started.elapsed().as_millis(),
                 }));
                 self.append_pool_event(event);
+                // Rendered and labelled now, off any call's path (the loop
+                // brings the watched tab forward again after the warm-ups).
+                self.runner.ready_in_front(&session).await;
                 // The first call of the session bound to it takes this
                 // standby instead of spawning.
                 self.runner.prepare_standby(&session);

@@ -45,6 +45,13 @@ def ready_over_time(cfg) -> tuple[set[str], int]:
     return ready, most
 
 
+def window_titles(chromium: harness.Chromium, cfg, daemon: str) -> set[str]:
+    """The titles of the pages in the daemon's browser context, asked on Chromium's own port."""
+    context = json.loads((cfg.state_dir / "contexts.json").read_text())[daemon]["context"]
+    (answer,) = harness.cdp_browser_call(chromium.port, [("Target.getTargets", {})])
+    return {t["title"] for t in answer["result"]["targetInfos"] if t["type"] == "page" and t.get("browserContextId") == context}
+
+
 def wait_for(what: str, check, within: float = 60.0):
     deadline = time.monotonic() + within
     while not (found := check()):
@@ -69,11 +76,19 @@ def test_the_default_pool_starts_nothing_before_the_first_call_then_keeps_one_re
     assert not [r for r in pool_records(srv.cfg, "bound") if r.get("session_id") == "first"], "nothing was pooled yet"
     (warming,) = wait_for("no warm-up after the first call", lambda: pool_records(srv.cfg, "warming"))
     assert warming["detail"]["pool"]["target"] == 1, warming
-    wait_for("the warm-up never became ready", lambda: pool_records(srv.cfg, "pooled"))
+    (ready,) = wait_for("the warm-up never became ready", lambda: pool_records(srv.cfg, "pooled"))
+    # Its window already says it waits (so binding only renames it, starting no renderer on a call's path).
+    waiting = wait_for("the pooled window was not labelled as waiting",
+                       lambda: window_titles(chromium, srv.cfg, ready["detail"]["daemon"]) & {"(ready for a new session) · browser-shell session"})
+    assert waiting
 
+    # More than 2 s after the first: sessions that far apart keep the floor of one.
+    time.sleep(2.2)
     assert srv.ok("second", ["get", "url"])["url"] == "about:blank"
     bound = [r for r in pool_records(srv.cfg, "bound") if r.get("session_id") == "second"]
     assert len(bound) == 1, "the next new session takes the ready daemon"
+    assert wait_for("the bound window was not renamed for its session",
+                    lambda: "second · browser-shell session" in window_titles(chromium, srv.cfg, ready["detail"]["daemon"]))
     ready, _ = wait_for("the pool did not refill to one", lambda: ready_over_time(srv.cfg)[0] and ready_over_time(srv.cfg))
     assert len(ready) == 1, ready
 
