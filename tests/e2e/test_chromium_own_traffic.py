@@ -1,7 +1,9 @@
-"""Chromium alone, started with the project's flags (chromium_flags in deploy/local/stack-lib.sh), in a
+"""Chromium alone, started with the project's flags (chromium_flags in deploy/browser-flags.sh), in a
 network namespace with only loopback: its own services (update checks, autofill, optimization hints) try
 to reach Google's hosts even with --disable-background-networking. With the flags, it resolves none of
-those names itself and dials nothing but the proxy that refuses everything. Read from Chromium's NetLog."""
+those names itself and dials nothing but the proxy that refuses everything. The same holds for the words
+the AIO image's entrypoint gives its Chromium (the flags without whitespace: no host resolver rules),
+because a proxied request's name is the proxy's to resolve. Read from Chromium's NetLog."""
 
 from __future__ import annotations
 
@@ -35,7 +37,25 @@ def netlog_events(path: Path) -> tuple[dict[int, str], list[dict]]:
     return names, log["events"]
 
 
-def test_chromium_with_the_projects_flags_resolves_and_dials_nothing_of_its_own() -> None:
+def aio_words(tmp: Path) -> tuple[str, ...]:
+    """What deploy/aio/scripts/aio-entrypoint.sh passes the image's Chromium (its --preflight decision),
+    with the image's own --no-sandbox."""
+    share = tmp / "share"
+    share.mkdir()
+    shutil.copy(harness.REPO_ROOT / "deploy" / "browser-flags.sh", share)
+    layout = tmp / "layout"
+    layout.write_text("AIO_LAYOUT='1.9'\nAIO_VERSION='1.9.3'\nAIO_BASE_ENTRYPOINT='/bin/false'\nAIO_NOVNC_DIR='/opt/novnc'\n")
+    env = {"PATH": "/usr/bin:/bin", "BROWSER_SHELL_AIO_LAYOUT_FILE": str(layout), "BROWSER_SHELL_SHARE_DIR": str(share),
+           "BROWSER_SHELL_LOCAL_DEV": "1", "BROWSER_SHELL_AUDIT_LOG": "/var/log/browser-shell/audit.jsonl"}
+    done = subprocess.run(["bash", str(harness.REPO_ROOT / "deploy" / "aio" / "scripts" / "aio-entrypoint.sh"), "--preflight"],
+                          env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    line = next(l for l in done.stdout.splitlines() if l.startswith("browser_extra_args="))
+    return ("--no-sandbox", *line.split("=", 1)[1].split())
+
+
+@pytest.mark.parametrize("flags", ["project", "aio"])
+def test_chromium_with_the_projects_flags_resolves_and_dials_nothing_of_its_own(flags: str, tmp_path: Path) -> None:
     exe = harness.resolve_chromium()
     assert exe, "no Chromium"
     assert shutil.which("unshare"), "no unshare (util-linux)"
@@ -43,7 +63,8 @@ def test_chromium_with_the_projects_flags_resolves_and_dials_nothing_of_its_own(
     try:
         netlog = work / "netlog.json"
         chromium = shlex.join([
-            exe, "--headless", "--disable-gpu", *harness.chromium_flags(), f"--user-data-dir={work / 'profile'}",
+            exe, "--headless", "--disable-gpu", *(harness.chromium_flags() if flags == "project" else aio_words(tmp_path)),
+            f"--user-data-dir={work / 'profile'}",
             f"--log-net-log={netlog}", "--net-log-capture-mode=Everything", "about:blank",
         ])
         # A namespace of its own, with only loopback: nothing can leave even if Chromium tried.

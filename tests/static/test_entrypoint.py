@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from deploy_files import NGINX_SRC, SCRIPTS, is_comment_only
+from deploy_files import NGINX_SRC, ROOT, SCRIPTS, is_comment_only
 
 pytestmark = pytest.mark.static
 
@@ -21,6 +21,9 @@ JWT = b64encode(PEM.encode()).decode()
 
 
 def run_entrypoint(tmp_path: Path, layout: str, *args: str, **env: str) -> subprocess.CompletedProcess:
+    share = tmp_path / "share-flags"
+    share.mkdir(exist_ok=True)
+    shutil.copy(ROOT / "deploy" / "browser-flags.sh", share / "browser-flags.sh")
     layout_file = tmp_path / f"layout-{layout}"
     layout_file.write_text(
         f"AIO_LAYOUT='{layout}'\nAIO_VERSION='{'1.0.0.152' if layout == '1.0' else '1.9.3'}'\n"
@@ -34,6 +37,7 @@ def run_entrypoint(tmp_path: Path, layout: str, *args: str, **env: str) -> subpr
         "BROWSER_SHELL_OUTPUT_DIR": "/tmp/browser-shell",
         "BROWSER_SHELL_CDP_PORT": "9222",
         "BROWSER_SHELL_POLICY": "/etc/agent-browser/browser-shell.policy.json",
+        "BROWSER_SHELL_SHARE_DIR": str(share),
     }
     return subprocess.run(
         ["bash", str(SCRIPTS / "aio-entrypoint.sh"), *args],
@@ -112,17 +116,43 @@ def test_entrypoint_drops_dangerous_chrome_flags(tmp_path, needs_bash):
     r = run_entrypoint(tmp_path, "1.9", "--preflight", JWT_PUBLIC_KEY=JWT,
                        BROWSER_EXTRA_ARGS=args, BROWSER_COMMANDLINE_ARGS="--remote-allow-origins=* --mute-audio")
     d = decisions(r)
-    assert d["browser_extra_args"].split() == kept, d
+    # The user's words first, then the project's (test_entrypoint_adds_the_projects_chromium_flags).
+    assert d["browser_extra_args"].split()[:2] == kept, d
+    assert not set(dangerous) & set(d["browser_extra_args"].split()), d
     assert d["browser_commandline_args"].split() == ["--mute-audio"], d
     for flag in dangerous:
         assert f"dropping Chrome flag {flag}" in r.stderr, r.stderr
     # Nothing to drop: the same words pass through.
     assert decisions(run_entrypoint(tmp_path, "1.9", "--preflight", JWT_PUBLIC_KEY=JWT,
-                                    BROWSER_EXTRA_ARGS=" ".join(kept)))["browser_extra_args"] == " ".join(kept)
+                                    BROWSER_EXTRA_ARGS=" ".join(kept)))["browser_extra_args"].startswith(" ".join(kept) + " ")
     # A newline in the flags stays inside their one line: it cannot print a decision of its own.
     d = decisions(run_entrypoint(tmp_path, "1.9", "--preflight", JWT_PUBLIC_KEY=JWT,
                                  BROWSER_EXTRA_ARGS="--lang=en-US\nauth=off\n"))
-    assert d["auth"] == "on" and d["browser_extra_args"] == "--lang=en-US auth=off", d
+    assert d["auth"] == "on" and d["browser_extra_args"].startswith("--lang=en-US auth=off "), d
+
+
+def project_flags() -> list[str]:
+    listed = subprocess.run(["bash", "-c", '. "$1" && printf "%s\\0" "${chromium_flags[@]}"', "bash",
+                             str(ROOT / "deploy" / "browser-flags.sh")], capture_output=True, text=True, check=True)
+    return [f for f in listed.stdout.split("\0") if f]
+
+
+def test_entrypoint_adds_the_projects_chromium_flags(tmp_path, needs_bash):
+    """The image's Chromium gets browser-flags.sh: every flag without whitespace (its start script splits
+    on it), one --disable-features with the user's merged in, and the refusing proxy unless the user
+    named an egress proxy of their own."""
+    r = run_entrypoint(tmp_path, "1.9", "--preflight", JWT_PUBLIC_KEY=JWT,
+                       BROWSER_EXTRA_ARGS="--lang=en-US --disable-features=Translate")
+    words = decisions(r)["browser_extra_args"].split()
+    wanted = [f for f in project_flags() if " " not in f and not f.startswith(("--no-sandbox", "--remote-debugging-address", "--disable-features"))]
+    assert "--proxy-server=http://127.0.0.1:1" in wanted and "--disable-quic" in wanted, wanted
+    assert words[0] == "--lang=en-US" and set(wanted) <= set(words), words
+    features = [w for w in words if w.startswith("--disable-features=")]
+    assert len(features) == 1 and features[0].endswith(",Translate") and "WebUIOmniboxPopup" in features[0], words
+    assert "left out (it has whitespace" in r.stderr and "--host-resolver-rules" in r.stderr, r.stderr
+    own = decisions(run_entrypoint(tmp_path, "1.9", "--preflight", JWT_PUBLIC_KEY=JWT,
+                                   BROWSER_EXTRA_ARGS="--proxy-server=http://127.0.0.1:3128"))["browser_extra_args"].split()
+    assert [w for w in own if w.startswith("--proxy-server=")] == ["--proxy-server=http://127.0.0.1:3128"], own
 
 
 def test_entrypoint_installs_the_gateway_and_prunes_stock_routes(tmp_path, needs_bash):

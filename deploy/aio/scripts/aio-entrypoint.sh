@@ -116,6 +116,8 @@ preflight() {
 
   # Chrome flags that would let a page, or anyone, reach what only browser-shell may.
   BROWSER_EXTRA_ARGS=$(strip_chrome_flags "${BROWSER_EXTRA_ARGS:-}")
+  # The project's own flags: a quiet Chromium whose own traffic has nowhere to go.
+  BROWSER_EXTRA_ARGS=$(with_project_flags "$BROWSER_EXTRA_ARGS")
   BROWSER_COMMANDLINE_ARGS=$(strip_chrome_flags "${BROWSER_COMMANDLINE_ARGS:-}")
 }
 
@@ -135,6 +137,41 @@ strip_chrome_flags() {
     esac
   done
   set +f
+  printf '%s' "${words[*]}"
+}
+
+# The user's words plus the project's Chromium flags (browser-flags.sh beside
+# this image's files), one word each: a flag with whitespace in it cannot pass
+# the start script's splitting and is left out (README: what remains for a
+# Chromium started elsewhere). Chromium reads only its last --disable-features,
+# so the user's and the project's are merged into one; a --proxy-server the
+# user set (their own egress for the default context) is kept instead of ours.
+with_project_flags() {
+  local flags_file=$share/browser-flags.sh words=() features="" own_proxy=0 w
+  [ -r "$flags_file" ] || die "missing $flags_file (copied into the image at build time)"
+  # shellcheck source=deploy/browser-flags.sh
+  . "$flags_file"
+  set -f
+  # shellcheck disable=SC2086  # the browser start script word-splits these too
+  for w in $1; do
+    case $w in
+      --disable-features=*) features+=",${w#--disable-features=}" ;;
+      --proxy-server=*) own_proxy=1 && words+=("$w") ;;
+      *) words+=("$w") ;;
+    esac
+  done
+  set +f
+  for w in "${chromium_flags[@]}"; do
+    case $w in
+      *[[:space:]]*) log "Chrome flag left out (it has whitespace, which the browser start script splits): $w" ;;
+      # The image's own: BROWSER_NO_SANDBOX, and DevTools where AIO binds it.
+      --no-sandbox | --remote-debugging-address=*) ;;
+      --proxy-server=*) [ "$own_proxy" = 1 ] || words+=("$w") ;;
+      --disable-features=*) features="${w#--disable-features=}$features" ;;
+      *) words+=("$w") ;;
+    esac
+  done
+  [ -z "$features" ] || words+=("--disable-features=${features#,}")
   printf '%s' "${words[*]}"
 }
 
