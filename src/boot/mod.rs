@@ -38,7 +38,12 @@ impl Boot {
     /// The runtime, OTLP (whose exporters must be built inside the runtime:
     /// tonic spawns a task) and the hashing thread.
     pub(crate) fn new() -> anyhow::Result<Self> {
+        // One worker: a call's own work is a fraction of a millisecond
+        // (fsyncs, images and spawns run on blocking threads), and each idle
+        // worker keeps a stack and a malloc arena resident
+        // (docs/benchmarks.md, "Idle RSS").
         let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
             .enable_all()
             .build()?;
         let telemetry = {
