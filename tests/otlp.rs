@@ -559,3 +559,42 @@ fn config_from_otel_variables() {
         "{bad:?}"
     );
 }
+
+/// The daemon pool's size decisions reach a dashboard: one gauge, the
+/// size it wants and the daemons it has ready, told apart by an attribute.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pools_wanted_and_ready_sizes_are_a_gauge() {
+    let (base, store) = http_receiver().await;
+    let telemetry = Telemetry::from_config(&config(Protocol::HttpProtobuf, &base)).unwrap();
+    telemetry.pool_sized(3, 1);
+    shutdown(&telemetry, Duration::from_secs(10)).await;
+    let got = store.lock().unwrap();
+    let points: BTreeMap<String, i64> = got
+        .metrics
+        .iter()
+        .flat_map(|r| &r.resource_metrics)
+        .flat_map(|r| &r.scope_metrics)
+        .flat_map(|s| &s.metrics)
+        .filter(|m| m.name == "browser_shell.pool.daemons")
+        .flat_map(|m| match &m.data {
+            Some(metric::Data::Gauge(gauge)) => gauge.data_points.clone(),
+            other => panic!("not a gauge: {other:#?}"),
+        })
+        .map(|p| {
+            let value = match p.value {
+                Some(opentelemetry_proto::tonic::metrics::v1::number_data_point::Value::AsInt(
+                    v,
+                )) => v,
+                other => panic!("not an integer: {other:?}"),
+            };
+            (
+                attrs(&p.attributes)["browser_shell.pool.state"].clone(),
+                value,
+            )
+        })
+        .collect();
+    assert_eq!(
+        points,
+        BTreeMap::from([("ready".into(), 1), ("target".into(), 3)])
+    );
+}

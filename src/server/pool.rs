@@ -328,8 +328,15 @@ impl Sessions {
                 .await;
             }
             let why = self.pool.why_reaped();
+            let shrank = !unused.is_empty();
             for pooled in unused {
                 self.close_pooled(&pooled, Outcome::Reaped, &why).await;
+            }
+            if shrank {
+                let sizing = self.pool.sizing();
+                self.journal
+                    .telemetry()
+                    .pool_sized(sizing.target, sizing.ready);
             }
             if self.pool.missing() == 0 || admission.is_draining() {
                 let _ = tokio::time::timeout(tick, self.pool.wake.notified()).await;
