@@ -168,6 +168,10 @@ async fn a_real_server_exports_one_span_per_call_and_one_log_per_record() {
         ),
         ("fill", "tool_error")
     );
+    // A failed tool's status groups by what failed, never by the page's words or a nonce.
+    let status = |id: &str| by_request(id).status.clone().expect("a failed call's span has a status");
+    assert_eq!(status("1").message, "policy_denied: subcommand.denied");
+    assert_eq!(status("2").message, "tool_error: fill, exit code 1");
     let malformed = attrs(&by_request("3").attributes);
     assert_eq!(malformed["error.type"], "-32602");
     assert!(
@@ -182,6 +186,19 @@ async fn a_real_server_exports_one_span_per_call_and_one_log_per_record() {
         audit_lines.lines().count(),
         "one OTLP log per audit record"
     );
+    // The failed command's outcome logs at ERROR, as its span is an error; the refusal at WARN.
+    let severity_of = |phase: &str, outcome: Option<&str>| -> Vec<String> {
+        logs.iter()
+            .filter(|l| {
+                let a = attrs(&l.attributes);
+                a.get("browser_shell.audit.phase").map(String::as_str) == Some(phase)
+                    && a.get("browser_shell.audit.outcome").map(String::as_str) == outcome
+            })
+            .map(|l| l.severity_text.clone())
+            .collect()
+    };
+    assert_eq!(severity_of("outcome", Some("error")), ["ERROR"]);
+    assert_eq!(severity_of("denied", None), ["WARN"]);
     for log in &logs {
         assert_eq!(log.event_name, "browser_shell.audit");
         // The server's own started/stopped records belong to no call.

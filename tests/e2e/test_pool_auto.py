@@ -131,3 +131,26 @@ def test_a_session_id_used_again_after_close_is_served_by_the_pool(start_server,
     assert srv.ok("again", ["get", "url"])["url"] == "about:blank"
     bound = [r for r in pool_records(srv.cfg, "bound") if r.get("session_id") == "again"]
     assert len(bound) == 1, "the closed session's id came back and waited for a daemon of its own"
+
+
+def test_a_stopped_server_leaves_no_browser_context_of_its_unbound_pooled_daemons(
+    start_server, chromium: harness.Chromium
+) -> None:
+    """An unbound pooled daemon's whole browser context goes at exit, its waiting window (the label page)
+    included: no tab is left behind whose proxy died with the server."""
+    srv = start_server(pool=None)
+    assert srv.ok("first", ["get", "url"])["url"] == "about:blank"
+    (ready,) = wait_for("the pool never warmed a daemon", lambda: pool_records(srv.cfg, "pooled"))
+    daemon = ready["detail"]["daemon"]
+    context = json.loads((srv.cfg.state_dir / "contexts.json").read_text())[daemon]["context"]
+    wait_for("the pooled window was not labelled", lambda: window_titles(chromium, srv.cfg, daemon))
+    srv.stop()
+
+    def contexts() -> list[str]:
+        (answer,) = harness.cdp_browser_call(chromium.port, [("Target.getBrowserContexts", {})])
+        return answer["result"]["browserContextIds"]
+
+    deadline = time.monotonic() + 10
+    while context in contexts():
+        assert time.monotonic() < deadline, "the unbound pooled daemon's browser context outlived its server"
+        time.sleep(0.1)
