@@ -103,7 +103,7 @@ pub(crate) async fn handle(
     let rules = services.rules.get();
     let call = Call::new(ctx, &active, Arc::clone(&rules));
     let (reply, ending) = run(services, arguments, &call, hint.as_ref()).await;
-    span::finish(&rules.redactor, services.journal, active, &reply, &ending);
+    span::finish(active, &reply, &ending);
     reply
 }
 

@@ -1,6 +1,7 @@
 //! The call's OTLP span: opened with what the protocol said, closed with how
-//! the call ended (redacted: the error text only through the redactor, and
-//! only its first line).
+//! the call ended. A failed call's status names what failed from a bounded
+//! set (its class, the rule or subcommand, the exit code), so a dashboard can
+//! group by it; the words of the failure are in its log records.
 
 use super::{context::CallContext, record, reply::Reply};
 use crate::{
@@ -47,20 +48,8 @@ pub(crate) fn start(
     })
 }
 
-pub(crate) fn finish(
-    redactor: &audit::Redactor,
-    journal: &Journal,
-    span: ActiveCall,
-    reply: &Reply,
-    ending: &Ending,
-) {
-    // The span is a record too: no secret, no typed text in a URL.
-    let message = reply
-        .stderr
-        .lines()
-        .next()
-        .map(|l| journal.shielded(&redactor.text(l)));
-    let message: Option<String> = message.map(|m| m.chars().take(200).collect());
+pub(crate) fn finish(span: ActiveCall, reply: &Reply, ending: &Ending) {
+    let status = status_of(ending, reply.exit_code);
     let outcome = match ending {
         Ending::Allowed {
             subcommand,
@@ -70,7 +59,7 @@ pub(crate) fn finish(
             verdict: "allowed",
             exit_code: Some(reply.exit_code),
             error_type: *error_type,
-            error_message: error_type.and(message.as_deref()),
+            error_message: status.as_deref(),
             ..CallOutcome::default()
         },
         Ending::Denied { rule, subcommand } => CallOutcome {
@@ -79,16 +68,35 @@ pub(crate) fn finish(
             deny_reason: Some(rule.id()),
             exit_code: Some(reply.exit_code),
             error_type: Some(rule.error_type()),
-            error_message: message.as_deref(),
+            error_message: status.as_deref(),
         },
         Ending::AuditUnavailable { subcommand } => CallOutcome {
             subcommand: subcommand.as_deref(),
             verdict: "denied",
             exit_code: Some(reply.exit_code),
             error_type: Some("audit_unavailable"),
-            error_message: message.as_deref(),
+            error_message: status.as_deref(),
             ..CallOutcome::default()
         },
     };
     span.finish(&outcome);
+}
+
+/// A failed call's span status: its error class, then the rule that refused
+/// it or the (allow-listed) subcommand that failed and its exit code. None
+/// of it is the agent's or the page's text, so it holds no secret either.
+fn status_of(ending: &Ending, exit_code: i32) -> Option<String> {
+    match ending {
+        Ending::Allowed {
+            error_type: None, ..
+        } => None,
+        Ending::Allowed {
+            subcommand,
+            error_type: Some(class),
+        } => Some(format!("{class}: {subcommand}, exit code {exit_code}")),
+        Ending::Denied { rule, .. } => Some(format!("{}: {}", rule.error_type(), rule.id())),
+        Ending::AuditUnavailable { .. } => {
+            Some("audit_unavailable: the intent was not made durable, nothing ran".to_owned())
+        }
+    }
 }

@@ -43,11 +43,6 @@ impl Journal {
         super::shield::guard_diagnostics(Arc::clone(&self.shield));
     }
 
-    /// `text` as a record may keep it ([`Shield`]).
-    pub(crate) fn shielded(&self, text: &str) -> String {
-        self.shield.text(text)
-    }
-
     /// Text the agent had typed into a page: no record will hold it in
     /// clear from now on ([`Shield`]).
     pub(crate) fn remember_typed(&self, text: &str) {

@@ -92,12 +92,7 @@ impl Shield {
         });
     }
 
-    /// `text` as a record may keep it.
-    pub(crate) fn text(&self, text: &str) -> String {
-        self.shielded(text).into_owned()
-    }
-
-    /// [`Self::text`], borrowed when nothing had to change.
+    /// `text` as a record may keep it, borrowed when nothing had to change.
     fn shielded<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let rules = self.rules.get();
         let typed = self.typed.lock().unwrap_or_else(PoisonError::into_inner);

@@ -204,20 +204,22 @@ fn named_span(event: &Value) -> Option<SpanContext> {
     cx.is_valid().then_some(cx)
 }
 
-/// How serious an audit record is, for a dashboard's filters: WARN for what
-/// the policy or a bound stopped (a refusal, a blocked page or request, a
-/// timeout), ERROR for what browser-shell itself could not do (the audit
-/// log, a spawn), INFO for the rest.
+/// How serious an audit record is, for a dashboard's filters: ERROR for a
+/// command that failed and for what browser-shell itself could not do (the
+/// audit log, a spawn), WARN for what the policy or a bound stopped (a
+/// refusal, a blocked page or request, a timeout, a cancellation), INFO for
+/// the rest. A call whose span is an error thus never logs at INFO.
 fn severity_of(event: &Value) -> (Severity, &'static str) {
     let field = |key: &str| event.get(key).and_then(Value::as_str);
     match (field("phase"), field("outcome")) {
-        (_, Some("audit_unavailable" | "spawn_failed" | "retire_incomplete")) => {
+        (_, Some("error" | "audit_unavailable" | "spawn_failed" | "retire_incomplete")) => {
             (Severity::Error, "ERROR")
         }
         (Some("denied"), _)
-        | (_, Some("navigation_blocked" | "timeout" | "refused" | "reload_refused")) => {
-            (Severity::Warn, "WARN")
-        }
+        | (
+            _,
+            Some("navigation_blocked" | "timeout" | "cancelled" | "refused" | "reload_refused"),
+        ) => (Severity::Warn, "WARN"),
         _ => (Severity::Info, "INFO"),
     }
 }
@@ -628,10 +630,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn what_the_policy_stopped_warns_and_what_browser_shell_could_not_do_is_an_error() {
+    fn what_the_policy_stopped_warns_and_what_failed_is_an_error() {
         for (record, want) in [
             (json!({"phase": "intent"}), "INFO"),
             (json!({"phase": "outcome", "outcome": "ok"}), "INFO"),
+            (json!({"phase": "outcome", "outcome": "error"}), "ERROR"),
+            (json!({"phase": "outcome", "outcome": "cancelled"}), "WARN"),
             (json!({"phase": "denied", "rule": "url.scheme"}), "WARN"),
             (
                 json!({"phase": "outcome", "outcome": "navigation_blocked"}),

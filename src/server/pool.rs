@@ -506,15 +506,19 @@ impl Sessions {
     }
 
     /// Close a pooled daemon nobody uses: recorded first, then its daemon,
-    /// tab and files go.
+    /// tab and files go, and its browser context with the window that said
+    /// it waited (left behind, its pages would send to a proxy that is gone).
     async fn close_pooled(&self, pooled: &Pooled, outcome: Outcome, reason: &str) {
         let mut event = pool_event(outcome, reason);
         event.detail = Some(json!({ "daemon": pooled.name, "tab": pooled.tab }));
         self.append_pool_event(event);
-        let problems = self
+        let mut problems = self
             .runner
             .retire(&pooled.name, None, &self.output_dir)
             .await;
+        if let Err(e) = self.gate.end_session(&pooled.name).await {
+            problems.push(format!("its browser context was not disposed of: {e}"));
+        }
         if !problems.is_empty() {
             let mut event = pool_event(Outcome::RetireIncomplete, &problems.join("; "));
             event.detail = Some(json!({ "daemon": pooled.name }));
