@@ -154,3 +154,28 @@ def test_a_stopped_server_leaves_no_browser_context_of_its_unbound_pooled_daemon
     while context in contexts():
         assert time.monotonic() < deadline, "the unbound pooled daemon's browser context outlived its server"
         time.sleep(0.1)
+
+
+def test_a_server_stopped_during_a_warm_up_leaves_no_daemon_or_context_of_it(
+    start_server, chromium: harness.Chromium
+) -> None:
+    """The server stops while a pooled daemon is still warming: that daemon and its browser context are
+    closed at exit like the ready ones, on the record, not left with a proxy that died with the server."""
+    def contexts() -> set[str]:
+        (answer,) = harness.cdp_browser_call(chromium.port, [("Target.getBrowserContexts", {})])
+        return set(answer["result"]["browserContextIds"])
+
+    before = contexts()
+    srv = start_server(pool="4")  # pinned: warms at start, two at a time
+    warming = wait_for("no warm-up started", lambda: pool_records(srv.cfg, "warming"), within=30)
+    srv.stop()
+    names = {r["detail"]["daemon"] for r in pool_records(srv.cfg, "warming")}
+    ready = {r["detail"]["daemon"] for r in pool_records(srv.cfg, "pooled")}
+    assert names - ready, f"every warm-up had finished before the stop; nothing was cut short: {warming}"
+    closed = {r["detail"]["daemon"] for r in pool_records(srv.cfg, "closed")}
+    assert names <= closed, f"a warm-up cut short by the stop was not closed on the record: {sorted(names - closed)}"
+    deadline = time.monotonic() + 10
+    while left := contexts() - before:
+        assert time.monotonic() < deadline, f"browser contexts outlived the server: {left}"
+        time.sleep(0.1)
+    assert not list((srv.cfg.state_dir / "sock").glob("pool-*.pid")), "a pooled daemon outlived the server"
