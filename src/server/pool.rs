@@ -141,6 +141,9 @@ struct Inner {
     /// When new sessions asked, within the idle time (a self-sized pool's
     /// measure).
     arrivals: Arrivals,
+    /// Daemons being warmed: a stop cuts their warm-up short, and what it
+    /// started must still be closed.
+    warming: Vec<String>,
 }
 
 impl Pool {
@@ -153,6 +156,7 @@ impl Pool {
                 last_wanted: Instant::now(),
                 resting: false,
                 arrivals: Arrivals::default(),
+                warming: Vec::new(),
             }),
             wake: Notify::new(),
         }
@@ -250,6 +254,14 @@ impl Pool {
 
     fn put(&self, pooled: Pooled) {
         self.lock().ready.push_back(pooled);
+    }
+
+    fn begin_warming(&self, name: &str) {
+        self.lock().warming.push(name.to_owned());
+    }
+
+    fn end_warming(&self, name: &str) {
+        self.lock().warming.retain(|n| n != name);
     }
 
     /// Everything to close: dead ones, and the ready ones the pool no
@@ -398,6 +410,14 @@ impl Sessions {
     /// Start one daemon with its own fresh tab, audited before it starts.
     async fn warm_one(&self, sizing: Sizing) -> Result<Pooled, String> {
         let name = new_pool_name();
+        self.pool.begin_warming(&name);
+        let warmed = self.warm(&name, sizing).await;
+        self.pool.end_warming(&name);
+        warmed
+    }
+
+    async fn warm(&self, name: &str, sizing: Sizing) -> Result<Pooled, String> {
+        let name = name.to_owned();
         let session = SessionId::pooled(&name);
         let started = Instant::now();
         let mut event = pool_event(
@@ -533,6 +553,17 @@ impl Sessions {
         for pooled in dead.iter().chain(&unused) {
             self.close_pooled(pooled, Outcome::Closed, "the server is stopping")
                 .await;
+        }
+        let cut_short = std::mem::take(&mut self.pool.lock().warming);
+        for name in cut_short {
+            let unfinished = Pooled {
+                name,
+                tab: String::new(),
+                pid: 0,
+                ready_at: Instant::now(),
+            };
+            let why = "the server is stopping; the daemon's warm-up was cut short";
+            self.close_pooled(&unfinished, Outcome::Closed, why).await;
         }
     }
 
