@@ -258,12 +258,7 @@ async fn refusals_are_counted_by_rule_and_the_session_duration_recorded() {
             other => panic!("not a sum: {other:#?}"),
         })
         .map(|p| {
-            let value = match p.value {
-                Some(opentelemetry_proto::tonic::metrics::v1::number_data_point::Value::AsInt(
-                    v,
-                )) => u64::try_from(v).unwrap(),
-                other => panic!("not an integer: {other:?}"),
-            };
+            let value = u64::try_from(int_value(&p)).unwrap();
             (attrs(&p.attributes)["browser_shell.rule"].clone(), value)
         })
         .collect();
@@ -581,12 +576,7 @@ async fn the_pools_wanted_and_ready_sizes_are_a_gauge() {
             other => panic!("not a gauge: {other:#?}"),
         })
         .map(|p| {
-            let value = match p.value {
-                Some(opentelemetry_proto::tonic::metrics::v1::number_data_point::Value::AsInt(
-                    v,
-                )) => v,
-                other => panic!("not an integer: {other:?}"),
-            };
+            let value = int_value(&p);
             (
                 attrs(&p.attributes)["browser_shell.pool.state"].clone(),
                 value,
@@ -597,4 +587,12 @@ async fn the_pools_wanted_and_ready_sizes_are_a_gauge() {
         points,
         BTreeMap::from([("ready".into(), 1), ("target".into(), 3)])
     );
+}
+
+/// A metric point's integer value.
+fn int_value(point: &opentelemetry_proto::tonic::metrics::v1::NumberDataPoint) -> i64 {
+    match point.value {
+        Some(opentelemetry_proto::tonic::metrics::v1::number_data_point::Value::AsInt(v)) => v,
+        other => panic!("not an integer: {other:?}"),
+    }
 }
