@@ -101,6 +101,8 @@ async fn a_real_server_exports_one_span_per_call_and_one_log_per_record() {
             assert_eq!(filled["result"]["structuredContent"]["exit_code"], 1, "{filled}");
             let unknown = send(call(3, "nope", json!({}), None));
             assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+            let listed = send(json!({"jsonrpc":"2.0","id":4,"method":"tools/list"}).to_string());
+            assert!(listed["result"]["tools"].is_array(), "{listed}");
             drop(send); // closes stdin
             let out = child.wait_with_output().unwrap();
             assert!(out.status.success(), "{out:?}");
@@ -111,7 +113,27 @@ async fn a_real_server_exports_one_span_per_call_and_one_log_per_record() {
     .unwrap();
 
     let received = store.lock().unwrap();
-    let spans = received.spans();
+    let all_spans = received.spans();
+    // Every request the server answered has a span: the handshake and the listing too.
+    let method_of = |span: &opentelemetry_proto::tonic::trace::v1::Span| {
+        attrs(&span.attributes)["mcp.method.name"].clone()
+    };
+    let others: Vec<(String, String)> = all_spans
+        .iter()
+        .filter(|s| method_of(s) != "tools/call")
+        .map(|s| (s.name.clone(), method_of(s)))
+        .collect();
+    assert_eq!(
+        others,
+        [
+            ("initialize".to_owned(), "initialize".to_owned()),
+            ("tools/list".to_owned(), "tools/list".to_owned())
+        ]
+    );
+    let spans: Vec<_> = all_spans
+        .into_iter()
+        .filter(|s| method_of(s) == "tools/call")
+        .collect();
     assert_eq!(spans.len(), 3, "one span per tools/call");
     for span in &spans {
         let a = attrs(&span.attributes);

@@ -35,7 +35,7 @@ pub(super) async fn run(
     let gate_kept = serve_gate(&server, gate)?;
     // The wire frames, bounds and parses messages, answers malformed ones
     // itself, is rmcp's transport and stdout's only writer.
-    let (transport, ends) = wire::Wire::new();
+    let (transport, ends) = wire::Wire::new(server.journal.telemetry().clone());
     let input = tokio::spawn(wire::pump_input(
         stdio::input(),
         ends.to_server,

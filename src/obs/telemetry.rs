@@ -453,6 +453,9 @@ pub enum Called {
     UnknownTool,
     /// A message the wire could not read as JSON-RPC.
     Unparsed,
+    /// Another MCP request (`initialize`, `tools/list`, …), by its name
+    /// from a fixed set.
+    Method(&'static str),
 }
 
 impl Called {
@@ -461,6 +464,7 @@ impl Called {
             Self::Tool => SPAN_NAME,
             Self::UnknownTool => "tools/call",
             Self::Unparsed => "invalid JSON-RPC message",
+            Self::Method(name) => name,
         }
     }
 }
@@ -574,8 +578,12 @@ impl ActiveCall {
 /// Attributes shared by the span and the metric.
 fn base_attributes(called: Called, protocol_version: Option<&str>) -> Vec<KeyValue> {
     let mut attributes = vec![KeyValue::new("network.transport", "pipe")];
-    if called != Called::Unparsed {
-        attributes.push(KeyValue::new("mcp.method.name", "tools/call"));
+    match called {
+        Called::Unparsed => {}
+        Called::Method(name) => attributes.push(KeyValue::new("mcp.method.name", name)),
+        Called::Tool | Called::UnknownTool => {
+            attributes.push(KeyValue::new("mcp.method.name", "tools/call"));
+        }
     }
     if called == Called::Tool {
         attributes.push(KeyValue::new("gen_ai.tool.name", TOOL));

@@ -72,6 +72,7 @@ const INPUT_QUEUE: usize = 4;
 pub(crate) struct Wire {
     from_input: mpsc::Receiver<ClientJsonRpcMessage>,
     to_output: mpsc::Sender<String>,
+    spans: super::method_spans::MethodSpans,
 }
 
 /// The wire's ends of a [`Wire`]: where [`pump_input`] puts parsed messages,
@@ -85,7 +86,7 @@ pub(crate) struct WireEnds {
 }
 
 impl Wire {
-    pub(crate) fn new() -> (Self, WireEnds) {
+    pub(crate) fn new(telemetry: crate::obs::telemetry::Telemetry) -> (Self, WireEnds) {
         let (to_server, from_input) = mpsc::channel(INPUT_QUEUE);
         let (to_output, from_server) = mpsc::channel(OUTPUT_QUEUE);
         let (answers_tx, answers_rx) = mpsc::channel(ANSWER_QUEUE);
@@ -93,6 +94,7 @@ impl Wire {
             Self {
                 from_input,
                 to_output,
+                spans: super::method_spans::MethodSpans::new(telemetry),
             },
             WireEnds {
                 to_server,
@@ -111,6 +113,7 @@ impl Transport<RoleServer> for Wire {
         &mut self,
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.spans.end(&item);
         let line = serde_json::to_string(&item).map_err(std::io::Error::other);
         let to_output = self.to_output.clone();
         async move {
@@ -121,7 +124,9 @@ impl Transport<RoleServer> for Wire {
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
-        self.from_input.recv().await
+        let message = self.from_input.recv().await?;
+        self.spans.begin(&message);
+        Some(message)
     }
 
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {

@@ -84,7 +84,7 @@ async fn a_message_rmcp_cannot_take_is_answered_with_its_id() {
 
 #[tokio::test]
 async fn rmcp_messages_go_out_whole_one_per_line() {
-    let (mut wire, ends) = Wire::new();
+    let (mut wire, ends) = Wire::new(crate::obs::telemetry::Telemetry::disabled());
     let (mut client, server_out) = tokio::io::duplex(1024 * 1024);
     let answers_tx = ends.answers_tx;
     let writer = tokio::spawn(pump_output(ends.from_server, ends.answers_rx, server_out));
@@ -132,7 +132,7 @@ async fn a_client_that_stops_reading_stops_the_input_not_memory() {
     // reads its end: the input must stop, not queue every answer.
     let lines = 300;
     let input = malformed_with_id(16 * 1024).repeat(lines).into_bytes();
-    let (_wire, ends) = Wire::new();
+    let (_wire, ends) = Wire::new(crate::obs::telemetry::Telemetry::disabled());
     let (_client, server_out) = tokio::io::duplex(64);
     let writer = tokio::spawn(pump_output(ends.from_server, ends.answers_rx, server_out));
     let faults = Arc::new(std::sync::atomic::AtomicUsize::new(0));
