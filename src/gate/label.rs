@@ -106,7 +106,9 @@ fn label_page(session: &str) -> String {
 /// string, so it is only ever text).
 fn rename(session: &str) -> String {
     let (title, id) = (Value::from(title(session)), Value::from(session));
-    format!("document.title = {title}; document.getElementById('s').textContent = {id};")
+    format!(
+        "document.title = {title}; const s = document.getElementById('s'); if (s) s.textContent = {id};"
+    )
 }
 
 #[cfg(test)]

@@ -42,11 +42,7 @@ impl Runner {
     /// the session bound to it later only renames a page already there.
     fn label_once(&self, session: &SessionId) {
         let daemon = session.daemon_name().to_owned();
-        let shown = if crate::session_id::is_pool_name(session.as_str()) {
-            crate::daemons::WAITING_LABEL.to_owned()
-        } else {
-            session.as_str().to_owned()
-        };
+        let shown = session.as_str().to_owned();
         let first = self.labelled.lock().is_ok_and(|mut done| {
             done.insert(daemon.clone(), shown.clone()).as_ref() != Some(&shown)
         });
@@ -70,13 +66,22 @@ impl Runner {
     /// command (docs/benchmarks.md, "The daemon pool").
     /// Not the tab [`Runner::forward_again`] restores: the person watching
     /// keeps the session they saw.
+    /// Done before the daemon can be taken: a session's own label must
+    /// not race this one.
     pub(crate) async fn ready_in_front(&self, pooled: &SessionId) {
-        let Some(target) = self.own_tab(pooled.daemon_name()).await else {
+        let daemon = pooled.daemon_name();
+        let Some(target) = self.own_tab(daemon).await else {
             return;
         };
-        match self.devtools(&format!("activate/{target}")).await {
-            Ok(()) => self.label_once(pooled),
-            Err(e) => tracing::debug!(error = %e, "a pooled tab could not be brought forward"),
+        if let Err(e) = self.devtools(&format!("activate/{target}")).await {
+            tracing::debug!(error = %e, "a pooled tab could not be brought forward");
+            return;
+        }
+        let waiting = crate::daemons::WAITING_LABEL;
+        if self.tabs.label(daemon, waiting).await
+            && let Ok(mut done) = self.labelled.lock()
+        {
+            done.insert(daemon.to_owned(), waiting.to_owned());
         }
     }
 

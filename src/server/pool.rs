@@ -454,6 +454,14 @@ impl Sessions {
         };
         match checked {
             Ok((tab, pid)) => {
+                // Rendered and labelled now, off any call's path (the loop
+                // brings the watched tab forward again after the warm-ups),
+                // and before its record says it is ready: a session may
+                // take it as soon as it is.
+                self.runner.ready_in_front(&session).await;
+                // The first call of the session bound to it takes this
+                // standby instead of spawning.
+                self.runner.prepare_standby(&session);
                 let mut event = pool_event(Outcome::Pooled, "ready for the next new session");
                 event.detail = Some(json!({
                     "daemon": name,
@@ -462,12 +470,6 @@ impl Sessions {
                     "warm_ms": started.elapsed().as_millis(),
                 }));
                 self.append_pool_event(event);
-                // Rendered and labelled now, off any call's path (the loop
-                // brings the watched tab forward again after the warm-ups).
-                self.runner.ready_in_front(&session).await;
-                // The first call of the session bound to it takes this
-                // standby instead of spawning.
-                self.runner.prepare_standby(&session);
                 Ok(Pooled {
                     name,
                     tab,

@@ -29,10 +29,12 @@ REFUSING_PROXY = "127.0.0.1:1"
 
 def netlog_events(path: Path) -> tuple[dict[int, str], list[dict]]:
     text = path.read_text()
-    if not text.rstrip().endswith("}"):
-        # Chromium was stopped before it closed the file: its last event is followed by a comma.
-        text = text.rstrip().rstrip(",") + "]}"
-    log = json.loads(text)
+    try:
+        log = json.loads(text)
+    except ValueError:
+        # Chromium was stopped before it closed the file, maybe in the middle of an event: keep every
+        # event up to the last one written whole (one per line, each followed by a comma).
+        log = json.loads(text[: text.rindex("},\n") + 1] + "]}")
     names = {number: name for name, number in log["constants"]["logEventTypes"].items()}
     return names, log["events"]
 
