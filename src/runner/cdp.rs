@@ -63,11 +63,9 @@ impl Runner {
     /// that window as waiting, while it waits: Chromium renders a tab the
     /// first time it comes forward and starts a renderer for the label
     /// page, work that would otherwise fall on the bound session's next
-    /// command (docs/benchmarks.md, "The daemon pool").
-    /// Not the tab [`Runner::forward_again`] restores: the person watching
-    /// keeps the session they saw.
-    /// Done before the daemon can be taken: a session's own label must
-    /// not race this one.
+    /// command (docs/benchmarks.md, "The daemon pool"). It does not become
+    /// the tab [`Runner::forward_again`] restores, and it is done before the
+    /// daemon can be taken, so a session's own label never races it.
     pub(crate) async fn ready_in_front(&self, pooled: &SessionId) {
         let daemon = pooled.daemon_name();
         let Some(target) = self.own_tab(daemon).await else {

@@ -339,12 +339,11 @@ impl Sessions {
                 )
                 .await;
             }
-            let why = self.pool.why_reaped();
-            let shrank = !unused.is_empty();
-            for pooled in unused {
-                self.close_pooled(&pooled, Outcome::Reaped, &why).await;
-            }
-            if shrank {
+            if !unused.is_empty() {
+                let why = self.pool.why_reaped();
+                for pooled in unused {
+                    self.close_pooled(&pooled, Outcome::Reaped, &why).await;
+                }
                 let sizing = self.pool.sizing();
                 self.journal
                     .telemetry()

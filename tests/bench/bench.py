@@ -1236,6 +1236,13 @@ def verify_evidence(evidence: Path) -> str:
 
 def plain_defaults_here(n: int, out: Path) -> None:
     """Inside the namespace: the default configuration's rows on a plain-flags Chromium, as data."""
+    # A plain-flags Chromium resolves and dials Google's services by itself: refuse to start one
+    # anywhere but a network namespace whose only interface is loopback (/proc/net/dev is this
+    # process's own namespace).
+    interfaces = {line.split(":")[0].strip() for line in Path("/proc/net/dev").read_text().splitlines()[2:]}
+    if interfaces != {"lo"}:
+        sys.exit(f"--plain-chromium runs only in a loopback-only network namespace (found {sorted(interfaces)}); "
+                 "tests/bench/run starts it in `unshare -n` itself")
     ab = Path(os.environ["BROWSER_SHELL_AGENT_BROWSER"])
     evidence = Path(tempfile.mkdtemp(prefix="bsb-audit-", dir="/var/tmp"))
     notes: list[str] = []

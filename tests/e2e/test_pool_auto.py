@@ -7,26 +7,22 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.request
 
 import pytest
 
 import harness
+from test_pool import pages_in_context, pool_records, records, tabs
 
 pytestmark = pytest.mark.chromium
 
 
-def records(cfg) -> list[dict]:
-    return [json.loads(line) for line in cfg.audit_log.read_text().splitlines()]
-
-
-def pool_records(cfg, outcome: str) -> list[dict]:
-    return [r for r in records(cfg) if r["phase"] == "lifecycle" and r.get("outcome") == outcome]
-
-
 def page_ids(port: int) -> set[str]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=5) as r:
-        return {t["id"] for t in json.load(r) if t.get("type") == "page"}
+    return set(tabs(port))
+
+
+def browser_contexts(chromium: harness.Chromium) -> set[str]:
+    (answer,) = harness.cdp_browser_call(chromium.port, [("Target.getBrowserContexts", {})])
+    return set(answer["result"]["browserContextIds"])
 
 
 def ready_over_time(cfg) -> tuple[set[str], int]:
@@ -46,10 +42,7 @@ def ready_over_time(cfg) -> tuple[set[str], int]:
 
 
 def window_titles(chromium: harness.Chromium, cfg, daemon: str) -> set[str]:
-    """The titles of the pages in the daemon's browser context, asked on Chromium's own port."""
-    context = json.loads((cfg.state_dir / "contexts.json").read_text())[daemon]["context"]
-    (answer,) = harness.cdp_browser_call(chromium.port, [("Target.getTargets", {})])
-    return {t["title"] for t in answer["result"]["targetInfos"] if t["type"] == "page" and t.get("browserContextId") == context}
+    return {page["title"] for page in pages_in_context(chromium, cfg, daemon)}
 
 
 def wait_for(what: str, check, within: float = 60.0):
@@ -146,12 +139,8 @@ def test_a_stopped_server_leaves_no_browser_context_of_its_unbound_pooled_daemon
     wait_for("the pooled window was not labelled", lambda: window_titles(chromium, srv.cfg, daemon))
     srv.stop()
 
-    def contexts() -> list[str]:
-        (answer,) = harness.cdp_browser_call(chromium.port, [("Target.getBrowserContexts", {})])
-        return answer["result"]["browserContextIds"]
-
     deadline = time.monotonic() + 10
-    while context in contexts():
+    while context in browser_contexts(chromium):
         assert time.monotonic() < deadline, "the unbound pooled daemon's browser context outlived its server"
         time.sleep(0.1)
 
@@ -161,11 +150,7 @@ def test_a_server_stopped_during_a_warm_up_leaves_no_daemon_or_context_of_it(
 ) -> None:
     """The server stops while a pooled daemon is still warming: that daemon and its browser context are
     closed at exit like the ready ones, on the record, not left with a proxy that died with the server."""
-    def contexts() -> set[str]:
-        (answer,) = harness.cdp_browser_call(chromium.port, [("Target.getBrowserContexts", {})])
-        return set(answer["result"]["browserContextIds"])
-
-    before = contexts()
+    before = browser_contexts(chromium)
     srv = start_server(pool="4")  # pinned: warms at start, two at a time
     warming = wait_for("no warm-up started", lambda: pool_records(srv.cfg, "warming"), within=30)
     srv.stop()
@@ -175,7 +160,7 @@ def test_a_server_stopped_during_a_warm_up_leaves_no_daemon_or_context_of_it(
     closed = {r["detail"]["daemon"] for r in pool_records(srv.cfg, "closed")}
     assert names <= closed, f"a warm-up cut short by the stop was not closed on the record: {sorted(names - closed)}"
     deadline = time.monotonic() + 10
-    while left := contexts() - before:
+    while left := browser_contexts(chromium) - before:
         assert time.monotonic() < deadline, f"browser contexts outlived the server: {left}"
         time.sleep(0.1)
     assert not list((srv.cfg.state_dir / "sock").glob("pool-*.pid")), "a pooled daemon outlived the server"
