@@ -116,6 +116,8 @@ rules! {
     CdpRefused = "cdp.refused" => Answer::Browser,
     /// The gate could not put a tab under the URL policy, so no command reached that tab.
     CdpUnwarded = "cdp.unwarded" => Answer::Browser,
+    /// A connection to the browser gate named a session other than the one whose uid dialled it.
+    GateIdentity = "gate.identity" => Answer::Browser,
     /// A request a page made, in any frame, is refused by the policy; it failed inside the browser.
     RequestBlocked = "request.blocked" => Answer::Browser,
     /// A `tools/call` named a tool other than `browser-shell`.
@@ -224,7 +226,8 @@ mod tests {
                 Answer::Browser => assert!(
                     rule.id().starts_with("cdp.")
                         || rule.id().starts_with("request.")
-                        || *rule == Rule::Tabs,
+                        || *rule == Rule::Tabs
+                        || *rule == Rule::GateIdentity,
                     "{rule}"
                 ),
             }

@@ -364,10 +364,20 @@ fn a_preexisting_state_dir_is_made_private() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
+    // No one else may list either dir; the socket dir, which the children's
+    // uids write (`--child-uids`), lets none remove another's file (sticky).
     for dir in [&state, &state.join("sock")] {
-        let mode = std::fs::metadata(dir).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o700, "{}", dir.display());
+        let mode = std::fs::metadata(dir).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode & 0o044, 0, "{} is listable: {mode:o}", dir.display());
+        let shared_write = mode & 0o022 != 0;
+        assert!(
+            !shared_write || mode & 0o1000 != 0,
+            "{} is writable by others without the sticky bit: {mode:o}",
+            dir.display()
+        );
     }
+    let state_mode = std::fs::metadata(&state).unwrap().permissions().mode() & 0o777;
+    assert_eq!(state_mode & 0o022, 0, "{state_mode:o}");
 }
 
 #[test]

@@ -41,7 +41,7 @@ pub(crate) fn build(identity: Option<Identity>) -> std::io::Result<CapsPlan> {
 }
 
 /// The effective capability mask of this process, from `/proc/self/status`.
-pub(crate) fn effective_caps() -> std::io::Result<u64> {
+pub fn effective_caps() -> std::io::Result<u64> {
     let status = std::fs::read_to_string("/proc/self/status")?;
     status
         .lines()

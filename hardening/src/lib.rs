@@ -6,7 +6,8 @@
 //! a spawned process — and everything it forks, since every layer is
 //! inherited — unable to do anything else:
 //!
-//! 1. inherited descriptors marked close-on-exec, resource limits set,
+//! 1. inherited descriptors marked close-on-exec, resource limits and the
+//!    umask set,
 //! 2. securebits locked, bounding set emptied (needs `CAP_SETPCAP`),
 //! 3. optional uid/gid switch,
 //! 4. ambient/effective/inheritable/permitted capabilities cleared,
@@ -61,6 +62,7 @@ pub mod trampoline;
 
 use std::{fmt, os::unix::process::CommandExt, path::PathBuf, sync::Arc};
 
+pub use caps::effective_caps;
 pub use landlock::kernel_abi;
 pub use policy::{Degraded, Identity, Policy, SocketFamily};
 pub use process_group::{kill_process, kill_process_group};
@@ -193,6 +195,7 @@ fn cgroup_note() -> String {
 #[derive(Debug)]
 pub struct Prepared {
     rlimits: Vec<Limit>,
+    umask: Option<u32>,
     ruleset: Option<::landlock::RulesetCreated>,
     require_full_landlock: bool,
     filters: Option<seccomp::Filters>,
@@ -210,6 +213,10 @@ impl Prepared {
     fn apply(&self) -> std::io::Result<()> {
         fds::apply()?;
         rlimits::apply(&self.rlimits)?;
+        if let Some(mask) = self.umask {
+            // SAFETY: umask(2) cannot fail and touches no memory.
+            unsafe { libc::umask(mask) };
+        }
         caps::apply(&self.caps)?;
         if let Some(ruleset) = &self.ruleset {
             landlock::apply(ruleset, self.require_full_landlock)?;
@@ -271,6 +278,7 @@ fn prepare_for(
     let caps = caps::build(policy.identity)?;
     Ok(Prepared {
         rlimits: policy.rlimits.clone(),
+        umask: policy.umask,
         ruleset,
         require_full_landlock: require_full,
         filters,

@@ -31,6 +31,10 @@ pub struct Policy {
     pub rlimits: Vec<crate::rlimits::Limit>,
     /// Switch to this identity after dropping the bounding set.
     pub identity: Option<Identity>,
+    /// The file mode creation mask (e.g. `0o077`: what the process makes is
+    /// its owner's alone); `None` keeps the parent's.
+    #[serde(default)]
+    pub umask: Option<u32>,
     /// What to do when the kernel cannot enforce all of this.
     pub degraded: Degraded,
 }
@@ -92,6 +96,7 @@ impl Default for Policy {
             ],
             rlimits: Vec::new(),
             identity: None,
+            umask: None,
             degraded: Degraded::Refuse,
         }
     }

@@ -48,6 +48,8 @@ pub const STDERR_PREFIX: &str = "hardening-trampoline: ";
 #[derive(Debug, Clone)]
 pub struct Trampoline {
     exe: PathBuf,
+    /// The policy as data, for [`Trampoline::command_as`].
+    data: Policy,
     policy: String,
     /// The executable opened once, for [`Trampoline::pinned`]: `exe` names
     /// this descriptor, which must stay open as long as the trampoline.
@@ -65,6 +67,7 @@ impl Trampoline {
     pub fn new(exe: impl Into<PathBuf>, policy: &Policy) -> Result<Self, serde_json::Error> {
         Ok(Self {
             exe: exe.into(),
+            data: policy.clone(),
             policy: serde_json::to_string(policy)?,
             _pinned: None,
         })
@@ -105,6 +108,32 @@ impl Trampoline {
         let mut command = Command::new(&self.exe);
         command.arg0(ARG0).arg(&self.policy).arg(program);
         command
+    }
+
+    /// [`Trampoline::command`], switching to `identity` (one process of a
+    /// set each gets a uid of its own) instead of the policy's own.
+    ///
+    /// # Errors
+    /// When the policy cannot be serialised (it always can; the error is
+    /// serde's).
+    pub fn command_as(
+        &self,
+        program: &Path,
+        identity: Option<crate::Identity>,
+    ) -> Result<Command, serde_json::Error> {
+        if identity == self.data.identity {
+            return Ok(self.command(program));
+        }
+        let policy = Policy {
+            identity,
+            ..self.data.clone()
+        };
+        let mut command = Command::new(&self.exe);
+        command
+            .arg0(ARG0)
+            .arg(serde_json::to_string(&policy)?)
+            .arg(program);
+        Ok(command)
     }
 }
 
@@ -158,40 +187,5 @@ pub fn failure(exit_code: Option<i32>, stderr: &[u8]) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_the_refusal_line_with_the_refusal_status_is_a_failure() {
-        let line = format!("{STDERR_PREFIX}cannot enforce Landlock: EPERM\nmore");
-        assert_eq!(
-            failure(Some(EXIT_REFUSED), line.as_bytes()).as_deref(),
-            Some("cannot enforce Landlock: EPERM")
-        );
-        // The program's own exit 126, or the line under another status.
-        assert_eq!(failure(Some(EXIT_REFUSED), b"agent-browser: no"), None);
-        assert_eq!(failure(Some(1), line.as_bytes()), None);
-        assert_eq!(failure(None, line.as_bytes()), None);
-    }
-
-    #[test]
-    fn a_policy_survives_the_trip_through_argv() {
-        let policy = Policy {
-            read_exec_paths: vec!["/usr".into()],
-            connect_tcp_ports: vec![9222],
-            identity: Some(crate::Identity { uid: 1, gid: 2 }),
-            rlimits: vec![crate::Limit {
-                resource: crate::Resource::Core,
-                value: 0,
-            }],
-            ..Policy::default()
-        };
-        let trampoline = Trampoline::new("/proc/self/exe", &policy).unwrap();
-        let command = trampoline.command(Path::new("/usr/bin/true"));
-        let argv: Vec<_> = command.get_args().collect();
-        assert_eq!(argv.len(), 2);
-        let back: Policy = serde_json::from_str(argv[0].to_str().unwrap()).unwrap();
-        assert_eq!(back, policy);
-        assert_eq!(argv[1], "/usr/bin/true");
-    }
-}
+#[path = "trampoline_tests.rs"]
+mod tests;

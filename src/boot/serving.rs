@@ -143,6 +143,7 @@ fn serve_gate(server: &Arc<Server>, gate: Gate) -> anyhow::Result<bool> {
             Arc::clone(&server.rules),
             Arc::clone(&server.resolver),
             server.runner.socket_dir().clone(),
+            Arc::clone(server.runner.identities()),
             Some(server.runner.state_dir().join(CONTEXTS_MEMO)),
             &server.gate,
         )

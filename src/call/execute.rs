@@ -14,7 +14,7 @@ use super::{
 };
 use crate::{
     policy::outputs::{self, Outputs},
-    runner::{Bounds, Executed, Withheld, Withhold},
+    runner::{Bounds, Executed, Runner, Withheld, Withhold},
     session_id::SessionId,
 };
 
@@ -84,8 +84,14 @@ pub(crate) async fn execute(
         // A screenshot's room is made (the oldest files deleted) last: it is
         // the call's first side effect, due only once the intent is durable
         // and the guard let the command run.
-        if planned.output.is_some() {
+        if let Some(target) = &planned.output {
             make_room(services.outputs, &request.session).await;
+            hand_over(
+                services.outputs,
+                services.runner,
+                request.session.daemon_name(),
+                target,
+            );
         }
         Ok(intent)
     };
@@ -108,6 +114,22 @@ pub(crate) async fn execute(
     forward.abort();
     executed.waited = waited;
     executed
+}
+
+/// The screenshot's directories go to the daemon's uid, which writes there.
+/// If they cannot, agent-browser's write fails and says so in the reply.
+fn hand_over(outputs: &Outputs, runner: &Runner, daemon: &str, target: &outputs::Target) {
+    let uid = match runner.identities().for_daemon(daemon) {
+        Ok(Some(uid)) => uid,
+        Ok(None) => return,
+        Err(e) => {
+            tracing::warn!(error = %e, "no uid for the session's daemon");
+            return;
+        }
+    };
+    if let Err(e) = outputs::hand_over(&outputs.dir, target, uid.get()) {
+        tracing::warn!(error = %e, "the screenshot's directory was not handed to the daemon");
+    }
 }
 
 /// Delete the oldest screenshots until one more fits the quotas (file I/O,

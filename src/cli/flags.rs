@@ -212,6 +212,16 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "BROWSER_SHELL_ALLOW_DEGRADED_CONFINEMENT")]
     pub(crate) allow_degraded_confinement: bool,
 
+    /// The uids agent-browser's children run as, one per session's daemon,
+    /// so that a compromised child cannot reach another session's gate
+    /// connection, socket, processes or files. `auto`: a free block of 4096
+    /// from 2100000000 up when the server runs as root, else off (said at
+    /// start). FIRST-LAST: this range, which no other server may hold. `off`:
+    /// every child runs as the server's user (sessions then share those routes).
+    #[arg(long, env = "BROWSER_SHELL_CHILD_UIDS", value_name = "auto|off|FIRST-LAST",
+          default_value = "auto", value_parser = crate::daemons::ChildUids::parse)]
+    pub(crate) child_uids: crate::daemons::ChildUids,
+
     /// Accept an audit log inside a directory the confined agent-browser may
     /// write (such as /tmp). Without this flag that refuses to start: the
     /// process being audited must not be able to touch the evidence.

@@ -21,7 +21,12 @@ pub(super) const EXPECTED: &[(&str, &str)] = &[
     ("gate_download_behavior", "refused"),
     ("gate_file_target", "refused"),
     ("gate_http_new_tab", "refused"),
+    (OTHER_SESSION, "refused"),
 ];
+
+/// The probe that names another session at the gate: refused when each
+/// daemon has a uid of its own (`--child-uids`); `unchecked` without.
+pub(super) const OTHER_SESSION: &str = "gate_other_session";
 
 /// The session the probes name at the gate.
 pub(super) const SESSION: &str = "hardening-check";
@@ -37,7 +42,11 @@ pub(super) const EGRESS_EXPECTED: &[(&str, &str)] = &[(EGRESS_CONNECTION, "refus
 
 /// Run the gate probes against `gate_url` (the gate's WebSocket URL for a
 /// session), from inside the confined process.
-pub(super) fn run(gate_url: &str, devtools_port: Option<u16>) -> Vec<(String, String)> {
+pub(super) fn run(
+    gate_url: &str,
+    devtools_port: Option<u16>,
+    separated: bool,
+) -> Vec<(String, String)> {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -72,6 +81,12 @@ pub(super) fn run(gate_url: &str, devtools_port: Option<u16>) -> Vec<(String, St
             None => "setup failed: no DevTools port to aim at".into(),
         };
         out.push((EGRESS_FETCH.to_owned(), fetched));
+        let other = if separated {
+            other_session(gate_url).await
+        } else {
+            "unchecked".to_owned()
+        };
+        out.push((OTHER_SESSION.to_owned(), other));
         out
     });
     out.push(("gate_http_new_tab".into(), http_new_tab(gate_url)));
@@ -152,6 +167,23 @@ async fn page_fetch(gate_url: &str, devtools_port: u16) -> String {
 
 /// Send one CDP command; `refused` when the gate answered with its own
 /// refusal, otherwise what happened.
+/// Dial the gate naming another session than the probe's own: `refused`
+/// when the handshake is answered 403.
+async fn other_session(gate_url: &str) -> String {
+    let other = format!("{gate_url}-other");
+    let connect = tokio_tungstenite::connect_async(other.as_str());
+    match tokio::time::timeout(Duration::from_secs(5), connect).await {
+        Ok(Ok(_)) => "CONNECTED as another session".into(),
+        Ok(Err(tokio_tungstenite::tungstenite::Error::Http(response)))
+            if response.status() == 403 =>
+        {
+            "refused".into()
+        }
+        Ok(Err(e)) => format!("cannot connect to the gate: {e}"),
+        Err(_) => "cannot connect to the gate: timed out".into(),
+    }
+}
+
 async fn ask(gate_url: &str, request: &Value) -> String {
     let connect = tokio_tungstenite::connect_async(gate_url);
     let (mut socket, _) = match tokio::time::timeout(Duration::from_secs(5), connect).await {

@@ -19,6 +19,7 @@ pub(super) fn hardening_check(args: &ServeArgs) -> anyhow::Result<bool> {
     let prepared = args.prepare()?;
     let gate_port = prepared.runner.gate_port();
     let policy = args.confinement_policy(
+        prepared.runner.agent_browser(),
         &prepared.runner.state_dir(),
         &prepared.output_dir,
         gate_port,
@@ -26,12 +27,14 @@ pub(super) fn hardening_check(args: &ServeArgs) -> anyhow::Result<bool> {
     let mut out = std::io::stdout().lock();
     print_enforced(&mut out, prepared.runner.confinement().report(), &policy)?;
     print_inputs(&mut out, args, &policy)?;
+    print_separation(&mut out, prepared.runner.identities())?;
     // The gate serves while the probe runs, as it does for every call.
     let mut prepared = prepared;
     let gate = serve_gate(&mut prepared)?;
     let mut results = run_probe(args, &prepared, &policy)?;
     results.push(egress_outcome(gate, &results));
-    print_probe(&mut out, &results)
+    let separated = prepared.runner.identities().range().is_some();
+    print_probe(&mut out, &results, separated)
 }
 
 /// The probe asked a page in its own session's context to fetch from
@@ -160,6 +163,27 @@ fn print_inputs(
     Ok(())
 }
 
+/// Whether sessions' children are apart by uid (`--child-uids`).
+fn print_separation(
+    out: &mut impl Write,
+    identities: &crate::daemons::Identities,
+) -> anyhow::Result<()> {
+    match identities.range() {
+        Some(range) => writeln!(
+            out,
+            "session separation: each session's daemon runs as a uid of its own, from {range} \
+             (held by this server alone); the gate checks the uid of each connection\n"
+        )?,
+        None => writeln!(
+            out,
+            "session separation: OFF: every child runs as this server's uid ({}); a compromised \
+             child could reach another session's gate connection, socket, /proc and /tmp files\n",
+            crate::daemons::why_no_child_uids().unwrap_or_else(|| "--child-uids off".into())
+        )?,
+    }
+    Ok(())
+}
+
 /// Run the self-probe: this binary, confined like agent-browser, attempting
 /// each escape and reporting what the kernel said.
 fn run_probe(
@@ -183,7 +207,15 @@ fn run_probe(
     hardening::prepare(&probe_policy)?;
     let trampoline =
         super::prepare::trampoline_from(prepared.trampoline_file.as_deref(), &probe_policy)?;
-    let mut command = trampoline.command(&me);
+    // The probe runs as the uid a daemon of its session would, and writes
+    // in that uid's HOME (the output root is no child's to write).
+    let (uid, home) = prepared
+        .runner
+        .child_home(super::gate_probe::SESSION)
+        .context("cannot give the self-probe a uid")?;
+    let mut command = trampoline
+        .command_as(&me, uid.map(crate::daemons::ChildUid::identity))
+        .context("cannot prepare the self-probe's confinement")?;
     command
         .arg("__probe")
         .args([
@@ -195,9 +227,14 @@ fn run_probe(
             &crate::daemons::gate_endpoint(prepared.runner.gate_port(), super::gate_probe::SESSION),
             "--writable",
         ])
-        .arg(&prepared.output_dir)
+        .arg(if uid.is_some() {
+            &home
+        } else {
+            &prepared.output_dir
+        })
         .arg("--protect")
         .arg(prepared.audit.path())
+        .args(uid.is_none().then_some("--unseparated"))
         .env_clear()
         .stdin(Stdio::null())
         .stderr(Stdio::piped());
@@ -223,12 +260,22 @@ fn run_probe(
 fn print_probe(
     out: &mut impl Write,
     results: &[hardening::probe::Outcome],
+    separated: bool,
 ) -> anyhow::Result<bool> {
     writeln!(out, "self-probe (a confined child attempting escapes):")?;
+    // Sessions sharing one uid cannot be told apart at the gate: said
+    // above (session separation: OFF), not a gap of the confinement.
+    let gate_expected: Vec<(&str, &str)> = super::gate_probe::EXPECTED
+        .iter()
+        .map(|&(name, want)| match name {
+            super::gate_probe::OTHER_SESSION if !separated => (name, "unchecked"),
+            _ => (name, want),
+        })
+        .collect();
     let expected = |name: &str| {
         hardening::probe::EXPECTED_WHEN_CONFINED
             .iter()
-            .chain(super::gate_probe::EXPECTED)
+            .chain(&gate_expected)
             .chain(super::gate_probe::EGRESS_EXPECTED)
             .find(|(n, _)| *n == name)
             .map(|(_, want)| *want)
@@ -247,7 +294,7 @@ fn print_probe(
         )?;
     }
     let mut gaps = hardening::probe::gaps(results);
-    for (name, want) in super::gate_probe::EXPECTED
+    for (name, want) in gate_expected
         .iter()
         .chain(super::gate_probe::EGRESS_EXPECTED)
     {
@@ -295,7 +342,10 @@ pub(super) fn hardening_exec(args: &ServeArgs, argv: &[String]) -> anyhow::Resul
     let mut prepared = args.prepare()?;
     let _served = serve_gate(&mut prepared)?;
     let endpoint = crate::daemons::gate_endpoint(prepared.runner.gate_port(), "hardening-exec");
-    let mut command = prepared.runner.confined_command();
+    let mut command = prepared
+        .runner
+        .confined_command("hardening-exec")
+        .context("cannot prepare agent-browser's confinement")?;
     command.args(["--cdp", &endpoint]).args(argv);
     let status = command.status().context("cannot run agent-browser")?;
     Ok(status.code().unwrap_or(1))
@@ -324,7 +374,8 @@ pub(super) fn probe(argv: &[String]) -> i32 {
         .collect();
     if let Some(gate) = flag("--gate") {
         let devtools = flag("--forbid").and_then(|p| p.parse().ok());
-        for (name, result) in super::gate_probe::run(gate, devtools) {
+        let separated = !argv.iter().any(|a| a == "--unseparated");
+        for (name, result) in super::gate_probe::run(gate, devtools, separated) {
             map.insert(name, serde_json::Value::String(result));
         }
     }
@@ -363,6 +414,7 @@ fn serve_gate(prepared: &mut crate::server::Parts) -> anyhow::Result<ServedGate>
             std::sync::Arc::clone(&prepared.rules),
             resolver,
             prepared.runner.socket_dir().clone(),
+            std::sync::Arc::clone(prepared.runner.identities()),
             None,
             &handle,
         )?

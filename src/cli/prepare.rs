@@ -48,6 +48,18 @@ struct StateDirs {
     config_file: PathBuf,
 }
 
+impl StateDirs {
+    fn of_children(&self) -> super::child_uids::ChildDirs<'_> {
+        super::child_uids::ChildDirs {
+            state: &self.state,
+            home: &self.home,
+            socket: &self.socket,
+            output: &self.output,
+            config_file: &self.config_file,
+        }
+    }
+}
+
 /// A start whose self-test is still running: [`Starting::finish`] waits
 /// for it and gives the [`Parts`].
 pub(crate) struct Starting {
@@ -91,14 +103,7 @@ impl ServeArgs {
     /// caller can do its own preparation meanwhile.
     pub(crate) fn start(&self) -> anyhow::Result<Starting> {
         raise_open_files_limit();
-        executable_file(
-            &self.agent_browser,
-            &format!(
-                "agent-browser binary not found at {} (set --agent-browser or \
-                 BROWSER_SHELL_AGENT_BROWSER)",
-                self.agent_browser.display()
-            ),
-        )?;
+        let agent_browser = self.agent_browser_path()?;
         let dirs = self.prepare_dirs()?;
         // Before the policy and the key are read: a file the child could
         // have written is not to be trusted even once.
@@ -109,14 +114,18 @@ impl ServeArgs {
         // that its path is checked resolved.
         self.audit_dir()?;
         let gate = self.bind_gate(&dirs.state)?;
-        let policy = self.confinement_policy(&dirs.state, &dirs.output, gate.port())?;
+        let identities = Arc::new(super::child_uids::identities(
+            self.child_uids,
+            &dirs.of_children(),
+        )?);
+        let agent_browser = super::child_uids::agent_browser_within_reach(
+            &agent_browser,
+            identities.range(),
+            &dirs.state,
+        )?;
+        let policy =
+            self.confinement_policy(&agent_browser, &dirs.state, &dirs.output, gate.port())?;
         self.check_evidence_outside(&policy, &self.audit_key_path())?;
-        // Absolute: the child's cwd is its private HOME, where a relative
-        // program path would resolve to nothing (or to something planted).
-        let agent_browser = self
-            .agent_browser
-            .canonicalize()
-            .with_context(|| format!("cannot resolve {}", self.agent_browser.display()))?;
         let trampoline_file = self.trampoline_file()?;
         let trampoline = trampoline_from(trampoline_file.as_deref(), &policy)?;
         let idle_timeout_ms = self.idle_timeout_sec * 1000;
@@ -140,7 +149,7 @@ impl ServeArgs {
             output_dir: &dirs.output,
             idle_timeout_ms,
         }
-        .start_self_test()
+        .start_self_test(identities.spare())
         .map_err(|e| anyhow::anyhow!("the confined agent-browser does not start: {e}"))?;
         let (audit, key) = self.open_audit()?;
         self.say_when_default_policy();
@@ -165,6 +174,7 @@ impl ServeArgs {
             idle_timeout_ms,
             confinement,
             trampoline,
+            identities,
         })
         .map_err(|e| anyhow::anyhow!(e))?;
         Ok(Starting {
@@ -281,6 +291,23 @@ impl ServeArgs {
         })
     }
 
+    /// agent-browser's binary, absolute: the child's cwd is its private
+    /// HOME, where a relative program path would resolve to nothing (or to
+    /// something planted).
+    fn agent_browser_path(&self) -> anyhow::Result<PathBuf> {
+        executable_file(
+            &self.agent_browser,
+            &format!(
+                "agent-browser binary not found at {} (set --agent-browser or \
+                 BROWSER_SHELL_AGENT_BROWSER)",
+                self.agent_browser.display()
+            ),
+        )?;
+        self.agent_browser
+            .canonicalize()
+            .with_context(|| format!("cannot resolve {}", self.agent_browser.display()))
+    }
+
     /// The browser gate's listener: on `--gate-port`, or with 0 on the port
     /// the previous server used (when free), so that the daemons it left
     /// running — which reconnect to the URL they were started with — can be
@@ -356,12 +383,13 @@ impl ServeArgs {
     /// (`crate::runner::child_policy`).
     pub(crate) fn confinement_policy(
         &self,
+        agent_browser: &Path,
         state_dir: &Path,
         output_dir: &Path,
         gate_port: u16,
     ) -> anyhow::Result<hardening::Policy> {
         child_policy::policy(&child_policy::ChildSettings {
-            agent_browser: &self.agent_browser,
+            agent_browser,
             extra_read_exec: &self.extra_read_exec,
             state_dir,
             output_dir,

@@ -2,14 +2,19 @@
 //! gate, which they reach Chromium through, agree on about a daemon: the
 //! gate URL it is given ([`gate_endpoint`]), the socket dir it listens in
 //! ([`SocketDir`]), the tab it pinned there ([`pinned_target`]), and what
-//! the gate knows and does about a daemon's tabs for the runner ([`Tabs`]).
+//! the gate knows and does about a daemon's tabs for the runner ([`Tabs`]),
+//! and which uid each daemon runs as ([`Identities`]).
 //! Both use this module; it uses neither, so neither uses the other.
 
+mod identities;
 mod socket_dir;
+mod uid_claim;
 
 use futures_util::future::BoxFuture;
 
+pub(crate) use identities::{ChildUid, Identities, UidRange};
 pub(crate) use socket_dir::{SocketDir, SocketFile, SocketIdentity};
+pub(crate) use uid_claim::{ChildUids, claim as claim_child_uids, why_not as why_no_child_uids};
 
 /// Path prefix of the gate's one endpoint; the daemon's name follows.
 pub(crate) const GATE_PATH_PREFIX: &str = "/devtools/browser/";

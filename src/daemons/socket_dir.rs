@@ -101,6 +101,13 @@ impl SocketDir {
         ))
     }
 
+    /// The uid that owns the entry `name` (not followed).
+    pub(crate) fn owner(&self, name: &str) -> Option<u32> {
+        statat(&*self.fd, name, AtFlags::SYMLINK_NOFOLLOW)
+            .ok()
+            .map(|st| st.st_uid)
+    }
+
     /// The text of the regular file `name` (not followed), at most 64 KiB.
     pub(crate) fn read(&self, name: &str) -> Option<String> {
         let fd = openat(

@@ -20,9 +20,11 @@
 //!   on the secrets' hosts ([`typing`]).
 //!
 //! Plain HTTP (`/json/*`, which can open and close tabs) is not served: the
-//! handshake fails. The session in the path attributes audit records; it is
-//! the child's claim, not a proof (docs/design.md, "The browser gate").
+//! handshake fails. The session in the path must be the dialler's own, as
+//! the kernel says through its uid ([`caller`]); with `--child-uids off` it
+//! is the child's claim (docs/design.md, "The browser gate").
 
+mod caller;
 mod clipboard;
 mod contexts;
 mod in_flight;
@@ -165,6 +167,8 @@ struct Shared {
     typing: SecretTyping,
     /// The daemons' socket dir, where each writes its pinned tab's id.
     socket_dir: crate::daemons::SocketDir,
+    /// Each daemon's uid: who may name which session.
+    identities: Arc<crate::daemons::Identities>,
     /// Room for more connections ([`MAX_CONNECTIONS`]).
     connections: Arc<tokio::sync::Semaphore>,
     /// Connections per session ([`MAX_CONNECTIONS_PER_SESSION`]).
@@ -295,6 +299,7 @@ impl Gate {
         rules: Arc<rules::Current>,
         resolver: Arc<dyn Resolve>,
         socket_dir: crate::daemons::SocketDir,
+        identities: Arc<crate::daemons::Identities>,
         contexts_memo: Option<std::path::PathBuf>,
         handle: &Handle,
     ) -> std::io::Result<mpsc::Receiver<BrowserRefusal>> {
@@ -311,6 +316,7 @@ impl Gate {
             tab_cap: tab_cap::TabCap::new(self.max_tabs),
             typing: handle.typing.clone(),
             socket_dir,
+            identities,
             connections: Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS)),
             per_session: Mutex::default(),
             http: reqwest::Client::builder()
@@ -358,18 +364,26 @@ async fn accept(
     if let Err(e) = stream.set_nodelay(true) {
         tracing::debug!(error = %e, "TCP_NODELAY not set on a gate connection");
     }
+    let caller = match (stream.peer_addr(), stream.local_addr()) {
+        (Ok(peer), Ok(local)) => caller::Caller::of(&shared.identities, peer, local),
+        _ => caller::Caller::Stranger(None),
+    };
     let mut session = None;
     let handshake = tokio_tungstenite::accept_hdr_async_with_config(
         stream,
-        |request: &Request, response: Response| match session_of(request.uri().path()) {
-            Some(name) => match SessionSlot::take(&shared, &name) {
-                Some(slot) => {
-                    session = Some((name, slot));
-                    Ok(response)
-                }
-                None => Err(too_many()),
-            },
-            None => Err(not_found()),
+        |request: &Request, response: Response| {
+            let name = session_of(request.uri().path()).ok_or_else(not_found)?;
+            if let Some(why) = caller.refuses(&name) {
+                tracing::warn!(%why, "the browser gate refused a connection");
+                let blame = caller.blame(&name).to_owned();
+                shared
+                    .reporter
+                    .report(blame, crate::refusal::Rule::GateIdentity, why);
+                return Err(forbidden());
+            }
+            let slot = SessionSlot::take(&shared, &name).ok_or_else(too_many)?;
+            session = Some((name, slot));
+            Ok(response)
         },
         Some(daemon_config()),
     );
@@ -433,6 +447,14 @@ fn not_found() -> ErrorResponse {
         "browser-shell's browser gate serves only its DevTools WebSocket\n".into(),
     ));
     *response.status_mut() = StatusCode::NOT_FOUND;
+    response
+}
+
+fn forbidden() -> ErrorResponse {
+    let mut response = ErrorResponse::new(Some(
+        "this connection may name only its own session at the browser gate\n".into(),
+    ));
+    *response.status_mut() = StatusCode::FORBIDDEN;
     response
 }
 

@@ -100,6 +100,31 @@ pub(crate) fn resolve(
     })
 }
 
+/// Give the target's directories, from the session's own down, and the
+/// file if one is there already, to `owner` (the daemon's uid): the server
+/// made them, the child writes in them. Each level is opened without
+/// following a link, as everywhere in this tree.
+pub(crate) fn hand_over(root: &Path, target: &Target, owner: u32) -> Result<(), String> {
+    let (Some(parent), Some(name)) = (target.within.parent(), target.within.file_name()) else {
+        return Err("no file name".into());
+    };
+    let uid = Some(rustix::process::Uid::from_raw(owner));
+    let gid = Some(rustix::process::Gid::from_raw(owner));
+    let fail = |e: Errno| format!("the output directory could not be given to uid {owner}: {e}");
+    let mut fd = open_dir(CWD, root).map_err(fail)?;
+    for component in parent.components() {
+        let Component::Normal(level) = component else {
+            return Err(fail(Errno::INVAL));
+        };
+        fd = open_dir(&fd, level).map_err(fail)?;
+        rustix::fs::fchown(&fd, uid, gid).map_err(fail)?;
+    }
+    match rustix::fs::chownat(&fd, name, uid, gid, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(()) | Err(Errno::NOENT) => Ok(()),
+        Err(e) => Err(fail(e)),
+    }
+}
+
 /// Delete a screenshot a call wrote (its page was blocked). Only a regular
 /// file, found without following a symlink; true if it was deleted.
 pub(crate) fn remove(root: &Path, target: &Target) -> bool {

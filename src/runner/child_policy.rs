@@ -60,6 +60,10 @@ pub(crate) fn policy(settings: &ChildSettings<'_>) -> Result<hardening::Policy, 
         limit(hardening::Resource::FileSize, settings.max_file_bytes),
         limit(hardening::Resource::NoFile, settings.max_open_files),
     ];
+    // What a child makes (its socket, pid and pin files, screenshots, files
+    // in /tmp) is its own uid's alone: another session's child runs as
+    // another uid (`crate::daemons::Identities`).
+    policy.umask = Some(0o077);
     policy.degraded = if settings.allow_degraded {
         hardening::Degraded::Allow
     } else {

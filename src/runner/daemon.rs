@@ -40,6 +40,13 @@ impl Runner {
             SocketFile::Other => return Listener::Foreign,
             SocketFile::Socket(file) => file,
         };
+        // A socket another uid made under this name (a child squatting on
+        // the session's name in the shared dir) is not the session's.
+        if let Some(uid) = self.identities.known(daemon_name)
+            && !rustix::fs::fstat(&file).is_ok_and(|st| st.st_uid == uid.get())
+        {
+            return Listener::Foreign;
+        }
         let connect = tokio::net::UnixStream::connect(SocketFile::proc_path(&file));
         let Ok(Ok(stream)) = tokio::time::timeout(Duration::from_secs(1), connect).await else {
             return Listener::Nobody;
@@ -78,8 +85,12 @@ impl Runner {
             return;
         }
         let pid = match self.listener(name).await {
-            Listener::Nobody => return,
+            Listener::Nobody => {
+                self.remove_foreign_files(name);
+                return;
+            }
             Listener::Foreign => {
+                self.remove_foreign_files(name);
                 // Not our agent-browser (or its pid cannot be told): the CLI
                 // must not hand it the batch. Without the socket file the CLI
                 // starts a daemon of its own, confined.
@@ -92,7 +103,7 @@ impl Runner {
             }
             Listener::Daemon(pid) => pid,
         };
-        match self.is_confined(pid) {
+        match self.is_confined(pid, name) {
             Some(true) => {
                 if let (Some(identity), Ok(mut verified)) = (identity, self.verified_sockets.lock())
                 {
@@ -108,33 +119,75 @@ impl Runner {
                 kill_and_reap_wait(pid).await;
                 // Its pinned tab was opened outside the gate, in no browser
                 // context of a session: the confined daemon opens its own.
-                self.socket_dir.remove(&Self::session_file(name, "target"));
+                // Its other files, made under another uid, the confined
+                // daemon could not replace.
+                for suffix in DAEMON_FILES {
+                    self.socket_dir.remove(&Self::session_file(name, suffix));
+                }
             }
             // Gone since the connect: nothing to evict, nothing verified.
             None => {}
         }
     }
 
+    /// A daemon's files in the shared socket dir that another uid made
+    /// (a child squatting on the session's names) are removed before its
+    /// daemon starts: it could not replace them, and would not start.
+    fn remove_foreign_files(&self, name: &str) {
+        // Given now if it has none: its first child is about to be spawned.
+        let Ok(Some(uid)) = self.identities.for_daemon(name) else {
+            return;
+        };
+        for suffix in DAEMON_FILES {
+            let file = Self::session_file(name, suffix);
+            if self
+                .socket_dir
+                .owner(&file)
+                .is_some_and(|owner| owner != uid.get())
+            {
+                tracing::warn!(
+                    file,
+                    "a file of the session's daemon made by another uid was removed"
+                );
+                self.socket_dir.remove(&file);
+            }
+        }
+    }
+
     /// Does `/proc/<pid>/status` show the confinement every spawn of this
-    /// server applies: no capabilities, no_new_privs, and a seccomp filter
-    /// when this kernel enforces one? `None` when the process is gone.
-    fn is_confined(&self, pid: u32) -> Option<bool> {
+    /// server applies: no capabilities, no_new_privs, a seccomp filter when
+    /// this kernel enforces one, and `daemon`'s own uid when it has one?
+    /// `None` when the process is gone.
+    fn is_confined(&self, pid: u32, daemon: &str) -> Option<bool> {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
         let field = |name: &str| status_field(&status, name);
         let seccomp_expected =
             !matches!(self.confinement.report().seccomp, hardening::Layer::Off(_));
+        // With a uid per daemon, one the server never gave this daemon (a
+        // previous server's without one, say) is not ours to trust.
+        let uid_expected = self.identities.range().map(|_| {
+            self.identities
+                .known(daemon)
+                .map_or_else(String::new, |uid| {
+                    let id = uid.to_string();
+                    format!("{id}\t{id}\t{id}\t{id}")
+                })
+        });
         Some(
             field("CapEff") == Some("0000000000000000")
                 && field("CapPrm") == Some("0000000000000000")
                 && field("NoNewPrivs") == Some("1")
-                && (!seccomp_expected || field("Seccomp") == Some("2")),
+                && (!seccomp_expected || field("Seccomp") == Some("2"))
+                && uid_expected.is_none_or(|uid| field("Uid") == Some(uid.as_str())),
         )
     }
 
     /// The pid of the confined daemon of ours listening as `daemon_name`.
     pub(crate) async fn daemon_of(&self, daemon_name: &str) -> Option<u32> {
         let pid = self.daemon_pid(daemon_name).await?;
-        self.is_confined(pid).unwrap_or(false).then_some(pid)
+        self.is_confined(pid, daemon_name)
+            .unwrap_or(false)
+            .then_some(pid)
     }
 
     /// SIGKILL the session's daemon (after a timeout or cancellation).
@@ -172,13 +225,14 @@ impl Runner {
         if let Err(e) = self.close_tab(daemon_name).await {
             problems.push(format!("tab not closed: {e}"));
         }
-        for suffix in ["sock", "pid", "version", "config", "stream", "target"] {
+        for suffix in DAEMON_FILES {
             self.socket_dir
                 .remove(&Self::session_file(daemon_name, suffix));
         }
         if let Ok(mut verified) = self.verified_sockets.lock() {
             verified.remove(daemon_name);
         }
+        self.release_identity(daemon_name);
         let Some(output_name) = output_name else {
             return problems;
         };
@@ -214,7 +268,7 @@ impl Runner {
             };
             if let Some(pid) = self.daemon_pid(daemon_name).await {
                 // A daemon gone since the connect needs no decision.
-                if let Some(confined) = self.is_confined(pid) {
+                if let Some(confined) = self.is_confined(pid, daemon_name) {
                     found.push((daemon_name.to_owned(), confined));
                 }
             }
@@ -229,6 +283,9 @@ impl Runner {
         }
     }
 }
+
+/// The files agent-browser keeps per daemon in the socket dir.
+const DAEMON_FILES: [&str; 6] = ["sock", "pid", "version", "config", "stream", "target"];
 
 /// SIGKILL `pid` and wait (bounded) until it is dead. SIGKILL is delivered
 /// asynchronously: until the process is gone its socket still accepts, and

@@ -15,6 +15,7 @@ mod capture;
 pub(crate) mod cdp;
 pub(crate) mod child_policy;
 mod daemon;
+mod homes;
 pub(crate) use daemon::is_alive;
 mod spawn;
 mod standby;
@@ -57,6 +58,8 @@ pub(crate) struct RunnerConfig {
     pub(crate) confinement: Arc<hardening::Prepared>,
     /// The same policy, applied by each child to itself.
     pub(crate) trampoline: hardening::Trampoline,
+    /// The uid each daemon (and every child of its session) runs as.
+    pub(crate) identities: Arc<crate::daemons::Identities>,
 }
 
 /// Everything needed to run agent-browser; built once from [`RunnerConfig`].
@@ -72,6 +75,9 @@ pub(crate) struct Runner {
     idle_timeout_ms: u64,
     confinement: Arc<hardening::Prepared>,
     trampoline: hardening::Trampoline,
+    identities: Arc<crate::daemons::Identities>,
+    /// The uids whose HOME under `home_dir` is made and theirs.
+    homes_made: Arc<std::sync::Mutex<std::collections::HashSet<u32>>>,
     /// For Chromium's DevTools HTTP endpoint; only ever 127.0.0.1.
     http: reqwest::Client,
     /// Session sockets whose listening daemon was found confined, by the
@@ -175,6 +181,8 @@ impl Runner {
             idle_timeout_ms: config.idle_timeout_ms,
             confinement: config.confinement,
             trampoline: config.trampoline,
+            identities: config.identities,
+            homes_made: Arc::default(),
             http,
             verified_sockets: Arc::default(),
             in_front: Arc::default(),
@@ -189,6 +197,11 @@ impl Runner {
     pub(crate) fn with_tabs(mut self, tabs: Arc<dyn crate::daemons::Tabs>) -> Self {
         self.tabs = tabs;
         self
+    }
+
+    /// Which uid each daemon runs as (the gate asks it who dialled).
+    pub(crate) fn identities(&self) -> &Arc<crate::daemons::Identities> {
+        &self.identities
     }
 
     pub(crate) fn agent_browser(&self) -> &std::path::Path {

@@ -19,7 +19,7 @@ use std::{
 use tokio::process::Command;
 
 use super::Runner;
-use crate::session_id::SessionId;
+use crate::{daemons::ChildUid, session_id::SessionId};
 
 /// A standby is spawned this long after the call that wants it ended, so
 /// that call's reply is out first.
@@ -56,17 +56,61 @@ impl Runner {
     }
 
     /// agent-browser, confined, in its clean environment and private
-    /// directory: how every agent-browser process is started. If the
-    /// trampoline cannot confine itself, agent-browser never runs and
-    /// [`hardening::trampoline::failure`] says why.
-    pub(crate) fn confined_command(&self) -> std::process::Command {
-        self.launch().confined_command()
+    /// directory, as `daemon`'s uid: how every agent-browser process is
+    /// started. If the trampoline cannot confine itself, agent-browser never
+    /// runs and [`hardening::trampoline::failure`] says why.
+    pub(crate) fn confined_command(&self, daemon: &str) -> std::io::Result<std::process::Command> {
+        let (uid, home) = self.child_home(daemon)?;
+        self.launch().confined_command(uid, &home)
+    }
+
+    /// The uid `daemon`'s children run as (given now if it has none) and
+    /// their HOME.
+    pub(crate) fn child_home(&self, daemon: &str) -> std::io::Result<(Option<ChildUid>, PathBuf)> {
+        let uid = self
+            .identities
+            .for_daemon(daemon)
+            .map_err(std::io::Error::other)?;
+        Ok((uid, self.home_of(uid)?))
+    }
+
+    /// The HOME (and cwd) of the children that run as `uid`: its own dir
+    /// under the HOME root, made and handed to it at its first spawn. With
+    /// no uid of their own, children share the root.
+    fn home_of(&self, uid: Option<ChildUid>) -> std::io::Result<PathBuf> {
+        let Some(uid) = uid else {
+            return Ok(self.home_dir.clone());
+        };
+        let home = self.home_dir.join(uid.to_string());
+        let mut made = self
+            .homes_made
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !made.contains(&uid.get()) {
+            super::homes::make(&self.home_dir, uid)?;
+            made.insert(uid.get());
+        }
+        Ok(home)
+    }
+
+    /// Forget `daemon`'s uid and remove its HOME: whatever its session left
+    /// there must not reach the next daemon given that uid.
+    pub(crate) fn release_identity(&self, daemon: &str) {
+        let Some(uid) = self.identities.known(daemon) else {
+            return;
+        };
+        self.homes_made
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&uid.get());
+        super::homes::remove(&self.home_dir, uid);
+        self.identities.release(daemon);
     }
 
     /// Spawn agent-browser, confined, for `session`: the one place a child
     /// is made (a call's, or a standby).
     pub(super) fn spawn(&self, session: &SessionId) -> std::io::Result<tokio::process::Child> {
-        let mut command = Command::from(self.confined_command());
+        let mut command = Command::from(self.confined_command(session.daemon_name())?);
         command
             .args(self.fixed_args(session))
             .stdin(Stdio::piped())
@@ -131,10 +175,10 @@ pub(crate) struct Launch<'a> {
 
 impl Launch<'_> {
     /// The complete child environment (after `env_clear`).
-    fn environment(&self) -> Vec<(&'static str, String)> {
+    fn environment(&self, home: &Path) -> Vec<(&'static str, String)> {
         let path = |p: &Path| p.display().to_string();
         vec![
-            ("HOME", path(self.home_dir)),
+            ("HOME", path(home)),
             ("PATH", "/usr/bin:/bin".into()),
             ("AGENT_BROWSER_CONFIG", path(self.config_file)),
             ("AGENT_BROWSER_SOCKET_DIR", path(self.socket_dir)),
@@ -154,13 +198,20 @@ impl Launch<'_> {
         )
     }
 
-    fn confined_command(&self) -> std::process::Command {
-        let mut command = self.trampoline.command(self.agent_browser);
+    fn confined_command(
+        &self,
+        uid: Option<ChildUid>,
+        home: &Path,
+    ) -> std::io::Result<std::process::Command> {
+        let mut command = self
+            .trampoline
+            .command_as(self.agent_browser, uid.map(ChildUid::identity))
+            .map_err(std::io::Error::other)?;
         command
             .env_clear()
-            .envs(self.environment())
-            .current_dir(self.home_dir);
-        command
+            .envs(self.environment(home))
+            .current_dir(home);
+        Ok(command)
     }
 
     /// Start `agent-browser --version` exactly as calls will run it (same
@@ -168,8 +219,12 @@ impl Launch<'_> {
     /// or a binary that cannot run confined, fails at start rather than at
     /// the first call. It runs while the caller prepares the rest of the
     /// start; [`SelfTest::finish`] gives its verdict.
-    pub(crate) fn start_self_test(&self) -> Result<SelfTest, String> {
-        let mut command = self.confined_command();
+    pub(crate) fn start_self_test(&self, uid: Option<ChildUid>) -> Result<SelfTest, String> {
+        // Its cwd is the HOME root, which a uid of the range may enter (not
+        // list or write): `--version` writes nothing.
+        let mut command = self
+            .confined_command(uid, self.home_dir)
+            .map_err(|e| self.spawn_error(&e))?;
         command
             .arg("--version")
             .stdin(Stdio::null())

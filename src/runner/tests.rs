@@ -71,6 +71,7 @@ fn stand_in() -> StandIn {
         idle_timeout_ms: 1000,
         confinement: Arc::new(hardening::prepare(&policy).unwrap()),
         trampoline: hardening::Trampoline::new(trampoline, &policy).unwrap(),
+        identities: Arc::default(),
     })
     .unwrap();
     let audit = audit::Sink::open(&dir.path().join("audit.jsonl"), None, None).unwrap();

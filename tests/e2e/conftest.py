@@ -111,6 +111,9 @@ def scratch() -> Iterator[Any]:
 
     def _make(prefix: str, under: str = "/tmp") -> Path:
         path = Path(tempfile.mkdtemp(prefix=prefix, dir=under))
+        # Enterable, not listable: the children run as uids of their own (--child-uids) and may
+        # need to reach what a test puts here (a stand-in binary, a state dir).
+        path.chmod(0o711)
         made.append(path)
         return path
 

@@ -241,6 +241,8 @@ def new_server_config(
     extra_read_exec: list[str] | None = None,
 ) -> ServerConfig:
     base = Path(tempfile.mkdtemp(prefix=tag, dir="/tmp"))
+    # The children run as uids of their own (--child-uids): they must get through to their dirs.
+    base.chmod(0o711)
     SERVER_BASES.append(base)
     evidence = Path(tempfile.mkdtemp(prefix=f"{tag}-audit-", dir="/var/tmp"))
     return ServerConfig(
@@ -531,6 +533,12 @@ def make_canary(directory: Path, bin_dir: Path) -> Canary:
     an --agent-browser the confined child could replace."""
     directory.mkdir(parents=True, exist_ok=True)
     marker = directory / "marker"
+    # Every session's child runs as a uid of its own: each must reach the script and append (and
+    # some canaries leave files of their own beside the marker).
+    directory.chmod(0o1777)
+    bin_dir.chmod(0o755)
+    marker.touch()
+    marker.chmod(0o666)
     script = bin_dir / "agent-browser"
     script.write_text(f'#!/bin/sh\necho "$$ $*" >> {marker}\n')
     script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)

@@ -67,6 +67,7 @@ def test_an_intent_that_cannot_be_synced_never_reaches_agent_browser(start_serve
     EINVAL comes back at once, usually before the stand-in even starts; the ordering itself, with a
     gate held closed while the child runs, is proven in src/runner/tests.rs.)"""
     tmp = scratch("bsn")
+    tmp.chmod(0o1777)  # each session's stand-in, under a uid of its own, leaves a file here
     canary = make_canary(tmp / "canary", scratch("bsn-bin-", under="/var/tmp"))
     # This stand-in also keeps whatever reaches its stdin, one file per process.
     canary.script.write_text(f'#!/bin/sh\necho "$$ $*" >> {canary.marker}\nexec cat > {tmp}/stdin-$$\n')
@@ -102,6 +103,7 @@ def test_an_intent_that_cannot_be_synced_never_reaches_the_sessions_waiting_stan
     new file for a rotation and reopens it): the call is refused and the waiting standby, whose
     stdin this stand-in keeps, never receives a byte."""
     tmp = scratch("bsw")
+    tmp.chmod(0o1777)  # each session's stand-in, under a uid of its own, leaves a file here
     canary = make_canary(tmp / "canary", scratch("bsw-bin-", under="/var/tmp"))
     canary.script.write_text(f'#!/bin/sh\necho "$$ $*" >> {canary.marker}\nexec cat > {tmp}/stdin-$$\n')
     srv = start_server(agent_browser=canary.script, extra_read_exec=["/usr"])

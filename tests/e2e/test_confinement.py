@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -125,7 +126,10 @@ def test_kernel_refuses_a_write_outside_the_writable_roots_when_validation_is_by
     """`hardening exec` runs agent-browser confined exactly as a call would, minus validation."""
     cfg = server.cfg
     escape = cfg.evidence / "escape.png"
-    inside = cfg.output_dir / "inside.png"
+    # /tmp is a writable root; the output dir's root is no child's (each session writes in its own
+    # directory there, handed to its uid).
+    inside = Path(tempfile.mkdtemp(prefix="bs-inside-", dir="/tmp")) / "inside.png"
+    inside.parent.chmod(0o1777)
     batch = json.dumps([["open", web.url("/form")], ["screenshot", str(escape)]])
     flags = cfg.args()[1:]  # the same operator flags, without `serve`
     cmd = [str(cfg.server_bin), "hardening", "exec", *flags, "--",
@@ -153,10 +157,23 @@ def test_hardening_check_verifies_the_confinement_on_this_machine(server) -> Non
     assert "confinement verified" in run.stdout and "FAIL" not in run.stdout, run.stdout
     # The CDP abuse a child could try through the gate, and Chromium's own port, are covered; a page in
     # the probe's browser context goes out through the egress proxy, which refused what no policy allows.
+    # The probe runs as a session's uid would, and the gate refuses it under another session's name.
     probes = ("gate_download_behavior", "gate_file_target", "gate_http_new_tab", "tcp_connect_forbidden_0",
-              "egress_forbidden_connection")
+              "egress_forbidden_connection", "gate_other_session")
     for probe in probes:
         assert f"ok   {probe}" in run.stdout, run.stdout
+    assert "session separation: each session's daemon runs as a uid of its own" in run.stdout, run.stdout
+
+
+def test_hardening_check_says_when_sessions_share_one_uid(server) -> None:
+    cfg = server.cfg
+    run = subprocess.run(
+        [str(cfg.server_bin), "hardening", "check", *cfg.args()[1:], "--child-uids", "off"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "session separation: OFF" in run.stdout, run.stdout
+    assert "gate_other_session" in run.stdout and "unchecked" in run.stdout, run.stdout
 
 
 def _status(pid: int) -> dict[str, str]:

@@ -1,7 +1,12 @@
 """The browser gate, spoken to directly as a compromised agent-browser would: everything a child can
 ask of Chromium goes through it, and what reaches outside a page — or another session's tab — is
 refused and audited. (That the child can reach nothing else, Chromium's own port included, is
-test_confinement's.)"""
+test_confinement's.)
+
+This module's server runs with `--child-uids off`: the test speaks to the gate as root, under any
+session name, which is what a child could do before each daemon had a uid of its own. So every CDP
+check here is proven to hold even for a connection whose session the gate cannot tell; that the
+gate tells it by uid is test_session_separation's."""
 
 from __future__ import annotations
 
@@ -23,6 +28,11 @@ import harness
 from server import BlockingServer
 
 pytestmark = pytest.mark.chromium
+
+
+@pytest.fixture
+def server(start_server: Any) -> BlockingServer:
+    return start_server(extra_args=["--child-uids", "off"])
 
 
 def gate_url(srv: BlockingServer, session: str) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import time
 from pathlib import Path
@@ -200,3 +201,21 @@ def test_a_child_of_one_session_reaches_no_other_session_by_gate_socket_proc_or_
     assert len(named) == 1, records
     assert named[0]["session_id"] == "thief" and "victim" in named[0]["reason"], named[0]
     assert stat.S_IMODE(sock.stat().st_mode) & 0o007 == 0, oct(sock.stat().st_mode)
+
+
+def test_an_agent_browser_the_childrens_uids_cannot_reach_runs_from_a_copy_in_the_state_dir(
+    start_server, scratch, agent_browser_bin: Path, web
+) -> None:
+    """A checkout under a private home (/root is 0700) is no reason to refuse the start: the
+    children run a copy the server keeps in its state dir, and the daemon is that copy."""
+    private = scratch("bs-private", under="/var/tmp")
+    private.chmod(0o700)
+    (private / "bin").mkdir()
+    binary = private / "bin" / agent_browser_bin.name
+    shutil.copy2(agent_browser_bin, binary)
+    srv = start_server(agent_browser=binary)
+    srv.ok("reach", ["open", web.url("/form")])
+    copy = srv.cfg.state_dir / "bin" / binary.name
+    assert copy.read_bytes() == binary.read_bytes()
+    pid = daemon_pid(srv.cfg.state_dir / "sock" / "reach.sock")
+    assert os.readlink(f"/proc/{pid}/exe") == str(copy)

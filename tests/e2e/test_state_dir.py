@@ -20,6 +20,7 @@ ANSWER = '[{"command":["get","url"],"success":true,"result":{"url":"about:blank"
 def stand_in(script: str) -> Path:
     """The child's script, where it cannot write it (browser-shell refuses one it could replace)."""
     path = Path(tempfile.mkdtemp(prefix="bs-standin-bin-", dir="/var/tmp")) / "agent-browser"
+    path.parent.chmod(0o755)  # the children run as uids of their own (--child-uids)
     path.write_text(script)
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return path
