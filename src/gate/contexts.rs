@@ -158,6 +158,33 @@ impl Contexts {
         made
     }
 
+    /// Every context made here, with its session.
+    pub(super) fn all_known(&self) -> Vec<(String, String)> {
+        lock(&self.made)
+            .iter()
+            .filter_map(|(session, cell)| {
+                Some((session.clone(), cell.get()?.as_ref().ok()?.clone()))
+            })
+            .collect()
+    }
+
+    /// The context and proxy port a previous server remembered for
+    /// `session`.
+    pub(super) fn remembered(&self, session: &str) -> Option<(String, u16)> {
+        self.memo.get(session).map(|r| (r.context, r.port))
+    }
+
+    /// `context`, a previous server's, is `session`'s now.
+    pub(super) fn adopt(&self, session: &str, context: &str) {
+        let made = Arc::new(OnceCell::new_with(Some(Ok(context.to_owned()))));
+        lock(&self.made).insert(session.to_owned(), made);
+    }
+
+    /// No context of `session`'s is remembered any more.
+    pub(super) fn forget(&self, session: &str) {
+        self.memo.set(session, None);
+    }
+
     /// `session`'s context id, if it has been made.
     pub(super) fn known(&self, session: &str) -> Option<String> {
         let cell = lock(&self.made).get(session).cloned()?;
@@ -330,7 +357,7 @@ async fn make(shared: &Arc<Shared>, session: &str) -> Result<(String, u16), Stri
     Ok((context.to_owned(), port))
 }
 
-async fn dispose_context(shared: &Arc<Shared>, context: &str) -> Result<(), String> {
+pub(super) async fn dispose_context(shared: &Arc<Shared>, context: &str) -> Result<(), String> {
     shared
         .warden
         .browser_call(

@@ -28,6 +28,7 @@ mod caller;
 mod clipboard;
 mod contexts;
 mod in_flight;
+mod kept;
 mod label;
 mod methods;
 mod relay;
@@ -73,6 +74,22 @@ impl Handle {
         contexts::context_of(shared, target)
             .await
             .is_ok_and(|of| of == context)
+    }
+
+    /// As the server stops keeping its sessions (`--on-exit keep`): the
+    /// pages of their contexts are frozen until the next server adopts them.
+    pub(crate) async fn freeze_kept(&self) {
+        if let Some(shared) = self.serving.get() {
+            kept::freeze(shared).await;
+        }
+    }
+
+    /// At start, for the daemons adopted from a previous server: each
+    /// context's proxy port is taken back and its pages run again.
+    pub(crate) async fn reclaim_kept(&self, adopted: &[String]) {
+        if let Some(shared) = self.serving.get() {
+            kept::reclaim(shared, adopted).await;
+        }
     }
 
     /// At start: dispose of the browser contexts a previous server kept for

@@ -66,6 +66,9 @@ impl Sessions {
     /// wait to be adopted.
     pub(crate) async fn end_on_exit(self: &Arc<Self>) {
         if self.on_exit != super::registry::OnExit::End {
+            // Kept: their pages may send nothing until a server holds their
+            // proxy ports again (`crate::gate`, kept contexts).
+            self.gate.freeze_kept().await;
             return;
         }
         let taken = self.registry.take_idle(std::time::Duration::ZERO);
@@ -100,6 +103,7 @@ impl Sessions {
         let running = self.runner.running_daemons().await;
         let names: Vec<String> = running.iter().map(|(name, _)| name.clone()).collect();
         self.gate.end_unclaimed(&names).await;
+        let mut adopted = Vec::new();
         for (name, confined) in running {
             if crate::session_id::is_pool_name(&name) {
                 // Which session a pooled daemon served is not known after a
@@ -127,6 +131,7 @@ impl Sessions {
                 self.runner.kill_daemon(&name).await;
             } else if confined {
                 self.registry.adopt(&name);
+                adopted.push(name.clone());
                 self.record_lifecycle(
                     &name,
                     Outcome::Adopted,
@@ -144,5 +149,6 @@ impl Sessions {
                 }
             }
         }
+        self.gate.reclaim_kept(&adopted).await;
     }
 }
