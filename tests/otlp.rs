@@ -85,7 +85,8 @@ async fn one_call_exports_span_logs_and_metric(protocol: Protocol, base: String,
     call.finish(&CallOutcome {
         subcommand: Some("fill"),
         verdict: "allowed",
-        deny_reason: None,
+        outcome: Some("error"),
+        rule: None,
         exit_code: Some(1),
         error_type: Some("tool_error"),
         error_message: Some("agent-browser exited with status 1"),
@@ -141,7 +142,7 @@ async fn one_call_exports_span_logs_and_metric(protocol: Protocol, base: String,
         ],
     );
     assert!(!span_attrs.contains_key("mcp.session.id"));
-    assert!(!span_attrs.contains_key("browser_shell.deny_reason"));
+    assert!(!span_attrs.contains_key("browser_shell.rule"));
 
     let logs = got.log_records();
     assert_eq!(logs.len(), 2, "{logs:#?}");
@@ -158,12 +159,13 @@ async fn one_call_exports_span_logs_and_metric(protocol: Protocol, base: String,
     assert_subset(
         &intent,
         &[
-            ("browser_shell.audit.time", "2026-01-02T03:04:05Z"),
-            ("browser_shell.audit.phase", "intent"),
-            ("browser_shell.audit.verdict", "allowed"),
-            ("browser_shell.audit.seq", "1"),
+            ("browser_shell.time", "2026-01-02T03:04:05Z"),
+            ("browser_shell.phase", "intent"),
+            ("browser_shell.verdict", "allowed"),
+            ("browser_shell.seq", "1"),
+            ("browser_shell.subcommand", "fill"),
             (
-                "browser_shell.audit.argv",
+                "browser_shell.argv",
                 r##"["fill","#pw",{"len":7,"redacted":true}]"##,
             ),
         ],
@@ -171,16 +173,14 @@ async fn one_call_exports_span_logs_and_metric(protocol: Protocol, base: String,
     let body = logs[0].body.as_ref().and_then(|b| b.value.as_ref());
     assert_eq!(
         body,
-        Some(&any_value::Value::StringValue(
-            "audit intent allowed".into()
-        ))
+        Some(&any_value::Value::StringValue("intent: fill runs".into()))
     );
     let result = attrs(&logs[1].attributes);
     assert_subset(
         &result,
         &[
-            ("browser_shell.audit.outcome", "error"),
-            ("browser_shell.audit.exit_code", "1"),
+            ("browser_shell.outcome", "error"),
+            ("browser_shell.exit_code", "1"),
         ],
     );
 
@@ -233,7 +233,7 @@ async fn refusals_are_counted_by_rule_and_the_session_duration_recorded() {
     refused.finish(&CallOutcome {
         subcommand: Some("anything-the-client-sent"),
         verdict: "denied",
-        deny_reason: Some("url.scheme"),
+        rule: Some("url.scheme"),
         error_type: Some("policy_denied"),
         ..CallOutcome::default()
     });
@@ -358,7 +358,7 @@ async fn a_record_made_outside_a_call_joins_the_trace_it_names() {
         .iter()
         .find(|l| {
             attrs(&l.attributes)
-                .get("browser_shell.audit.phase")
+                .get("browser_shell.phase")
                 .map(String::as_str)
                 == Some("denied")
         })

@@ -60,6 +60,9 @@ fn spawn_server(
             policy
         })
         .args(binaries_under_tmp_flag(BIN.as_ref()))
+        // A pool of one, warmed at start: its gauge is a signal the
+        // vocabulary covers too.
+        .args(["--pool", "1"])
         .env_clear()
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
         .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
@@ -170,7 +173,7 @@ async fn a_real_server_exports_one_span_per_call_and_one_log_per_record() {
     assert_eq!(
         (
             a["browser_shell.verdict"].as_str(),
-            a["browser_shell.deny_reason"].as_str()
+            a["browser_shell.rule"].as_str()
         ),
         ("denied", "subcommand.denied")
     );
@@ -207,6 +210,7 @@ async fn a_real_server_exports_one_span_per_call_and_one_log_per_record() {
     );
 
     let logs = received.log_records();
+    assert_vocabulary(&spans, &logs, &metric_points(&received));
     let audit_lines = std::fs::read_to_string(&audit_log).unwrap();
     assert_eq!(
         logs.len(),
@@ -218,8 +222,8 @@ async fn a_real_server_exports_one_span_per_call_and_one_log_per_record() {
         logs.iter()
             .filter(|l| {
                 let a = attrs(&l.attributes);
-                a.get("browser_shell.audit.phase").map(String::as_str) == Some(phase)
-                    && a.get("browser_shell.audit.outcome").map(String::as_str) == outcome
+                a.get("browser_shell.phase").map(String::as_str) == Some(phase)
+                    && a.get("browser_shell.outcome").map(String::as_str) == outcome
             })
             .map(|l| l.severity_text.clone())
             .collect()
@@ -272,6 +276,111 @@ async fn a_real_server_exports_one_span_per_call_and_one_log_per_record() {
         !stderr.contains(&password),
         "password in the server's stderr (RUST_LOG=debug)"
     );
+}
+
+/// One row of docs/configuration.md's "One vocabulary" table: the
+/// attribute, and whether spans, logs and metrics carry it.
+struct Row {
+    attribute: String,
+    carried: [bool; 3],
+}
+
+fn vocabulary() -> Vec<Row> {
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/configuration.md"
+    ))
+    .unwrap();
+    let table = doc
+        .split("### One vocabulary")
+        .nth(1)
+        .expect("docs/configuration.md has the vocabulary table");
+    let rows: Vec<Row> = table
+        .lines()
+        .skip_while(|l| !l.starts_with("| what |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|line| {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let mark = |cell: &str| match cell {
+                "✓" => true,
+                "–" => false,
+                other => panic!("a vocabulary cell is ✓ or –, not {other:?}"),
+            };
+            Row {
+                attribute: cells[2].trim_matches('`').to_owned(),
+                carried: [mark(cells[3]), mark(cells[4]), mark(cells[5])],
+            }
+        })
+        .collect();
+    assert!(rows.len() >= 6, "the vocabulary table is not where it was");
+    rows
+}
+
+/// Every data point's attributes of every metric received.
+fn metric_points(
+    received: &common::otlp_receiver::Received,
+) -> Vec<std::collections::BTreeMap<String, String>> {
+    use opentelemetry_proto::tonic::metrics::v1::metric::Data;
+    received
+        .metrics
+        .iter()
+        .flat_map(|r| &r.resource_metrics)
+        .flat_map(|r| &r.scope_metrics)
+        .flat_map(|s| &s.metrics)
+        .flat_map(|m| match &m.data {
+            Some(Data::Histogram(h)) => {
+                h.data_points.iter().map(|p| attrs(&p.attributes)).collect()
+            }
+            Some(Data::Sum(s)) => s.data_points.iter().map(|p| attrs(&p.attributes)).collect(),
+            Some(Data::Gauge(g)) => g.data_points.iter().map(|p| attrs(&p.attributes)).collect(),
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+/// The three signals hold to the table: an attribute marked ✓ is on some
+/// record of that signal, one marked – on none; no signal spells a shared
+/// thing another way; every `browser_shell.*` key of a span or a metric is
+/// in the table.
+fn assert_vocabulary(
+    spans: &[&opentelemetry_proto::tonic::trace::v1::Span],
+    logs: &[&opentelemetry_proto::tonic::logs::v1::LogRecord],
+    points: &[std::collections::BTreeMap<String, String>],
+) {
+    let signals: [Vec<std::collections::BTreeMap<String, String>>; 3] = [
+        spans.iter().map(|s| attrs(&s.attributes)).collect(),
+        logs.iter().map(|l| attrs(&l.attributes)).collect(),
+        points.to_vec(),
+    ];
+    let rows = vocabulary();
+    for row in &rows {
+        for (signal, name) in signals.iter().zip(["spans", "logs", "metrics"]) {
+            let seen = signal.iter().any(|a| a.contains_key(&row.attribute));
+            let want = row.carried[["spans", "logs", "metrics"]
+                .iter()
+                .position(|n| *n == name)
+                .unwrap()];
+            assert_eq!(
+                seen, want,
+                "{} on {name}: the table says {want}",
+                row.attribute
+            );
+        }
+    }
+    for (signal, name) in signals.iter().zip(["spans", "logs", "metrics"]) {
+        for attributes in signal {
+            for key in attributes.keys() {
+                assert!(
+                    !key.starts_with("browser_shell.audit.") && key != "browser_shell.deny_reason",
+                    "{name} spell {key} their own way"
+                );
+                let listed = rows.iter().any(|r| &r.attribute == key);
+                let shared = name == "logs" || !key.starts_with("browser_shell.");
+                assert!(listed || shared, "{name}: {key} is not in the table");
+            }
+        }
+    }
 }
 
 #[test]

@@ -108,7 +108,7 @@ pub(crate) fn refuse_unknown_tool(
     let written = journal.append(event, call.span);
     active.finish(&CallOutcome {
         verdict: "denied",
-        deny_reason: Some(refusal.rule.id()),
+        rule: Some(refusal.rule.id()),
         error_type: Some(if written.is_err() {
             "audit_unavailable"
         } else {
@@ -151,7 +151,7 @@ pub(crate) fn record_protocol_fault(
     }
     active.finish(&CallOutcome {
         verdict: "denied",
-        deny_reason: Some(rule.id()),
+        rule: Some(rule.id()),
         error_type: Some(rule.error_type()),
         error_message: Some(message),
         ..CallOutcome::default()

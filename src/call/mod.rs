@@ -248,12 +248,11 @@ async fn run_admitted(
     laps.lap("outcome");
     laps.report();
     after_reply(runner, &request, &executed, turn.just_bound);
-    let error_type = conclude::error_type(outcome);
     (
         reply,
         Ending::Allowed {
             subcommand,
-            error_type,
+            outcome,
         },
     )
 }

@@ -17,7 +17,7 @@ use crate::{
 pub(crate) enum Ending {
     Allowed {
         subcommand: String,
-        error_type: Option<&'static str>,
+        outcome: audit::Outcome,
     },
     Denied {
         rule: Rule,
@@ -53,22 +53,24 @@ pub(crate) fn finish(span: ActiveCall, reply: &Reply, ending: &Ending) {
     let outcome = match ending {
         Ending::Allowed {
             subcommand,
-            error_type,
+            outcome,
         } => CallOutcome {
             subcommand: Some(subcommand),
             verdict: "allowed",
+            outcome: Some(outcome_name(*outcome)),
             exit_code: Some(reply.exit_code),
-            error_type: *error_type,
+            error_type: super::conclude::error_type(*outcome),
             error_message: status.as_deref(),
             ..CallOutcome::default()
         },
         Ending::Denied { rule, subcommand } => CallOutcome {
             subcommand: subcommand.as_deref(),
             verdict: "denied",
-            deny_reason: Some(rule.id()),
+            rule: Some(rule.id()),
             exit_code: Some(reply.exit_code),
             error_type: Some(rule.error_type()),
             error_message: status.as_deref(),
+            ..CallOutcome::default()
         },
         Ending::AuditUnavailable { subcommand } => CallOutcome {
             subcommand: subcommand.as_deref(),
@@ -88,15 +90,29 @@ pub(crate) fn finish(span: ActiveCall, reply: &Reply, ending: &Ending) {
 fn status_of(ending: &Ending, exit_code: i32) -> Option<String> {
     match ending {
         Ending::Allowed {
-            error_type: None, ..
-        } => None,
-        Ending::Allowed {
             subcommand,
-            error_type: Some(class),
-        } => Some(format!("{class}: {subcommand}, exit code {exit_code}")),
+            outcome,
+        } => super::conclude::error_type(*outcome)
+            .map(|class| format!("{class}: {subcommand}, exit code {exit_code}")),
         Ending::Denied { rule, .. } => Some(format!("{}: {}", rule.error_type(), rule.id())),
         Ending::AuditUnavailable { .. } => {
             Some("audit_unavailable: the intent was not made durable, nothing ran".to_owned())
         }
+    }
+}
+
+/// An outcome's name, as its audit record spells it.
+fn outcome_name(outcome: audit::Outcome) -> &'static str {
+    match outcome {
+        audit::Outcome::Ok => "ok",
+        audit::Outcome::Error => "error",
+        audit::Outcome::Timeout => "timeout",
+        audit::Outcome::Cancelled => "cancelled",
+        audit::Outcome::SpawnFailed => "spawn_failed",
+        audit::Outcome::AuditUnavailable => "audit_unavailable",
+        audit::Outcome::NavigationBlocked => "navigation_blocked",
+        audit::Outcome::Refused => "refused",
+        // Lifecycle outcomes never end a call.
+        _ => "internal",
     }
 }

@@ -2,6 +2,7 @@
 //! durable record, [`journal`]) and its best-effort OTLP copy with one span
 //! per call ([`telemetry`]).
 
+mod audit_log;
 pub(crate) mod confinement;
 pub(crate) mod journal;
 mod metrics;

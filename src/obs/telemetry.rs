@@ -16,9 +16,9 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
-use opentelemetry::logs::{AnyValue, LogRecord as _, Logger as _, LoggerProvider as _, Severity};
+use opentelemetry::logs::LoggerProvider as _;
 use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry::propagation::TextMapPropagator as _;
 use opentelemetry::trace::{
@@ -37,7 +37,6 @@ use serde_json::Value;
 
 const TOOL: &str = "browser-shell";
 const SPAN_NAME: &str = "tools/call browser-shell";
-const AUDIT_EVENT: &str = "browser_shell.audit";
 const ERROR_TYPE: &str = "error.type";
 /// `error.type` of a tool result with `isError` (MCP semantic conventions).
 const TOOL_ERROR: &str = "tool_error";
@@ -158,37 +157,6 @@ struct Inner {
     metrics: Option<super::metrics::Metrics>,
 }
 
-/// One OTLP log record for one audit record, in `context`'s span when given.
-fn emit_audit_log(logger: &SdkLogger, event: &Value, context: Option<&SpanContext>) {
-    let mut record = logger.create_log_record();
-    record.set_event_name(AUDIT_EVENT);
-    record.set_timestamp(SystemTime::now());
-    let (severity, severity_text) = severity_of(event);
-    record.set_severity_number(severity);
-    record.set_severity_text(severity_text);
-    let summary: Vec<&str> = ["phase", "verdict", "outcome"]
-        .iter()
-        .filter_map(|k| event.get(k).and_then(Value::as_str))
-        .collect();
-    record.set_body(AnyValue::from(format!("audit {}", summary.join(" "))));
-    for (key, value) in event.as_object().into_iter().flatten() {
-        let value = match value {
-            Value::Null => continue,
-            Value::Bool(b) => AnyValue::Boolean(*b),
-            Value::Number(n) => n
-                .as_i64()
-                .map_or_else(|| AnyValue::from(n.to_string()), AnyValue::Int),
-            Value::String(s) => AnyValue::from(s.clone()),
-            other => AnyValue::from(other.to_string()), // objects and arrays as JSON
-        };
-        record.add_attribute(format!("browser_shell.audit.{key}"), value);
-    }
-    if let Some(cx) = context {
-        record.set_trace_context(cx.trace_id(), cx.span_id(), Some(cx.trace_flags()));
-    }
-    logger.emit(record);
-}
-
 /// The span a record names in its `trace_id` and `span_id`, if both parse.
 fn named_span(event: &Value) -> Option<SpanContext> {
     let hex = |key| event.get(key).and_then(Value::as_str);
@@ -202,26 +170,6 @@ fn named_span(event: &Value) -> Option<SpanContext> {
         opentelemetry::trace::TraceState::default(),
     );
     cx.is_valid().then_some(cx)
-}
-
-/// How serious an audit record is, for a dashboard's filters: ERROR for a
-/// command that failed and for what browser-shell itself could not do (the
-/// audit log, a spawn), WARN for what the policy or a bound stopped (a
-/// refusal, a blocked page or request, a timeout, a cancellation), INFO for
-/// the rest. A call whose span is an error thus never logs at INFO.
-fn severity_of(event: &Value) -> (Severity, &'static str) {
-    let field = |key: &str| event.get(key).and_then(Value::as_str);
-    match (field("phase"), field("outcome")) {
-        (_, Some("error" | "audit_unavailable" | "spawn_failed" | "retire_incomplete")) => {
-            (Severity::Error, "ERROR")
-        }
-        (Some("denied"), _)
-        | (
-            _,
-            Some("navigation_blocked" | "timeout" | "cancelled" | "refused" | "reload_refused"),
-        ) => (Severity::Warn, "WARN"),
-        _ => (Severity::Info, "INFO"),
-    }
 }
 
 impl fmt::Debug for Telemetry {
@@ -355,7 +303,7 @@ impl Telemetry {
     /// of the call in flight, if one was, and then joins that trace).
     pub fn log_audit_event(&self, event: &Value) {
         if let Some((_, logger)) = self.0.as_ref().and_then(|i| i.logs.as_ref()) {
-            emit_audit_log(logger, event, named_span(event).as_ref());
+            super::audit_log::emit(logger, event, named_span(event).as_ref());
         }
     }
 
@@ -474,7 +422,11 @@ impl Called {
 pub struct CallOutcome<'a> {
     pub subcommand: Option<&'a str>,
     pub verdict: &'a str,
-    pub deny_reason: Option<&'a str>,
+    /// How an allowed call ended (`ok`, `error`, `timeout`, …), as its
+    /// outcome record says.
+    pub outcome: Option<&'a str>,
+    /// The rule that refused it.
+    pub rule: Option<&'a str>,
     pub exit_code: Option<i32>,
     pub error_type: Option<&'a str>,
     pub error_message: Option<&'a str>,
@@ -518,7 +470,7 @@ impl ActiveCall {
     /// One log record for an (already redacted) audit event, on this call's span.
     pub fn log_audit_event(&self, event: &Value) {
         if let Some((_, logger)) = self.inner.as_ref().and_then(|i| i.logs.as_ref()) {
-            emit_audit_log(logger, event, self.context());
+            super::audit_log::emit(logger, event, self.context());
         }
     }
 
@@ -547,7 +499,8 @@ impl ActiveCall {
             attributes.extend(exit_code.map(|c| KeyValue::new("browser_shell.exit_code", c)));
             let optional = [
                 ("browser_shell.subcommand", outcome.subcommand),
-                ("browser_shell.deny_reason", outcome.deny_reason),
+                ("browser_shell.outcome", outcome.outcome),
+                ("browser_shell.rule", outcome.rule),
             ];
             push_some(&mut attributes, optional);
             push_some(&mut attributes, errors);
@@ -568,7 +521,7 @@ impl ActiveCall {
             let subcommand = outcome.subcommand.filter(|_| allowed);
             push_some(&mut attributes, [("browser_shell.subcommand", subcommand)]);
             metrics.operation(self.start.elapsed().as_secs_f64(), &attributes);
-            if let Some(rule) = outcome.deny_reason {
+            if let Some(rule) = outcome.rule {
                 metrics.refusals(rule, 1);
             }
         }
@@ -629,43 +582,4 @@ fn instance_attributes() -> Vec<KeyValue> {
         KeyValue::new("host.name", host),
         KeyValue::new("process.pid", i64::from(std::process::id())),
     ]
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    #[test]
-    fn what_the_policy_stopped_warns_and_what_failed_is_an_error() {
-        for (record, want) in [
-            (json!({"phase": "intent"}), "INFO"),
-            (json!({"phase": "outcome", "outcome": "ok"}), "INFO"),
-            (json!({"phase": "outcome", "outcome": "error"}), "ERROR"),
-            (json!({"phase": "outcome", "outcome": "cancelled"}), "WARN"),
-            (json!({"phase": "denied", "rule": "url.scheme"}), "WARN"),
-            (
-                json!({"phase": "outcome", "outcome": "navigation_blocked"}),
-                "WARN",
-            ),
-            (json!({"phase": "outcome", "outcome": "timeout"}), "WARN"),
-            (json!({"phase": "outcome", "outcome": "refused"}), "WARN"),
-            (
-                json!({"phase": "outcome", "outcome": "spawn_failed"}),
-                "ERROR",
-            ),
-            (
-                json!({"phase": "outcome", "outcome": "audit_unavailable"}),
-                "ERROR",
-            ),
-            (
-                json!({"phase": "lifecycle", "outcome": "retire_incomplete"}),
-                "ERROR",
-            ),
-            (json!({"phase": "lifecycle", "outcome": "started"}), "INFO"),
-        ] {
-            assert_eq!(severity_of(&record).1, want, "{record}");
-        }
-    }
 }
