@@ -19,7 +19,7 @@
 //! the audit journal behind its shield, and OTLP; [`cli`] the commands, which
 //! check the flags and prepare the parts; [`boot`] starts the server from
 //! them. [`refusal`] and [`session_id`] are the
-//! vocabulary every layer shares. docs/design.md explains why.
+//! vocabulary every layer shares, [`sync`] its one kind of lock. docs/design.md explains why.
 
 #![forbid(unsafe_code)]
 
@@ -36,6 +36,7 @@ mod refusal;
 mod runner;
 mod server;
 mod session_id;
+mod sync;
 mod transport;
 
 pub use cli::main;

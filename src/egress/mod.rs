@@ -130,12 +130,7 @@ impl Egress {
     }
 }
 
-/// A lock, even after a panic elsewhere: the map it guards stays usable.
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+use crate::sync::lock;
 
 #[cfg(test)]
 #[path = "egress_tests.rs"]

@@ -483,12 +483,7 @@ fn too_many() -> ErrorResponse {
     response
 }
 
-/// A lock, even after a panic elsewhere: the maps it guards stay usable.
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+use crate::sync::lock;
 
 fn daemon_config() -> WebSocketConfig {
     WebSocketConfig::default()

@@ -19,7 +19,7 @@
 use std::{
     borrow::Cow,
     collections::VecDeque,
-    sync::{Arc, Mutex, OnceLock, PoisonError},
+    sync::{Arc, Mutex, OnceLock},
 };
 
 use serde_json::Value;
@@ -78,7 +78,7 @@ impl Shield {
             mac["len"],
             mac["mac"].as_str().unwrap_or_default()
         );
-        let mut typed = self.typed.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut typed = crate::sync::lock(&self.typed);
         if typed.iter().any(|t| t.marker == marker) {
             return;
         }
@@ -95,14 +95,14 @@ impl Shield {
     /// `text` as a record may keep it, borrowed when nothing had to change.
     fn shielded<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let rules = self.rules.get();
-        let typed = self.typed.lock().unwrap_or_else(PoisonError::into_inner);
+        let typed = crate::sync::lock(&self.typed);
         shield_text(text, &rules, &typed).map_or(Cow::Borrowed(text), Cow::Owned)
     }
 
     /// Shield `event` before it is written (see the module's doc).
     pub(crate) fn apply(&self, event: &mut audit::Event) {
         let rules = self.rules.get();
-        let typed = self.typed.lock().unwrap_or_else(PoisonError::into_inner);
+        let typed = crate::sync::lock(&self.typed);
         let shield = |text: &str| shield_text(text, &rules, &typed);
         for field in [&mut event.reason, &mut event.page_url] {
             if let Some(text) = field.as_deref().and_then(shield) {

@@ -82,10 +82,7 @@ impl Runner {
             return Ok(self.home_dir.clone());
         };
         let home = self.home_dir.join(uid.to_string());
-        let mut made = self
-            .homes_made
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut made = crate::sync::lock(&self.homes_made);
         if !made.contains(&uid.get()) {
             super::homes::make(&self.home_dir, uid)?;
             made.insert(uid.get());
@@ -99,10 +96,7 @@ impl Runner {
         let Some(uid) = self.identities.known(daemon) else {
             return;
         };
-        self.homes_made
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(&uid.get());
+        crate::sync::lock(&self.homes_made).remove(&uid.get());
         super::homes::remove(&self.home_dir, uid);
         self.identities.release(daemon);
     }

@@ -143,8 +143,6 @@ impl Standbys {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         // Nothing here can be left half-updated by a panic; keep serving.
-        self.inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::sync::lock(&self.inner)
     }
 }

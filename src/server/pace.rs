@@ -82,9 +82,7 @@ impl RefusalPace {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Bucket> {
-        self.bucket
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::sync::lock(&self.bucket)
     }
 }
 

@@ -145,9 +145,7 @@ pub(crate) struct Turn {
 type SharedMap = Arc<Mutex<HashMap<String, Entry>>>;
 
 fn lock_map(registry: &SharedMap) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
-    registry
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    crate::sync::lock(registry)
 }
 
 /// Who is live, each session's turn and last use, and the cap on their number.

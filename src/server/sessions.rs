@@ -3,12 +3,7 @@
 //! session's daemon and browser context, each audited before it is done
 //! ([`super::lifecycle`]).
 
-use std::{
-    collections::HashMap,
-    path::PathBuf,
-    sync::{Mutex, PoisonError},
-    time::Duration,
-};
+use std::{collections::HashMap, path::PathBuf, sync::Mutex, time::Duration};
 
 use audit::Outcome;
 
@@ -107,9 +102,7 @@ impl Sessions {
     }
 
     fn in_flight(&self) -> std::sync::MutexGuard<'_, HashMap<String, CallMark>> {
-        self.in_flight
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        crate::sync::lock(&self.in_flight)
     }
 
     /// Mark `call` as the one `daemon_name` runs, until the guard drops.

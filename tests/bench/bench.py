@@ -191,6 +191,8 @@ class Server(Mcp):
         the logging itself costs each call a little, so timed servers run without it). `audit_log`: an
         existing log to go on with, as a restarted server does (default: a new one of its own)."""
         self.base = Path(tempfile.mkdtemp(prefix="bsb", dir="/tmp"))
+        # Enterable by others: each session's agent-browser runs as a uid of its own (--child-uids).
+        self.base.chmod(0o711)
         self.log = self.base / "server.log"
         # Beside the audit log, not under /tmp: the server refuses a policy the confined child could write.
         policy = evidence / f"policy-{self.base.name}.json"
@@ -419,9 +421,14 @@ def bench_refused(chromium, web, evidence: Path, n: int) -> str:
     process was spawned for any of them (with a positive control: an allowed call is recorded)."""
     stand_in = Path(tempfile.mkdtemp(prefix="bsb-rec", dir="/tmp"))
     marker = stand_in / "execs"
+    # Each session's stand-in runs as a uid of its own and appends here.
+    stand_in.chmod(0o755)
+    marker.touch()
+    marker.chmod(0o666)
     # Where the confined stand-in cannot write (it writes its marker under /tmp): the server
     # refuses an agent-browser its child could replace.
     bin_dir = Path(tempfile.mkdtemp(prefix="bsb-rec-bin", dir="/var/tmp"))
+    bin_dir.chmod(0o755)
     script = bin_dir / "agent-browser"
     script.write_text(f'#!/bin/sh\necho "$$ $*" >> {marker}\n')
     script.chmod(0o755)
