@@ -41,6 +41,7 @@ fn spawn_server(
     cdp_port: u16,
     endpoint: &str,
     stderr: Stdio,
+    env: &[(&str, String)],
 ) -> (std::process::Child, impl FnMut(String) -> Value) {
     let mut child = Command::new(BIN)
         .args(["serve", "--agent-browser"])
@@ -68,6 +69,7 @@ fn spawn_server(
         .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
         .env("OTEL_SERVICE_NAME", "browser-shell-e2e")
         .env("RUST_LOG", "debug")
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(stderr)
@@ -95,7 +97,7 @@ async fn a_real_server_exports_one_span_per_call_and_one_log_per_record() {
     let stderr = tokio::task::spawn_blocking({
         let (scratch, audit_log, password) = (scratch.path().to_owned(), audit_log.clone(), password.clone());
         move || {
-            let (child, mut send) = spawn_server(&scratch, &audit_log, closed_port, &endpoint, Stdio::piped());
+            let (child, mut send) = spawn_server(&scratch, &audit_log, closed_port, &endpoint, Stdio::piped(), &[]);
             send(json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"otlp-test","version":"1"}}}).to_string());
             let denied = send(call(1, "browser-shell", json!({"session_id":"o1","argv":["eval","1"]}), Some(json!({"traceparent": TRACEPARENT}))));
             assert_eq!(denied["result"]["structuredContent"]["exit_code"], 126, "{denied}");
@@ -393,7 +395,7 @@ fn a_dead_collector_costs_calls_nothing_and_loses_no_audit_record() {
     // which then got this test's 20 spans.
     let endpoint = format!("http://127.0.0.3:{closed_port}");
     let (mut child, mut send) =
-        spawn_server(scratch.path(), &audit_log, 9, &endpoint, Stdio::null());
+        spawn_server(scratch.path(), &audit_log, 9, &endpoint, Stdio::null(), &[]);
     send(json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}).to_string());
     let calls = 20;
     let started = std::time::Instant::now();
@@ -425,5 +427,108 @@ fn a_dead_collector_costs_calls_nothing_and_loses_no_audit_record() {
         records,
         usize::try_from(calls).unwrap(),
         "every call is in the JSONL"
+    );
+}
+
+/// A collector that takes every connection and never answers: the copy
+/// sent to it fails each batch after the exporter's timeout, is counted as
+/// failed on the metrics (sent to a collector that answers), and is said on
+/// stderr, while the server runs; the calls go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collector_that_never_answers_is_counted_and_said_while_the_server_runs() {
+    use opentelemetry_proto::tonic::metrics::v1::metric::Data;
+    let (metrics_endpoint, store) = grpc_receiver().await;
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_endpoint = format!("http://{}", silent.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        while let Ok((conn, _)) = silent.accept() {
+            held.push(conn); // open, read by no one, never answered
+        }
+    });
+    let Dirs { scratch, evidence } = dirs();
+    let audit_log = evidence.path().join("audit.jsonl");
+    let env = [
+        ("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", silent_endpoint.clone()),
+        ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", silent_endpoint),
+        (
+            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+            metrics_endpoint.clone(),
+        ),
+        ("OTEL_METRIC_EXPORT_INTERVAL", "500".to_owned()),
+    ];
+    let failed_logs = {
+        let store = store.clone();
+        move || -> u64 {
+            let received = store.lock().unwrap();
+            received
+                .metrics
+                .iter()
+                .flat_map(|r| &r.resource_metrics)
+                .flat_map(|r| &r.scope_metrics)
+                .flat_map(|s| &s.metrics)
+                .filter(|m| m.name == "otel.sdk.exporter.log.exported")
+                .filter_map(|m| match &m.data {
+                    Some(Data::Sum(sum)) => Some(sum.data_points.clone()),
+                    _ => None,
+                })
+                .flatten()
+                .filter(|p| {
+                    attrs(&p.attributes).get("error.type").map(String::as_str) == Some("timeout")
+                })
+                .map(|p| match p.value {
+                    Some(
+                        opentelemetry_proto::tonic::metrics::v1::number_data_point::Value::AsInt(v),
+                    ) => u64::try_from(v).unwrap_or_default(),
+                    _ => 0,
+                })
+                .max()
+                .unwrap_or_default()
+        }
+    };
+    let (counted, stderr) = tokio::task::spawn_blocking({
+        let (scratch, audit_log) = (scratch.path().to_owned(), audit_log.clone());
+        move || {
+            let (child, mut send) =
+                spawn_server(&scratch, &audit_log, 9, &metrics_endpoint, Stdio::piped(), &env);
+            send(json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}).to_string());
+            for id in 1..=3 {
+                let reply = send(call(id, "browser-shell", json!({"session_id":"q","argv":["eval","1"]}), None));
+                assert_eq!(reply["result"]["structuredContent"]["exit_code"], 126, "{reply}");
+            }
+            // The batch leaves within a second and fails three seconds
+            // later; the next metric export (every 0.5 s) carries the count.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while failed_logs() == 0 && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            let counted = failed_logs();
+            drop(send);
+            let out = child.wait_with_output().unwrap();
+            (counted, String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    })
+    .await
+    .unwrap();
+    assert!(
+        counted >= 1,
+        "no failed log export counted; stderr:\n{stderr}"
+    );
+    assert!(stderr.contains("OTLP export failed"), "{stderr}");
+    // The SDK's own count of what its queue took, on the same provider.
+    let received = store.lock().unwrap();
+    let names: Vec<String> = received
+        .metrics
+        .iter()
+        .flat_map(|r| &r.resource_metrics)
+        .flat_map(|r| &r.scope_metrics)
+        .flat_map(|s| &s.metrics)
+        .map(|m| m.name.clone())
+        .collect();
+    assert!(
+        names
+            .iter()
+            .any(|n| n == "otel.sdk.processor.log.processed"),
+        "{names:?}"
     );
 }

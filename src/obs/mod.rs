@@ -4,6 +4,7 @@
 
 mod audit_log;
 pub(crate) mod confinement;
+mod export_count;
 pub(crate) mod journal;
 mod metrics;
 pub(crate) mod shield;

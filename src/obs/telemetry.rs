@@ -28,6 +28,8 @@ use opentelemetry::trace::{
 use opentelemetry::{InstrumentationScope, KeyValue};
 use opentelemetry_otlp::{LogExporter, MetricExporter, SpanExporter, WithExportConfig as _};
 use opentelemetry_sdk::Resource;
+
+use super::export_count::{Counted, EXPORT_TIMEOUT};
 use opentelemetry_sdk::logs::{SdkLogger, SdkLoggerProvider};
 use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
@@ -187,11 +189,13 @@ macro_rules! exporter {
             Protocol::Grpc => <$ty>::builder()
                 .with_tonic()
                 .with_endpoint($target.endpoint.clone())
+                .with_timeout(EXPORT_TIMEOUT)
                 .build(),
             Protocol::HttpProtobuf => <$ty>::builder()
                 .with_http()
                 .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
                 .with_endpoint($target.endpoint.clone())
+                .with_timeout(EXPORT_TIMEOUT)
                 .build(),
         }
         .map_err(|source| TelemetryError::Exporter {
@@ -214,10 +218,10 @@ impl Telemetry {
             return Ok(Self::disabled());
         }
         // The tonic channel spawns a task and the export threads wait on it.
-        match tokio::runtime::Handle::try_current() {
-            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {}
+        let runtime = match tokio::runtime::Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => h,
             _ => return Err(TelemetryError::NoRuntime),
-        }
+        };
         let version = env!("CARGO_PKG_VERSION");
         let resource = Resource::builder_empty()
             .with_detector(Box::new(TelemetryResourceDetector))
@@ -238,27 +242,41 @@ impl Telemetry {
             .with_version(version)
             .build();
         let mut inner = Inner::default();
+        // Metrics first: the other exporters and the SDK's batch processors
+        // count on them what they exported, failed or dropped
+        // (`super::export_count`); the SDK's processors find the provider
+        // as the global one.
+        let meter = match &config.metrics {
+            Some(target) => {
+                let provider = SdkMeterProvider::builder()
+                    .with_periodic_exporter(exporter!(MetricExporter, target, "metrics"))
+                    .with_resource(resource.clone())
+                    .build();
+                opentelemetry::global::set_meter_provider(provider.clone());
+                let meter = provider.meter_with_scope(scope.clone());
+                inner.metrics = Some(super::metrics::Metrics::new(provider, &meter));
+                meter
+            }
+            // No metrics exported: the global provider is the no-op one.
+            None => opentelemetry::global::meter(TOOL),
+        };
         if let Some(target) = &config.traces {
+            let exporter = exporter!(SpanExporter, target, "traces");
+            let exporter = Counted::new(exporter, &meter, "span", runtime.clone());
             let provider = SdkTracerProvider::builder()
-                .with_batch_exporter(exporter!(SpanExporter, target, "traces"))
+                .with_batch_exporter(exporter)
                 .with_resource(resource.clone())
                 .build();
             inner.traces = Some((provider.clone(), provider.tracer_with_scope(scope.clone())));
         }
         if let Some(target) = &config.logs {
+            let exporter = exporter!(LogExporter, target, "logs");
+            let exporter = Counted::new(exporter, &meter, "log", runtime.clone());
             let provider = SdkLoggerProvider::builder()
-                .with_batch_exporter(exporter!(LogExporter, target, "logs"))
-                .with_resource(resource.clone())
-                .build();
-            inner.logs = Some((provider.clone(), provider.logger_with_scope(scope.clone())));
-        }
-        if let Some(target) = &config.metrics {
-            let provider = SdkMeterProvider::builder()
-                .with_periodic_exporter(exporter!(MetricExporter, target, "metrics"))
+                .with_batch_exporter(exporter)
                 .with_resource(resource)
                 .build();
-            let meter = provider.meter_with_scope(scope);
-            inner.metrics = Some(super::metrics::Metrics::new(provider, &meter));
+            inner.logs = Some((provider.clone(), provider.logger_with_scope(scope)));
         }
         Ok(Self(Some(Arc::new(inner))))
     }
