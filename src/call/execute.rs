@@ -46,12 +46,14 @@ pub(crate) async fn execute(
     let batch = guard::batch_for(tokens, guard);
     // The client's cancellation, or the server's shutdown, stops the call.
     let cancel = services.admission.shutdown_token();
+    // Aborted when this future ends, however it ends: dropped unfinished
+    // (its client went away mid-call), it must not leave the task waiting.
     let forward = {
         let (from_client, to_call) = (call.cancel.clone(), cancel.clone());
-        tokio::spawn(async move {
+        tokio_util::task::AbortOnDropHandle::new(tokio::spawn(async move {
             from_client.cancelled().await;
             to_call.cancel();
-        })
+        }))
     };
     // The session's last command ended without the guard looking at the
     // page (it failed, timed out or was cancelled): look now, before this

@@ -452,11 +452,7 @@ impl Drop for SessionSlot {
 /// The session named by a gate path, when the path is the gate's.
 fn session_of(path: &str) -> Option<String> {
     let name = path.strip_prefix(crate::daemons::GATE_PATH_PREFIX)?;
-    let well_formed = (1..=crate::session_id::MAX_DAEMON_NAME_LEN).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-    well_formed.then(|| name.to_owned())
+    crate::session_id::is_daemon_name(name).then(|| name.to_owned())
 }
 
 fn not_found() -> ErrorResponse {
