@@ -11,7 +11,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::otlp_receiver::{Store, attrs, grpc_receiver, hex, http_receiver};
+use common::otlp_receiver::{Store, attrs, grpc_receiver, hex, http_receiver, int_value};
 use opentelemetry_proto::tonic::common::v1::any_value;
 
 use browser_shell::telemetry::{
@@ -185,11 +185,8 @@ async fn one_call_exports_span_logs_and_metric(protocol: Protocol, base: String,
     );
 
     let metrics: Vec<_> = got
-        .metrics
-        .iter()
-        .flat_map(|r| &r.resource_metrics)
-        .flat_map(|r| &r.scope_metrics)
-        .flat_map(|s| &s.metrics)
+        .metrics()
+        .into_iter()
         .filter(|m| m.name == "mcp.server.operation.duration")
         .collect();
     let metric = metrics.last().expect("duration metric exported");
@@ -242,11 +239,8 @@ async fn refusals_are_counted_by_rule_and_the_session_duration_recorded() {
     shutdown(&telemetry, Duration::from_secs(10)).await;
     let got = store.lock().unwrap();
     let named = |name: &str| -> Vec<opentelemetry_proto::tonic::metrics::v1::Metric> {
-        got.metrics
-            .iter()
-            .flat_map(|r| &r.resource_metrics)
-            .flat_map(|r| &r.scope_metrics)
-            .flat_map(|s| &s.metrics)
+        got.metrics()
+            .into_iter()
             .filter(|m| m.name == name)
             .cloned()
             .collect()
@@ -311,13 +305,7 @@ async fn only_a_call_of_the_tool_is_named_and_attributed_as_one() {
     }
     shutdown(&telemetry, Duration::from_secs(10)).await;
     let got = store.lock().unwrap();
-    let spans: Vec<_> = got
-        .traces
-        .iter()
-        .flat_map(|r| &r.resource_spans)
-        .flat_map(|r| &r.scope_spans)
-        .flat_map(|s| &s.spans)
-        .collect();
+    let spans = got.spans();
     let named: BTreeMap<&str, BTreeMap<String, String>> = spans
         .iter()
         .map(|s| (s.name.as_str(), attrs(&s.attributes)))
@@ -565,11 +553,8 @@ async fn the_pools_wanted_and_ready_sizes_are_a_gauge() {
     shutdown(&telemetry, Duration::from_secs(10)).await;
     let got = store.lock().unwrap();
     let points: BTreeMap<String, i64> = got
-        .metrics
-        .iter()
-        .flat_map(|r| &r.resource_metrics)
-        .flat_map(|r| &r.scope_metrics)
-        .flat_map(|s| &s.metrics)
+        .metrics()
+        .into_iter()
         .filter(|m| m.name == "browser_shell.pool.daemons")
         .flat_map(|m| match &m.data {
             Some(metric::Data::Gauge(gauge)) => gauge.data_points.clone(),
@@ -587,12 +572,4 @@ async fn the_pools_wanted_and_ready_sizes_are_a_gauge() {
         points,
         BTreeMap::from([("ready".into(), 1), ("target".into(), 3)])
     );
-}
-
-/// A metric point's integer value.
-fn int_value(point: &opentelemetry_proto::tonic::metrics::v1::NumberDataPoint) -> i64 {
-    match point.value {
-        Some(opentelemetry_proto::tonic::metrics::v1::number_data_point::Value::AsInt(v)) => v,
-        other => panic!("not an integer: {other:?}"),
-    }
 }

@@ -15,7 +15,7 @@ use std::{
 
 use common::{
     Dirs, agent_browser, binaries_under_tmp_flag, closed_port, dirs,
-    otlp_receiver::{attrs, grpc_receiver, hex},
+    otlp_receiver::{attrs, grpc_receiver, hex, int_value},
 };
 use prost::Message as _;
 use serde_json::{Value, json};
@@ -325,11 +325,8 @@ fn metric_points(
 ) -> Vec<std::collections::BTreeMap<String, String>> {
     use opentelemetry_proto::tonic::metrics::v1::metric::Data;
     received
-        .metrics
-        .iter()
-        .flat_map(|r| &r.resource_metrics)
-        .flat_map(|r| &r.scope_metrics)
-        .flat_map(|s| &s.metrics)
+        .metrics()
+        .into_iter()
         .flat_map(|m| match &m.data {
             Some(Data::Histogram(h)) => {
                 h.data_points.iter().map(|p| attrs(&p.attributes)).collect()
@@ -462,11 +459,8 @@ async fn a_collector_that_never_answers_is_counted_and_said_while_the_server_run
         move || -> u64 {
             let received = store.lock().unwrap();
             received
-                .metrics
-                .iter()
-                .flat_map(|r| &r.resource_metrics)
-                .flat_map(|r| &r.scope_metrics)
-                .flat_map(|s| &s.metrics)
+                .metrics()
+                .into_iter()
                 .filter(|m| m.name == "otel.sdk.exporter.log.exported")
                 .filter_map(|m| match &m.data {
                     Some(Data::Sum(sum)) => Some(sum.data_points.clone()),
@@ -476,12 +470,7 @@ async fn a_collector_that_never_answers_is_counted_and_said_while_the_server_run
                 .filter(|p| {
                     attrs(&p.attributes).get("error.type").map(String::as_str) == Some("timeout")
                 })
-                .map(|p| match p.value {
-                    Some(
-                        opentelemetry_proto::tonic::metrics::v1::number_data_point::Value::AsInt(v),
-                    ) => u64::try_from(v).unwrap_or_default(),
-                    _ => 0,
-                })
+                .map(|p| u64::try_from(int_value(&p)).unwrap_or_default())
                 .max()
                 .unwrap_or_default()
         }
@@ -517,14 +506,7 @@ async fn a_collector_that_never_answers_is_counted_and_said_while_the_server_run
     assert!(stderr.contains("OTLP export failed"), "{stderr}");
     // The SDK's own count of what its queue took, on the same provider.
     let received = store.lock().unwrap();
-    let names: Vec<String> = received
-        .metrics
-        .iter()
-        .flat_map(|r| &r.resource_metrics)
-        .flat_map(|r| &r.scope_metrics)
-        .flat_map(|s| &s.metrics)
-        .map(|m| m.name.clone())
-        .collect();
+    let names: Vec<String> = received.metrics().iter().map(|m| m.name.clone()).collect();
     assert!(
         names
             .iter()

@@ -165,8 +165,6 @@ async fn page_fetch(gate_url: &str, devtools_port: u16) -> String {
     }
 }
 
-/// Send one CDP command; `refused` when the gate answered with its own
-/// refusal, otherwise what happened.
 /// Dial the gate naming another session than the probe's own: `refused`
 /// when the handshake is answered 403.
 async fn other_session(gate_url: &str) -> String {
@@ -184,6 +182,8 @@ async fn other_session(gate_url: &str) -> String {
     }
 }
 
+/// Send one CDP command; `refused` when the gate answered with its own
+/// refusal, otherwise what happened.
 async fn ask(gate_url: &str, request: &Value) -> String {
     let connect = tokio_tungstenite::connect_async(gate_url);
     let (mut socket, _) = match tokio::time::timeout(Duration::from_secs(5), connect).await {

@@ -12,8 +12,7 @@
 //! "Lifecycle"). The kernel drops the lock however the process ends.
 
 use std::{
-    fs::{File, OpenOptions, TryLockError},
-    os::unix::fs::OpenOptionsExt,
+    fs::{File, TryLockError},
     path::{Path, PathBuf},
 };
 
@@ -57,7 +56,7 @@ pub(super) fn claim(
         let (state_n, output_n) = (nth(state, ordinal), nth(output, ordinal));
         make_dir(&state_n)?;
         let path = state_n.join(LOCK_FILE);
-        let lock = open_lock_file(&path)
+        let lock = crate::sync::open_lock_file(&path)
             .with_context(|| format!("cannot open the server lock {}", path.display()))?;
         match lock.try_lock() {
             Ok(()) => {
@@ -81,20 +80,6 @@ pub(super) fn claim(
         state.display(),
         state.display()
     )
-}
-
-/// A file the server locks, opened (created 0600 if missing) for reading
-/// and writing, its contents kept. Not followed if a link: it may lie where
-/// a confined child can write (/tmp), and the server may be root.
-pub(super) fn open_lock_file(path: &Path) -> std::io::Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
 }
 
 /// `dir` for the first live server, `<dir>.N` for the Nth.

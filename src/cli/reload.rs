@@ -79,7 +79,7 @@ impl PidFile {
 /// `policy reload` take it), keeping only servers that still run; the
 /// file goes when none is left.
 fn update(path: &Path, change: impl FnOnce(&mut Vec<Listed>)) -> std::io::Result<()> {
-    let mut file = super::instance::open_lock_file(path)?;
+    let mut file = crate::sync::open_lock_file(path)?;
     file.lock()?;
     let mut text = String::new();
     file.read_to_string(&mut text)?;

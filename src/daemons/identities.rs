@@ -21,6 +21,8 @@ use std::{
     sync::Mutex,
 };
 
+use crate::sync::lock;
+
 /// A uid of the children's range; the gid is the same number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct ChildUid(u32);
@@ -208,7 +210,7 @@ impl Identities {
             .map(|(name, uid)| (name.clone(), uid.0.into()))
             .collect();
         let memo = serde_json::json!({"range": range.to_string(), "daemons": daemons});
-        if let Err(e) = write_atomically(path, &memo.to_string()) {
+        if let Err(e) = super::write_memo(path, memo.to_string().as_bytes()) {
             tracing::warn!(error = %e, memo = %path.display(), "the daemons' uids could not be remembered for a later server");
         }
     }
@@ -233,22 +235,6 @@ fn read_memo(path: &Path) -> Option<(UidRange, HashMap<String, ChildUid>)> {
         .collect();
     Some((range, by_daemon))
 }
-
-fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
-    use std::{io::Write, os::unix::fs::OpenOptionsExt};
-    let tmp = path.with_extension("tmp");
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    file.write_all(text.as_bytes())?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, path)
-}
-
-use crate::sync::lock;
 
 #[cfg(test)]
 #[path = "identities_tests.rs"]

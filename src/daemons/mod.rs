@@ -16,6 +16,23 @@ pub(crate) use identities::{ChildUid, Identities, UidRange};
 pub(crate) use socket_dir::{SocketDir, SocketFile, SocketIdentity};
 pub(crate) use uid_claim::{ChildUids, claim as claim_child_uids, why_not as why_no_child_uids};
 
+/// Replace the memo `path` (a server-owned file in the state dir that a
+/// later server reads: the daemons' uids, their browser contexts) whole, so
+/// a crash leaves the old version or the new one; private (0600), since the
+/// children's uids may enter the state dir.
+pub(crate) fn write_memo(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::{io::Write, os::unix::fs::OpenOptionsExt};
+    let staged = path.with_extension("tmp");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&staged)?
+        .write_all(bytes)?;
+    std::fs::rename(&staged, path)
+}
+
 /// Path prefix of the gate's one endpoint; the daemon's name follows.
 pub(crate) const GATE_PATH_PREFIX: &str = "/devtools/browser/";
 

@@ -9,7 +9,7 @@
 //! can be adopted; a range given with `--child-uids` is held the same way,
 //! and a second server given it refuses to start.
 
-use std::{fs::File, os::unix::fs::OpenOptionsExt, path::Path};
+use std::{fs::File, path::Path};
 
 use super::UidRange;
 
@@ -115,18 +115,12 @@ fn hold(range: UidRange) -> Result<Option<File>, String> {
     std::fs::create_dir_all(dir)
         .map_err(|e| format!("cannot create {LOCK_DIR} for the child uids' locks: {e}"))?;
     let path = dir.join(format!("{range}.lock"));
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .open(&path)
+    let file = crate::sync::open_lock_file(&path)
         .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+    match file.try_lock() {
         Ok(()) => Ok(Some(file)),
-        Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
-        Err(e) => Err(format!("cannot lock {}: {e}", path.display())),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+        Err(std::fs::TryLockError::Error(e)) => Err(format!("cannot lock {}: {e}", path.display())),
     }
 }
 

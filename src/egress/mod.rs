@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     browser_refusals::Reporter,
     policy::{resolve::Resolve, rules},
+    sync::lock,
 };
 
 /// Connections one session's listener serves at once, and open tunnels
@@ -129,8 +130,6 @@ impl Egress {
             .any(|listening| listening.port == port)
     }
 }
-
-use crate::sync::lock;
 
 #[cfg(test)]
 #[path = "egress_tests.rs"]

@@ -11,7 +11,7 @@
 
 use std::{
     collections::HashMap,
-    path::{Path, PathBuf},
+    path::PathBuf,
     sync::{Arc, Mutex},
 };
 
@@ -76,16 +76,11 @@ impl Memo {
             None => entries.remove(session),
         };
         let Some(file) = &self.file else { return };
-        if let Err(e) = write_whole(file, &serde_json::to_vec(&*entries).unwrap_or_default()) {
+        let bytes = serde_json::to_vec(&*entries).unwrap_or_default();
+        if let Err(e) = crate::daemons::write_memo(file, &bytes) {
             tracing::warn!(error = %e, file = %file.display(), "the sessions' browser contexts could not be remembered; a later server cannot adopt their tabs");
         }
     }
-}
-
-fn write_whole(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let staged = file.with_extension("tmp");
-    std::fs::write(&staged, bytes)?;
-    std::fs::rename(&staged, file)
 }
 
 impl Contexts {

@@ -146,6 +146,7 @@ use crate::{
     browser_refusals::{BrowserRefusal, Reporter},
     egress::Egress,
     policy::{resolve::Resolve, rules},
+    sync::lock,
 };
 
 /// How long a connection may take to finish its WebSocket handshake: one
@@ -478,8 +479,6 @@ fn too_many() -> ErrorResponse {
     *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
     response
 }
-
-use crate::sync::lock;
 
 fn daemon_config() -> WebSocketConfig {
     WebSocketConfig::default()

@@ -28,14 +28,14 @@ use opentelemetry::trace::{
 use opentelemetry::{InstrumentationScope, KeyValue};
 use opentelemetry_otlp::{LogExporter, MetricExporter, SpanExporter, WithExportConfig as _};
 use opentelemetry_sdk::Resource;
-
-use super::export_count::{Counted, EXPORT_TIMEOUT};
 use opentelemetry_sdk::logs::{SdkLogger, SdkLoggerProvider};
 use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::resource::TelemetryResourceDetector;
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
 use serde_json::Value;
+
+use super::export_count::{Counted, EXPORT_TIMEOUT};
 
 const TOOL: &str = "browser-shell";
 const SPAN_NAME: &str = "tools/call browser-shell";

@@ -48,6 +48,16 @@ impl Received {
             .collect()
     }
 
+    /// Every metric received, flattened (one per export that carried it).
+    pub(crate) fn metrics(&self) -> Vec<&opentelemetry_proto::tonic::metrics::v1::Metric> {
+        self.metrics
+            .iter()
+            .flat_map(|r| &r.resource_metrics)
+            .flat_map(|r| &r.scope_metrics)
+            .flat_map(|s| &s.metrics)
+            .collect()
+    }
+
     /// Every log record received, flattened.
     pub(crate) fn log_records(&self) -> Vec<&opentelemetry_proto::tonic::logs::v1::LogRecord> {
         self.logs
@@ -164,4 +174,14 @@ pub(crate) fn attrs(kvs: &[KeyValue]) -> BTreeMap<String, String> {
 
 pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A metric point's integer value (counters and gauges of counts); a test
+/// that meets another kind fails here.
+#[allow(clippy::panic)]
+pub(crate) fn int_value(point: &opentelemetry_proto::tonic::metrics::v1::NumberDataPoint) -> i64 {
+    match point.value {
+        Some(opentelemetry_proto::tonic::metrics::v1::number_data_point::Value::AsInt(v)) => v,
+        other => panic!("not an integer: {other:?}"),
+    }
 }
