@@ -18,7 +18,7 @@ mod otlp_receiver;
 
 use std::{path::PathBuf, sync::Arc, time::Instant};
 
-use audit::{Event, Key, Phase, Sink, checkpoint_path, verify};
+use audit::{CheckpointKey, Event, Phase, SigningKey, Sink, checkpoint_path, verify};
 use browser_shell::telemetry::{Telemetry, TelemetryConfig};
 
 /// Where the exporter sends, for one row of the table.
@@ -83,7 +83,7 @@ fn row(
     };
     let dir = tempfile::tempdir_in(base)?;
     let path = dir.path().join("audit.jsonl");
-    let key = Key::load_or_create(&dir.path().join("audit.key"))?;
+    let key = SigningKey::load_or_create(&dir.path().join("audit.checkpoint-key"))?;
     let sink = Arc::new(Sink::open(&path, Some(key.clone()), None)?);
     let received_before = match collector {
         Collector::Up(_, store) => received(store),
@@ -118,7 +118,10 @@ fn row(
     let total = writers * per_writer;
     let v = verify(
         std::slice::from_ref(&path),
-        Some((&checkpoint_path(&path), &key)),
+        Some((
+            &checkpoint_path(&path),
+            &CheckpointKey::Public(key.public()),
+        )),
     )?;
     let exported = match collector {
         Collector::Up(_, store) => {

@@ -299,14 +299,16 @@ fn help_documents_every_setting_and_its_environment_variable() {
 fn an_audit_log_the_confined_child_could_write_is_refused_at_start() {
     let d = dirs();
     let in_tmp = d.scratch.path().join("audit.jsonl").display().to_string();
-    // The key (beside the log by default) is a file the server trusts: kept
-    // out of /tmp, or the other check refuses the start.
+    // The keys (beside the log by default) are files the server trusts:
+    // kept out of /tmp, or the other check refuses the start.
     let key = d.evidence.path().join("audit.key").display().to_string();
+    let signing = d.evidence.path().join("audit.sign").display().to_string();
     let output = run(
         &d,
         &[
             ("--audit-log", in_tmp.clone()),
             ("--audit-key", key.clone()),
+            ("--checkpoint-key", signing.clone()),
         ],
     );
     assert_refused_at_start(&output, "which the confined agent-browser may write");
@@ -315,6 +317,7 @@ fn an_audit_log_the_confined_child_could_write_is_refused_at_start() {
         &[
             ("--audit-log", in_tmp),
             ("--audit-key", key),
+            ("--checkpoint-key", signing),
             ("--allow-writable-audit-log", String::new()),
         ],
     );

@@ -110,6 +110,20 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
     out
 }
 
+/// Exactly `2 * N` hex digits, as bytes; `None` for anything else.
+pub(crate) fn unhex<const N: usize>(text: &str) -> Option<[u8; N]> {
+    // Checked byte-wise first: slicing below must never split a multi-byte
+    // character, and from_str_radix would accept a sign.
+    if text.len() != 2 * N || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let mut bytes = [0u8; N];
+    for (i, byte) in bytes.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(bytes)
+}
+
 #[cfg(test)]
 #[path = "canonical_tests.rs"]
 mod tests;

@@ -1,14 +1,16 @@
-//! Checkpoints: a MAC'd statement of the chain head, kept beside the log.
+//! Checkpoints: a signed statement of the chain head, kept beside the log.
 //!
 //! A hash chain proves order and detects edits, deletions and reordering in
 //! the middle, but not the loss of its last records. After every append the
-//! sink replaces `<log>.checkpoint` with `{file, seq, hash, time, mac}`, where
-//! `mac` is an HMAC under a key the audited process cannot read. The verifier
-//! then knows the log must reach at least `seq`, ending there in `hash`.
+//! sink replaces `<log>.checkpoint` with `{file, seq, hash, time, signature}`,
+//! signed (Ed25519) by a key the audited process cannot read. The verifier,
+//! holding only the public half, then knows the log must reach at least
+//! `seq`, ending there in `hash`. Checkpoints of schema `/1` carry a `mac`
+//! under a key derived from the redaction key instead; they are still read.
 //!
 //! What it does not prove: that nothing was appended *and* removed after the
-//! checkpoint was written, or anything against someone who holds the key
-//! (root on the box). Ship the OTLP copy of the events elsewhere for that.
+//! checkpoint was written, or anything against someone who holds the secret
+//! key (root on the box). Ship the OTLP copy of the events elsewhere for that.
 
 use std::{
     fs::{File, OpenOptions},
@@ -20,10 +22,37 @@ use std::{
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{canonical::canonical_json, key::Key};
+use crate::{
+    canonical::canonical_json,
+    key::Key,
+    signing::{PublicKey, SigningKey},
+};
 
-/// Schema identifier of checkpoint files.
-pub const CHECKPOINT_SCHEMA: &str = "browser-shell.audit-checkpoint/1";
+/// Schema identifier of the checkpoint files written now (signed).
+pub const CHECKPOINT_SCHEMA: &str = "browser-shell.audit-checkpoint/2";
+
+/// Schema identifier of the MAC'd checkpoints written before.
+pub const CHECKPOINT_SCHEMA_V1: &str = "browser-shell.audit-checkpoint/1";
+
+/// What checks a checkpoint: the public key for `/2`, the redaction key for
+/// the `/1` checkpoints older servers MAC'd under it.
+#[derive(Debug, Clone)]
+pub enum CheckpointKey {
+    /// The public half of the checkpoint's signing key.
+    Public(PublicKey),
+    /// The audit key of a server that kept `/1` checkpoints.
+    Legacy(Key),
+}
+
+impl CheckpointKey {
+    /// The fingerprint a server's `started` record names for this key.
+    pub fn fingerprint(&self) -> String {
+        match self {
+            Self::Public(key) => key.fingerprint(),
+            Self::Legacy(key) => key.fingerprint(),
+        }
+    }
+}
 
 /// The chain head at one moment.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,36 +67,71 @@ pub struct Checkpoint {
     pub hash: String,
     /// When the checkpoint was written (RFC 3339 UTC).
     pub time: String,
-    /// HMAC-SHA256 over the canonical JSON of the fields above.
-    pub mac: String,
+    /// `/2`: Ed25519 signature (hex) over the canonical JSON of the fields
+    /// above.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+    /// `/1`: HMAC-SHA256 over the canonical JSON of the fields above.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
 }
 
 impl Checkpoint {
-    /// A checkpoint for `seq`/`hash`, MAC'd with `key`.
-    pub fn new(key: &Key, file: &str, seq: u64, hash: &str, time: &str) -> Self {
+    /// A checkpoint for `seq`/`hash`, signed with `key`.
+    pub fn new(key: &SigningKey, file: &str, seq: u64, hash: &str, time: &str) -> Self {
         let mut checkpoint = Self {
             schema: CHECKPOINT_SCHEMA.to_owned(),
             file: file.to_owned(),
             seq,
             hash: hash.to_owned(),
             time: time.to_owned(),
-            mac: String::new(),
+            signature: None,
+            mac: None,
         };
-        checkpoint.mac = checkpoint.expected_mac(key);
+        checkpoint.signature = Some(key.sign(&checkpoint.signed_bytes()));
         checkpoint
     }
 
-    fn expected_mac(&self, key: &Key) -> String {
+    /// What the signature (or `/1` MAC) covers: every field but those two.
+    fn signed_bytes(&self) -> Vec<u8> {
         let mut value = serde_json::to_value(self).unwrap_or(Value::Null);
         if let Value::Object(map) = &mut value {
             map.remove("mac");
+            map.remove("signature");
         }
-        key.checkpoint_mac(canonical_json(&value).as_bytes())
+        canonical_json(&value).into_bytes()
     }
 
-    /// Does the MAC match under `key`?
-    pub fn is_authentic(&self, key: &Key) -> bool {
-        self.mac == self.expected_mac(key)
+    /// Is it what its schema says, authenticated under `key`? The error
+    /// says why not, in a reviewer's words.
+    ///
+    /// # Errors
+    /// A bad or missing signature or MAC, or a key of the other kind.
+    pub fn authenticate(&self, key: &CheckpointKey) -> Result<(), String> {
+        match (self.schema.as_str(), key) {
+            (CHECKPOINT_SCHEMA, CheckpointKey::Public(public)) => match &self.signature {
+                Some(signature) if public.verifies(&self.signed_bytes(), signature) => Ok(()),
+                _ => Err(format!(
+                    "its signature does not verify under the public key {} (forged, edited, or \
+                     signed by another key)",
+                    public.fingerprint()
+                )),
+            },
+            (CHECKPOINT_SCHEMA_V1, CheckpointKey::Legacy(key)) => match &self.mac {
+                Some(mac) if *mac == key.checkpoint_mac(&self.signed_bytes()) => Ok(()),
+                _ => Err("it has a bad MAC (forged or wrong key)".into()),
+            },
+            (CHECKPOINT_SCHEMA, CheckpointKey::Legacy(_)) => Err(
+                "it is signed; check it with the public key (--public-key), not the audit key"
+                    .into(),
+            ),
+            (CHECKPOINT_SCHEMA_V1, CheckpointKey::Public(_)) => {
+                Err("it is a /1 checkpoint, MAC'd under the audit key; check it with --key".into())
+            }
+            (other, _) => Err(format!(
+                "its schema {other:?} is not one this verifier knows"
+            )),
+        }
     }
 
     /// Read the checkpoint file at `path`.
@@ -89,7 +153,7 @@ impl Checkpoint {
     ///
     /// # Errors
     /// Opening or locking the lock file, and any error of [`Checkpoint::write`].
-    pub fn write_unless_older(&self, path: &Path, key: &Key) -> io::Result<()> {
+    pub fn write_unless_older(&self, path: &Path, key: &PublicKey) -> io::Result<()> {
         let lock = OpenOptions::new()
             .create(true)
             .append(true)
@@ -98,7 +162,9 @@ impl Checkpoint {
         // Released when `lock` is closed, after the write.
         lock.lock()?;
         if let Ok(current) = Self::read(path)
-            && current.is_authentic(key)
+            && current
+                .authenticate(&CheckpointKey::Public(key.clone()))
+                .is_ok()
             && current.seq >= self.seq
         {
             return Ok(());

@@ -1,22 +1,22 @@
-//! The audit key: 32 random bytes in a 0600 file beside the log, from which
-//! the redaction MAC key and the checkpoint MAC key are derived.
+//! The redaction key: 32 random bytes in a 0600 file beside the log, from
+//! which the redaction MAC key is derived.
 //!
 //! Keep it where the audited process cannot read it (browser-shell's
-//! confinement never grants read access to the audit log's directory).
+//! confinement never grants read access to the audit log's directory). It
+//! is not needed to verify the log: checkpoints are signed by a key of their
+//! own ([`crate::SigningKey`]), so a reviewer never holds this one, which
+//! would let its holder test guesses of short typed values. Checkpoints of
+//! schema `/1` were MAC'd under a key derived from it; those are still
+//! checked with it.
 
-use std::{
-    fs::OpenOptions,
-    io::{self, Read, Write},
-    os::unix::fs::OpenOptionsExt,
-    path::Path,
-};
+use std::{io, path::Path};
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use crate::canonical::hex;
+use crate::{canonical::hex, secret_file};
 
-/// Secret key material for redaction and checkpoints.
+/// Secret key material for redaction (and for checking `/1` checkpoints).
 #[derive(Clone)]
 pub struct Key {
     redaction: [u8; 32],
@@ -33,65 +33,18 @@ impl std::fmt::Debug for Key {
 impl Key {
     /// Load the key at `path`, creating it (mode 0600, random) if missing.
     ///
-    /// Creation is atomic: the key is written to a private temporary file and
-    /// hard-linked into place, so a concurrent starter either wins or loads
-    /// the winner's complete key — never a half-written one.
-    ///
     /// # Errors
-    /// When the file cannot be read or created, or holds fewer than 32 bytes.
+    /// See [`crate::secret_file::load_or_create`].
     pub fn load_or_create(path: &Path) -> io::Result<Self> {
-        if path.exists() {
-            return Self::load(path);
-        }
-        let mut master = [0u8; 32];
-        std::fs::File::open("/dev/urandom")?.read_exact(&mut master)?;
-        let tmp = path.with_file_name(format!(
-            ".{}.{}.tmp",
-            path.file_name()
-                .map(|n| n.to_string_lossy())
-                .unwrap_or_default(),
-            std::process::id()
-        ));
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        let written = file
-            .write_all(hex(&master).as_bytes())
-            .and_then(|()| file.sync_all());
-        let linked = written.and_then(|()| std::fs::hard_link(&tmp, path));
-        let _ = std::fs::remove_file(&tmp);
-        match linked {
-            Ok(()) => Ok(Self::derive(&master)),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Self::load(path),
-            Err(e) => Err(e),
-        }
+        secret_file::load_or_create(path).map(|master| Self::derive(&master))
     }
 
-    /// Load an existing key (for the verifier).
+    /// Load an existing key (for the verifier of old checkpoints).
     ///
     /// # Errors
     /// When the file cannot be read or does not hold 64 hex digits.
     pub fn load(path: &Path) -> io::Result<Self> {
-        let text = std::fs::read_to_string(path)?;
-        let text = text.trim();
-        let bad = || {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                "audit key must be 64 hex digits",
-            )
-        };
-        // Checked byte-wise first: slicing below must never split a
-        // multi-byte character, and from_str_radix would accept a sign.
-        if text.len() != 64 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(bad());
-        }
-        let mut master = [0u8; 32];
-        for (i, byte) in master.iter_mut().enumerate() {
-            *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
-        }
-        Ok(Self::derive(&master))
+        secret_file::load(path).map(|master| Self::derive(&master))
     }
 
     fn derive(master: &[u8; 32]) -> Self {
@@ -108,9 +61,9 @@ impl Key {
     }
 
     /// Names this key without revealing it (32 hex digits, derived apart
-    /// from the MAC keys): the server records it in its `started` record,
-    /// so a verifier can tell the key a checkpoint was kept under from a
-    /// replacement.
+    /// from the MAC keys): servers that kept `/1` checkpoints recorded it in
+    /// their `started` record, so a verifier can tell the key a checkpoint
+    /// was kept under from a replacement.
     pub fn fingerprint(&self) -> String {
         hex(&self.fingerprint)
     }
@@ -120,7 +73,7 @@ impl Key {
         hex(&mac_bytes(&self.redaction, data))
     }
 
-    /// Hex HMAC-SHA256 of `data` under the checkpoint key.
+    /// Hex HMAC-SHA256 of `data` under the `/1` checkpoint key.
     pub fn checkpoint_mac(&self, data: &[u8]) -> String {
         hex(&mac_bytes(&self.checkpoint, data))
     }

@@ -6,16 +6,17 @@
 //! A caller that gets an error back must not perform the action it was about
 //! to record: that is what makes the log write-ahead. Records nothing waits
 //! on (outcomes, refusals) may be appended [`Durability::Deferred`]: written
-//! at once, synced within [`DEFERRED_SYNC_WITHIN`] by a background flusher. A MAC'd checkpoint of
+//! at once, synced within [`DEFERRED_SYNC_WITHIN`] by a background flusher. A signed checkpoint of
 //! the chain head, kept beside the log under a key the audited process cannot
-//! read, lets [`verify`] detect records removed from the end.
+//! read, lets [`verify`] detect records removed from the end with nothing but
+//! the key's public half; the redaction key is a separate secret.
 //!
 //! This crate knows nothing about MCP or processes: it stores [`Event`]s,
 //! redacts what they must not reveal, proves their order, and summarises
 //! them for reviewers. Shipping copies elsewhere (OTLP) is the caller's job.
 //!
 //! ```no_run
-//! let key = audit::Key::load_or_create("/var/log/browser-shell/audit.key".as_ref())?;
+//! let key = audit::SigningKey::load_or_create("/var/log/browser-shell/audit.jsonl.checkpoint-key".as_ref())?;
 //! let sink = audit::Sink::open("/var/log/browser-shell/audit.jsonl".as_ref(), Some(key), None)?;
 //! let mut event = audit::Event::new(audit::Phase::Intent, "call-1");
 //! event.session_id = Some("u1".into());
@@ -34,15 +35,20 @@ mod intent;
 mod key;
 mod redact;
 pub mod report;
+mod secret_file;
+mod signing;
 mod sink;
 mod verify;
 
 pub use canonical::{GENESIS, canonical_json, record_hash, sha256_hex, sha256_reader};
-pub use checkpoint::{CHECKPOINT_SCHEMA, Checkpoint, checkpoint_path};
+pub use checkpoint::{
+    CHECKPOINT_SCHEMA, CHECKPOINT_SCHEMA_V1, Checkpoint, CheckpointKey, checkpoint_path,
+};
 pub use event::{Event, Outcome, Phase, SCHEMA, Verdict};
 pub use intent::{IntentSynced, IntentWritten};
 pub use key::Key;
 pub use redact::{DEFAULT_SECRET_PARAMS, MASK, Redactor};
+pub use signing::{PublicKey, SigningKey, public_key_path};
 pub use sink::{
     AppendStep, AuditError, DEFERRED_SYNC_WITHIN, Durability, Rotation, Sealed, Sink, rotated,
 };

@@ -40,7 +40,7 @@ use crate::{
     checkpoint::{Checkpoint, checkpoint_path},
     event::{Event, Phase},
     intent::{IntentSynced, IntentWritten},
-    key::Key,
+    signing::{SigningKey, public_key_path},
 };
 
 /// A deferred record is synced, and the checkpoint refreshed, within this
@@ -152,7 +152,7 @@ pub struct Sink {
 pub(crate) struct Inner {
     path: PathBuf,
     rotation: Option<Rotation>,
-    key: Option<Key>,
+    key: Option<SigningKey>,
     lock: Option<File>,
     state: Mutex<State>,
     /// Records waiting for the next group commit, with where to put each result.
@@ -190,13 +190,14 @@ struct Tail {
 
 impl Sink {
     /// Open (creating, mode 0600) the log at `path`. With a `key`, a
-    /// checkpoint is kept in `<path>.checkpoint`.
+    /// checkpoint signed by it is kept in `<path>.checkpoint`, and its public
+    /// half published as `<path>.checkpoint-key.pub` for reviewers.
     ///
     /// # Errors
     /// [`AuditError::Io`] at [`AppendStep::Open`] when the log or its lock file cannot be opened.
     pub fn open(
         path: &Path,
-        key: Option<Key>,
+        key: Option<SigningKey>,
         rotation: Option<Rotation>,
     ) -> Result<Self, AuditError> {
         let open_err = io_error(AppendStep::Open, path);
@@ -216,10 +217,16 @@ impl Sink {
         } else {
             None
         };
+        let key = key.filter(|_| regular);
+        if let Some(key) = &key {
+            key.public()
+                .publish(&public_key_path(path))
+                .map_err(open_err)?;
+        }
         let inner = Arc::new(Inner {
             path: path.to_owned(),
             rotation: rotation.filter(|_| regular),
-            key: key.filter(|_| regular),
+            key,
             lock,
             state: Mutex::new(State {
                 file,
@@ -236,10 +243,13 @@ impl Sink {
         Ok(Self { inner })
     }
 
-    /// The [`Key::fingerprint`] of the key the checkpoint is kept under;
+    /// The [`crate::PublicKey::fingerprint`] of the key the checkpoint is signed under;
     /// `None` when no checkpoint is kept (no key, or the log is a device).
     pub fn checkpoint_key_fingerprint(&self) -> Option<String> {
-        self.inner.key.as_ref().map(Key::fingerprint)
+        self.inner
+            .key
+            .as_ref()
+            .map(|key| key.public().fingerprint())
     }
 
     /// The log's path.
@@ -542,7 +552,7 @@ impl Inner {
             return Ok(());
         };
         checkpoint
-            .write_unless_older(&checkpoint_path(&self.path), key)
+            .write_unless_older(&checkpoint_path(&self.path), &key.public())
             .map_err(|e| {
                 // Retried at the next flush.
                 if let Ok(mut state) = self.state.lock() {

@@ -5,8 +5,13 @@ use serde_json::Value;
 use super::*;
 use crate::{event::Phase, verify::verify};
 
-fn key(dir: &Path) -> Key {
-    Key::load_or_create(&dir.join("audit.key")).unwrap()
+fn key(dir: &Path) -> SigningKey {
+    SigningKey::load_or_create(&dir.join("audit.checkpoint-key")).unwrap()
+}
+
+/// What a reviewer checks the checkpoint with: the public half alone.
+fn public(dir: &Path) -> crate::CheckpointKey {
+    crate::CheckpointKey::Public(key(dir).public())
 }
 
 fn lines(path: &Path) -> Vec<Value> {
@@ -143,7 +148,7 @@ fn rotation_keeps_one_continuous_chain_across_files() {
     for file in &files {
         assert!(std::fs::metadata(file).unwrap().len() <= 2_000 + 1_000);
     }
-    let v = verify(&files, Some((&checkpoint_path(&path), &key(dir.path())))).unwrap();
+    let v = verify(&files, Some((&checkpoint_path(&path), &public(dir.path())))).unwrap();
     assert!(v.is_intact(), "{v:?}");
     let denied = files
         .iter()
@@ -261,7 +266,7 @@ fn concurrent_callers_each_get_their_own_durable_record() {
     sink.flush().unwrap();
     let v = verify(
         std::slice::from_ref(&path),
-        Some((&checkpoint_path(&path), &key(dir.path()))),
+        Some((&checkpoint_path(&path), &public(dir.path()))),
     )
     .unwrap();
     assert!(v.is_intact() && v.records == 320, "{v:?}");
@@ -324,7 +329,7 @@ fn the_flusher_refreshes_the_checkpoint_within_the_window() {
         std::thread::sleep(DEFERRED_SYNC_WITHIN / 4);
     };
     assert_eq!(checkpoint.hash, last.hash);
-    assert!(checkpoint.is_authentic(&key(dir.path())));
+    assert!(checkpoint.authenticate(&public(dir.path())).is_ok());
     drop(sink);
 }
 
@@ -352,7 +357,7 @@ fn dropping_the_sink_checkpoints_its_last_record() {
     );
     let v = verify(
         std::slice::from_ref(&path),
-        Some((&checkpoint_path(&path), &key(dir.path()))),
+        Some((&checkpoint_path(&path), &public(dir.path()))),
     )
     .unwrap();
     assert!(v.is_intact() && v.records == 5, "{v:?}");
@@ -422,12 +427,12 @@ fn a_checkpoint_never_moves_back_to_an_earlier_record() {
     let key = key(dir.path());
     let newer = Checkpoint::new(&key, "a.jsonl", 12, "h12", "2026-11-23T00:00:01Z");
     let older = Checkpoint::new(&key, "a.jsonl", 10, "h10", "2026-11-23T00:00:02Z");
-    newer.write_unless_older(&path, &key).unwrap();
-    older.write_unless_older(&path, &key).unwrap();
+    newer.write_unless_older(&path, &key.public()).unwrap();
+    older.write_unless_older(&path, &key.public()).unwrap();
     assert_eq!(Checkpoint::read(&path).unwrap(), newer);
     // A later one still replaces it.
     let later = Checkpoint::new(&key, "a.jsonl", 13, "h13", "2026-11-23T00:00:03Z");
-    later.write_unless_older(&path, &key).unwrap();
+    later.write_unless_older(&path, &key.public()).unwrap();
     assert_eq!(Checkpoint::read(&path).unwrap(), later);
 }
 
@@ -437,10 +442,10 @@ fn a_checkpoint_that_does_not_verify_is_replaced_whatever_seq_it_claims() {
     let path = checkpoint_path(&dir.path().join("a.jsonl"));
     let key = key(dir.path());
     let mut forged = Checkpoint::new(&key, "a.jsonl", 1_000, "h", "2026-11-23T00:00:01Z");
-    forged.mac = "00".repeat(32);
+    forged.signature = Some("00".repeat(64));
     forged.write(&path).unwrap();
     let real = Checkpoint::new(&key, "a.jsonl", 5, "h5", "2026-11-23T00:00:02Z");
-    real.write_unless_older(&path, &key).unwrap();
+    real.write_unless_older(&path, &key.public()).unwrap();
     assert_eq!(Checkpoint::read(&path).unwrap(), real);
 }
 

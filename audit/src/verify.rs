@@ -21,8 +21,7 @@ use serde_json::{Map, Value};
 
 use crate::{
     canonical::{GENESIS, record_hash},
-    checkpoint::Checkpoint,
-    key::Key,
+    checkpoint::{Checkpoint, CheckpointKey},
 };
 
 /// What a failed checkpoint or anchor check says when the log was cut
@@ -53,9 +52,10 @@ pub struct Break {
     pub seq: Option<u64>,
     /// What was checked: `hash`, `seq`, `prev_hash`, `json`, `checkpoint`.
     pub check: &'static str,
-    /// What the chain required.
+    /// What the chain required (for `hash`: what the record's content
+    /// hashes to).
     pub expected: String,
-    /// What the record says.
+    /// What the record stores.
     pub found: String,
 }
 
@@ -65,10 +65,18 @@ impl fmt::Display for Break {
         if let Some(seq) = self.seq {
             write!(f, " (seq {seq})")?;
         }
+        // Say which value the record stores and where the other comes from:
+        // "expected/found" leaves a reviewer guessing which one is on disk.
+        let (stored, required) = match self.check {
+            "hash" => ("the record stores", "its content hashes to"),
+            "prev_hash" => ("the record stores", "the previous record's hash is"),
+            "seq" => ("the record stores", "the chain requires"),
+            _ => ("the line holds", "a record needs"),
+        };
         write!(
             f,
-            ": {} mismatch: expected {}, found {}",
-            self.check, self.expected, self.found
+            ": {} mismatch: {stored} {}, {required} {}",
+            self.check, self.found, self.expected
         )
     }
 }
@@ -213,13 +221,14 @@ impl Verification {
     }
 }
 
-/// Verify `files` (oldest first) and, optionally, a checkpoint with its key.
+/// Verify `files` (oldest first) and, optionally, a checkpoint with the key
+/// that checks it.
 ///
 /// # Errors
 /// When a file cannot be read.
 pub fn verify(
     files: &[PathBuf],
-    checkpoint: Option<(&Path, &Key)>,
+    checkpoint: Option<(&Path, &CheckpointKey)>,
 ) -> std::io::Result<Verification> {
     verify_with(files, checkpoint, &[])
 }
@@ -230,7 +239,7 @@ pub fn verify(
 /// When a file cannot be read.
 pub fn verify_with(
     files: &[PathBuf],
-    checkpoint: Option<(&Path, &Key)>,
+    checkpoint: Option<(&Path, &CheckpointKey)>,
     anchors: &[Anchor],
 ) -> std::io::Result<Verification> {
     let mut v = Verification::default();
@@ -491,18 +500,14 @@ fn check_record(
 
 fn check_checkpoint(
     path: &Path,
-    key: &Key,
+    key: &CheckpointKey,
     hashes: &BTreeMap<u64, String>,
     range: Option<(u64, u64)>,
 ) -> Result<String, String> {
     let cp = Checkpoint::read(path)
         .map_err(|e| format!("unreadable checkpoint {}: {e}", path.display()))?;
-    if !cp.is_authentic(key) {
-        return Err(format!(
-            "checkpoint {} has a bad MAC (forged or wrong key)",
-            path.display()
-        ));
-    }
+    cp.authenticate(key)
+        .map_err(|why| format!("checkpoint {}: {why}", path.display()))?;
     let last = range.map_or(0, |(_, last)| last);
     match hashes.get(&cp.seq) {
         Some(hash) if *hash == cp.hash => Ok(format!(

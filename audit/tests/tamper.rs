@@ -4,19 +4,21 @@
 
 use std::path::{Path, PathBuf};
 
-use audit::{Anchor, Event, Key, Phase, Sink, checkpoint_path, verify, verify_with};
+use audit::{
+    Anchor, CheckpointKey, Event, Phase, SigningKey, Sink, checkpoint_path, verify, verify_with,
+};
 
 struct Log {
     _dir: tempfile::TempDir,
     path: PathBuf,
-    key: Key,
+    key: SigningKey,
 }
 
 /// Ten records: five calls, intent + outcome each.
 fn log() -> Log {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("audit.jsonl");
-    let key = Key::load_or_create(&dir.path().join("audit.key")).unwrap();
+    let key = SigningKey::load_or_create(&dir.path().join("audit.checkpoint-key")).unwrap();
     let sink = Sink::open(&path, Some(key.clone()), None).unwrap();
     for i in 0..5 {
         let mut intent = Event::new(Phase::Intent, format!("call-{i}"));
@@ -52,7 +54,10 @@ fn write(path: &Path, lines: &[String]) {
 fn check(log: &Log) -> audit::Verification {
     verify(
         std::slice::from_ref(&log.path),
-        Some((&checkpoint_path(&log.path), &log.key)),
+        Some((
+            &checkpoint_path(&log.path),
+            &CheckpointKey::Public(log.key.public()),
+        )),
     )
     .unwrap()
 }
@@ -165,7 +170,45 @@ fn a_forged_checkpoint_is_rejected() {
     let Some(Err(why)) = check(&log).checkpoint else {
         panic!("forgery not detected")
     };
-    assert!(why.contains("bad MAC"), "{why}");
+    assert!(why.contains("signature does not verify"), "{why}");
+}
+
+/// A `/1` checkpoint (MAC'd under the audit key, as servers wrote before
+/// signed checkpoints) is still checked, with that key and only with it.
+#[test]
+fn an_old_mac_checkpoint_is_checked_with_the_audit_key() {
+    use audit::{CHECKPOINT_SCHEMA_V1, Checkpoint, Key, canonical_json};
+    let log = log();
+    let dir = log.path.parent().unwrap();
+    let key = Key::load_or_create(&dir.join("audit.key")).unwrap();
+    let current = Checkpoint::read(&checkpoint_path(&log.path)).unwrap();
+    let fields = serde_json::json!({
+        "schema": CHECKPOINT_SCHEMA_V1,
+        "file": current.file,
+        "seq": current.seq,
+        "hash": current.hash,
+        "time": current.time,
+    });
+    let mac = key.checkpoint_mac(canonical_json(&fields).as_bytes());
+    let mut old = fields.clone();
+    old["mac"] = mac.into();
+    std::fs::write(checkpoint_path(&log.path), old.to_string()).unwrap();
+    let with = |key: &CheckpointKey| {
+        verify(
+            std::slice::from_ref(&log.path),
+            Some((&checkpoint_path(&log.path), key)),
+        )
+        .unwrap()
+        .checkpoint
+        .unwrap()
+    };
+    assert!(with(&CheckpointKey::Legacy(key.clone())).is_ok());
+    let other = Key::load_or_create(&dir.join("other.key")).unwrap();
+    assert!(with(&CheckpointKey::Legacy(other)).is_err());
+    let Err(why) = with(&CheckpointKey::Public(log.key.public())) else {
+        panic!("a MAC'd checkpoint is not vouched for by a public key")
+    };
+    assert!(why.contains("--key"), "{why}");
 }
 
 #[test]
@@ -206,7 +249,7 @@ fn a_pool_warm_up_is_no_call_so_it_is_never_counted_as_one_without_outcome() {
 fn an_anchor_catches_a_cut_tail_behind_a_rolled_back_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("audit.jsonl");
-    let key = Key::load_or_create(&dir.path().join("audit.key")).unwrap();
+    let key = SigningKey::load_or_create(&dir.path().join("audit.checkpoint-key")).unwrap();
     let sink = Sink::open(&path, Some(key.clone()), None).unwrap();
     for i in 0..5 {
         sink.append(Event::new(Phase::Denied, format!("c{i}")))
@@ -227,7 +270,7 @@ fn an_anchor_catches_a_cut_tail_behind_a_rolled_back_checkpoint() {
     // Cut the tail back to where the older, authentic checkpoint vouched, and put that back.
     write(&path, &lines(&path)[..5]);
     std::fs::write(checkpoint_path(&path), old_checkpoint).unwrap();
-    let checkpoint = Some((checkpoint_path(&path), key));
+    let checkpoint = Some((checkpoint_path(&path), CheckpointKey::Public(key.public())));
     let pair = checkpoint.as_ref().map(|(p, k)| (p.as_path(), k));
     let fooled = verify(std::slice::from_ref(&path), pair).unwrap();
     assert!(

@@ -100,11 +100,19 @@ pub(crate) struct ServeArgs {
     )]
     pub(crate) audit_log: PathBuf,
 
-    /// Secret key for redaction MACs and audit checkpoints (created, 0600,
-    /// if missing). Keep it where the confined agent-browser cannot read it.
-    /// Default: the audit log's path with `.key` appended.
+    /// Secret key for the redaction MACs of typed text (created, 0600, if
+    /// missing). Keep it where the confined agent-browser cannot read it; a
+    /// reviewer does not need it. Default: the audit log's path with `.key`
+    /// appended.
     #[arg(long, env = "BROWSER_SHELL_AUDIT_KEY", value_name = "FILE")]
     pub(crate) audit_key: Option<PathBuf>,
+
+    /// Secret key that signs the audit checkpoint (Ed25519; created, 0600,
+    /// if missing); its public half is written beside the log as
+    /// `<log>.checkpoint-key.pub`, for `audit verify`. Default: the audit
+    /// log's path with `.checkpoint-key` appended.
+    #[arg(long, env = "BROWSER_SHELL_CHECKPOINT_KEY", value_name = "FILE")]
+    pub(crate) checkpoint_key: Option<PathBuf>,
 
     /// Rotate the audit log before it grows past this many bytes (the chain
     /// continues into the new file). 0 disables rotation.
@@ -229,7 +237,7 @@ pub(crate) struct ServeArgs {
     pub(crate) allow_writable_audit_log: bool,
 
     /// Start even when a file the unconfined server trusts (the agent-browser
-    /// binary, browser-shell's own binary, the policy file, the audit key)
+    /// binary, browser-shell's own binary, the policy file, the audit keys)
     /// lies where the confined agent-browser may write: /tmp, the state dir
     /// or the output dir. Without this flag that refuses to start: the child
     /// could replace such a file and steer the server, at once or at its

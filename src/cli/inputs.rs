@@ -54,7 +54,12 @@ impl ServeArgs {
             Input::new(
                 "the audit key",
                 &self.audit_key_path(),
-                "read or replace the key that authenticates the audit log",
+                "read the key that redacts typed text, or replace it",
+            ),
+            Input::new(
+                "the checkpoint key",
+                &self.checkpoint_key_path(),
+                "read or replace the key that signs the audit log's checkpoint",
             ),
         ];
         if let Some(trampoline) = self.trampoline_file()? {

@@ -75,8 +75,9 @@ enum PolicyCmd {
 #[derive(Debug, Subcommand)]
 enum AuditCmd {
     /// Check the hash chain and checkpoint; name the first broken record
-    /// (file, line, seq, expected vs found); list torn lines and intents
-    /// without outcome. Exits 0 when the log is INTACT, 1 when it is NOT
+    /// (file, line, seq, what it stores vs what the chain requires); list
+    /// torn lines and intents without outcome. Needs only the checkpoint's
+    /// public key (`<log>.checkpoint-key.pub`), never the redaction key. Exits 0 when the log is INTACT, 1 when it is NOT
     /// INTACT, 3 when it is UNVOUCHED (the chain holds, but its server kept
     /// a checkpoint that is gone or under another key, and no --against
     /// anchor reaches its end: records may have been cut from the end),

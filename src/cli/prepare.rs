@@ -125,7 +125,8 @@ impl ServeArgs {
         )?;
         let policy =
             self.confinement_policy(&agent_browser, &dirs.state, &dirs.output, gate.port())?;
-        self.check_evidence_outside(&policy, &self.audit_key_path())?;
+        self.check_evidence_outside(&policy, &self.audit_key_path(), "--audit-key")?;
+        self.check_evidence_outside(&policy, &self.checkpoint_key_path(), "--checkpoint-key")?;
         let trampoline_file = self.trampoline_file()?;
         let trampoline = trampoline_from(trampoline_file.as_deref(), &policy)?;
         let idle_timeout_ms = self.idle_timeout_sec * 1000;
@@ -347,18 +348,33 @@ impl ServeArgs {
         Ok(())
     }
 
-    /// The audit log (writable before any call can run) and its key, in the
-    /// directory [`ServeArgs::audit_dir`] made.
+    /// The audit log (writable before any call can run), signing its
+    /// checkpoint, and the redaction key, in the directory
+    /// [`ServeArgs::audit_dir`] made. Two keys, so that the one a reviewer's
+    /// check rests on never unmasks typed text (docs/design.md, Redaction).
     fn open_audit(&self) -> anyhow::Result<(audit::Sink, audit::Key)> {
         let key_path = self.audit_key_path();
         let key = audit::Key::load_or_create(&key_path).with_context(|| {
             format!("cannot load or create the audit key {}", key_path.display())
         })?;
+        // A device (a pipe, /dev/full) keeps no checkpoint, so needs no key
+        // beside it: none is made there.
+        let device = fs::metadata(&self.audit_log).is_ok_and(|m| !m.is_file());
+        let signing_path = self.checkpoint_key_path();
+        let signing = (!device)
+            .then(|| audit::SigningKey::load_or_create(&signing_path))
+            .transpose()
+            .with_context(|| {
+                format!(
+                    "cannot load or create the checkpoint key {}",
+                    signing_path.display()
+                )
+            })?;
         let rotation = (self.audit_max_bytes > 0).then_some(audit::Rotation {
             max_bytes: self.audit_max_bytes,
             max_files: self.audit_max_files,
         });
-        let sink = audit::Sink::open(&self.audit_log, Some(key.clone()), rotation)
+        let sink = audit::Sink::open(&self.audit_log, signing, rotation)
             .with_context(|| "the audit log must be writable before any call can run")?;
         Ok((sink, key))
     }
@@ -408,10 +424,24 @@ impl ServeArgs {
             .unwrap_or_else(|| PathBuf::from(format!("{}.key", self.audit_log.display())))
     }
 
+    /// The checkpoint's signing key file: `--checkpoint-key`, or
+    /// `<audit log>.checkpoint-key`.
+    pub(crate) fn checkpoint_key_path(&self) -> PathBuf {
+        self.checkpoint_key.clone().unwrap_or_else(|| {
+            PathBuf::from(format!("{}.checkpoint-key", self.audit_log.display()))
+        })
+    }
+
     /// The process being audited must not be able to edit the evidence (the
     /// log, its checkpoint, lock and rotated files sit beside it) nor read
-    /// the key that authenticates checkpoints and redaction MACs.
-    fn check_evidence_outside(&self, policy: &hardening::Policy, key: &Path) -> anyhow::Result<()> {
+    /// `key` (the redaction key, or the key that signs checkpoints), which
+    /// `flag` places.
+    fn check_evidence_outside(
+        &self,
+        policy: &hardening::Policy,
+        key: &Path,
+        flag: &str,
+    ) -> anyhow::Result<()> {
         let writable: Vec<PathBuf> = policy
             .read_write_paths
             .iter()
@@ -446,8 +476,8 @@ impl ServeArgs {
             && !self.allow_writable_audit_log
         {
             bail!(
-                "the audit key {} lies under {}, which the confined agent-browser may read: it \
-                 could forge checkpoints; put the key elsewhere (--audit-key)",
+                "the key {} lies under {}, which the confined agent-browser may read: it could \
+                 forge checkpoints or unmask typed text; put the key elsewhere ({flag})",
                 key.display(),
                 root.display()
             );

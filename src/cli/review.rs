@@ -13,7 +13,13 @@ pub(super) struct EvidenceArgs {
     /// Checkpoint to check (default: `<log>.checkpoint` beside a given file).
     #[arg(long, value_name = "FILE")]
     pub checkpoint: Option<PathBuf>,
-    /// Key that authenticates the checkpoint (default: `<log>.key`).
+    /// Public key that checks the checkpoint's signature (default:
+    /// `<log>.checkpoint-key.pub`). Keep a copy off the machine: it is all a
+    /// reviewer needs, and reveals nothing.
+    #[arg(long, value_name = "FILE")]
+    pub public_key: Option<PathBuf>,
+    /// The audit key, only for checkpoints of schema `/1` (MAC'd under it by
+    /// servers before signed checkpoints; default: `<log>.key`).
     #[arg(long, value_name = "FILE")]
     pub key: Option<PathBuf>,
     /// A record known from off the machine, as `SEQ:HASH` (the
@@ -75,6 +81,8 @@ pub(super) struct ReportArgs {
 /// What the sink keeps beside a log: named `<log><suffix>`, never records.
 const SIBLING_SUFFIXES: &[&str] = &[
     ".key",
+    ".checkpoint-key",
+    ".checkpoint-key.pub",
     ".lock",
     ".checkpoint",
     ".checkpoint.lock",
@@ -180,13 +188,7 @@ fn integrity(
         .checkpoint
         .clone()
         .or_else(|| beside(files, ".checkpoint"));
-    let key_path = args.key.clone().or_else(|| beside(files, ".key"));
-    let key = key_path
-        .as_deref()
-        .map(|p| {
-            audit::Key::load(p).with_context(|| format!("cannot read the key {}", p.display()))
-        })
-        .transpose()?;
+    let key = checkpoint_key(checkpoint.as_deref(), files, args)?;
     let pair = checkpoint.as_deref().zip(key.as_ref());
     let v = audit::verify_with(files, pair, &args.against)?;
     let rotated_elsewhere = match v.start() {
@@ -199,13 +201,44 @@ fn integrity(
         key: key.is_some(),
         anchors: args.against.clone(),
         rotated_elsewhere,
-        key_fingerprint: key.as_ref().map(audit::Key::fingerprint),
+        key_fingerprint: key.as_ref().map(audit::CheckpointKey::fingerprint),
         server_running: v
             .unstopped
             .as_ref()
             .is_some_and(|u| running_here(&u.host, u.pid)),
     };
     Ok(audit::report::assess(&v, &evidence))
+}
+
+/// The key that checks `checkpoint`: the public key for a signed one (and
+/// when there is none, so a deleted checkpoint is missed, not unchecked);
+/// the audit key for a `/1` checkpoint, which was MAC'd under it.
+fn checkpoint_key(
+    checkpoint: Option<&std::path::Path>,
+    files: &[PathBuf],
+    args: &EvidenceArgs,
+) -> anyhow::Result<Option<audit::CheckpointKey>> {
+    let schema = checkpoint.and_then(|path| audit::Checkpoint::read(path).ok().map(|cp| cp.schema));
+    if schema.as_deref() == Some(audit::CHECKPOINT_SCHEMA_V1) {
+        let path = args.key.clone().or_else(|| beside(files, ".key"));
+        return path
+            .map(|p| {
+                audit::Key::load(&p)
+                    .map(audit::CheckpointKey::Legacy)
+                    .with_context(|| format!("cannot read the audit key {}", p.display()))
+            })
+            .transpose();
+    }
+    let path = args
+        .public_key
+        .clone()
+        .or_else(|| beside(files, ".checkpoint-key.pub"));
+    path.map(|p| {
+        audit::PublicKey::load(&p)
+            .map(audit::CheckpointKey::Public)
+            .with_context(|| format!("cannot read the public key {}", p.display()))
+    })
+    .transpose()
 }
 
 /// Is the server `pid` of `host` running on this machine? Verify on a live

@@ -5,6 +5,7 @@ use super::{EvidenceArgs, VerifyArgs, logs_only, verify_to};
 fn no_evidence() -> EvidenceArgs {
     EvidenceArgs {
         checkpoint: None,
+        public_key: None,
         key: None,
         against: Vec::new(),
     }
@@ -22,6 +23,8 @@ fn a_glob_of_the_log_keeps_the_logs_and_passes_over_their_side_files_quietly() {
         "a/audit.jsonl.checkpoint.lock",
         "a/audit.jsonl.checkpoint.tmp",
         "a/audit.jsonl.key",
+        "a/audit.jsonl.checkpoint-key",
+        "a/audit.jsonl.checkpoint-key.pub",
         "a/audit.jsonl.lock",
         "a/audit.jsonl.pid",
     ]
@@ -86,7 +89,7 @@ fn a_tampered_log_cannot_forge_lines_of_the_verdict() {
     assert!(!out.lines().any(|l| l == "result: INTACT"), "{out}");
     assert!(!out.lines().any(|l| l == "chain: intact"), "{out}");
     assert!(
-        out.contains("found x\\nchain: intact\\nresult: INTACT"),
+        out.contains("the record stores x\\nchain: intact\\nresult: INTACT"),
         "{out}"
     );
 }
@@ -108,7 +111,8 @@ fn verify_log(files: Vec<PathBuf>) -> (bool, String) {
 fn log_of(records: usize, rotation: Option<audit::Rotation>) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("audit.jsonl");
-    let key = audit::Key::load_or_create(&dir.path().join("audit.jsonl.key")).unwrap();
+    let key =
+        audit::SigningKey::load_or_create(&dir.path().join("audit.jsonl.checkpoint-key")).unwrap();
     let sink = audit::Sink::open(&log, Some(key), rotation).unwrap();
     for i in 0..records {
         sink.append(audit::Event::new(audit::Phase::Denied, format!("c{i}")))

@@ -182,6 +182,11 @@ impl fmt::Debug for Telemetry {
     }
 }
 
+/// The exporter's own bound on one request: past [`EXPORT_TIMEOUT`], so the
+/// bound on the whole export always fires first and a collector that never
+/// answers is counted as one class of failure (`timeout`), not two.
+const REQUEST_TIMEOUT: Duration = EXPORT_TIMEOUT.saturating_add(Duration::from_secs(1));
+
 /// Builds one exporter for `target` over gRPC or http/protobuf.
 macro_rules! exporter {
     ($ty:ty, $target:expr, $signal:literal) => {
@@ -189,13 +194,13 @@ macro_rules! exporter {
             Protocol::Grpc => <$ty>::builder()
                 .with_tonic()
                 .with_endpoint($target.endpoint.clone())
-                .with_timeout(EXPORT_TIMEOUT)
+                .with_timeout(REQUEST_TIMEOUT)
                 .build(),
             Protocol::HttpProtobuf => <$ty>::builder()
                 .with_http()
                 .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
                 .with_endpoint($target.endpoint.clone())
-                .with_timeout(EXPORT_TIMEOUT)
+                .with_timeout(REQUEST_TIMEOUT)
                 .build(),
         }
         .map_err(|source| TelemetryError::Exporter {

@@ -265,7 +265,7 @@ def test_a_reviewer_gets_a_verified_report_that_renders_filters_and_refuses_a_ta
 
     # ---- tampered: a forger turns the refusal into an innocent call
     copy = scratch("bs-report-", under="/var/tmp")
-    for name in ("audit.jsonl", "audit.jsonl.key", "audit.jsonl.checkpoint"):
+    for name in ("audit.jsonl", "audit.jsonl.checkpoint-key.pub", "audit.jsonl.checkpoint"):
         shutil.copy(audit_log.parent / name, copy / name)
     forged = copy / "audit.jsonl"
     lines = forged.read_text().splitlines()

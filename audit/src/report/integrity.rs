@@ -20,14 +20,16 @@ pub struct Evidence {
     pub files: Vec<PathBuf>,
     /// The checkpoint (given, or found beside the log), if any.
     pub checkpoint: Option<PathBuf>,
-    /// Whether a key was at hand (given, or found beside the log).
+    /// Whether a key to check the checkpoint with was at hand (the public
+    /// key, or for a `/1` checkpoint the audit key; given, or found beside
+    /// the log).
     pub key: bool,
     /// The anchors checked, in the order given.
     pub anchors: Vec<Anchor>,
     /// Rotated files beside the log that were not given, named; they
     /// explain a chain that does not start at seq 1.
     pub rotated_elsewhere: Option<String>,
-    /// The [`crate::Key::fingerprint`] of the key at hand, if any.
+    /// The [`crate::CheckpointKey::fingerprint`] of the key at hand, if any.
     pub key_fingerprint: Option<String>,
     /// The server of [`Verification::unstopped`] is running on this
     /// machine: its missing `stopped` record is no news.
@@ -332,7 +334,7 @@ fn checkpoint(v: &Verification, evidence: &Evidence, out: &mut Integrity) {
     match (&v.checkpoint, &evidence.checkpoint) {
         _ if missing => {
             out.lines.push(
-                "checkpoint: MISSING, the key is here but no checkpoint is beside the log: it \
+                "checkpoint: MISSING, its public key is here but no checkpoint is beside the log: it \
                  was deleted, and the log's tail cannot be vouched for (verify --against an \
                  exported record)"
                     .into(),
@@ -382,18 +384,18 @@ fn unchecked(cp: Option<&Path>, promised: Option<&Promised>, out: &mut Integrity
     match (cp, promised) {
         (Some(cp), Some(p)) => {
             out.lines.push(format!(
-                "checkpoint: UNVOUCHED, {} not checked (no key given: --key), and {}",
+                "checkpoint: UNVOUCHED, {} not checked (no key given: --public-key), and {}",
                 cp.display(),
                 kept(p)
             ));
             out.unvouched.push(format!(
-                "the key {} is not here, so the checkpoint cannot be checked (--key)",
+                "the public key {} is not here, so the checkpoint cannot be checked (--public-key)",
                 p.key_fingerprint
             ));
         }
         (Some(cp), None) => {
             out.lines.push(format!(
-                "checkpoint: {} not checked (no key given: --key)",
+                "checkpoint: {} not checked (no key given: --public-key)",
                 cp.display()
             ));
             out.notes.push(

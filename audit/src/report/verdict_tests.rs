@@ -6,14 +6,14 @@ use std::path::PathBuf;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::{Event, Key, Outcome, Phase, Sink, Verdict, verify_with};
+use crate::{CheckpointKey, Event, Outcome, Phase, SigningKey, Sink, Verdict, verify_with};
 
 /// A real log of `n` calls (intent and outcome), beside its key; flushed
 /// so that its checkpoint vouches for every record.
-fn real_log(n: usize) -> (tempfile::TempDir, PathBuf, Key) {
+fn real_log(n: usize) -> (tempfile::TempDir, PathBuf, SigningKey) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("audit.jsonl");
-    let key = Key::load_or_create(&dir.path().join("audit.jsonl.key")).unwrap();
+    let key = SigningKey::load_or_create(&dir.path().join("audit.jsonl.checkpoint-key")).unwrap();
     let sink = Sink::open(&path, Some(key.clone()), None).unwrap();
     for i in 0..n {
         let mut intent = Event::new(Phase::Intent, format!("c{i}"));
@@ -31,9 +31,10 @@ fn real_log(n: usize) -> (tempfile::TempDir, PathBuf, Key) {
     (dir, path, key)
 }
 
-fn judged(path: &std::path::Path, key: &Key) -> (Integrity, Vec<Value>) {
+fn judged(path: &std::path::Path, key: &SigningKey) -> (Integrity, Vec<Value>) {
     let checkpoint = crate::checkpoint_path(path);
-    let v = verify_with(&[path.to_path_buf()], Some((&checkpoint, key)), &[]).unwrap();
+    let public = CheckpointKey::Public(key.public());
+    let v = verify_with(&[path.to_path_buf()], Some((&checkpoint, &public)), &[]).unwrap();
     let evidence = Evidence {
         files: vec![path.to_path_buf()],
         checkpoint: Some(checkpoint),
@@ -172,10 +173,10 @@ fn a_deleted_checkpoint_with_the_key_at_hand_is_not_intact() {
 
 /// A real log whose server said, in its `started` record, that it keeps a
 /// checkpoint under `key` (as browser-shell's server does), then `n` calls.
-fn promised_log(n: usize, stopped: bool) -> (tempfile::TempDir, PathBuf, Key) {
+fn promised_log(n: usize, stopped: bool) -> (tempfile::TempDir, PathBuf, SigningKey) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("audit.jsonl");
-    let key = Key::load_or_create(&dir.path().join("audit.jsonl.key")).unwrap();
+    let key = SigningKey::load_or_create(&dir.path().join("audit.jsonl.checkpoint-key")).unwrap();
     let sink = Sink::open(&path, Some(key.clone()), None).unwrap();
     let mut started = Event::new(Phase::Lifecycle, "l1");
     started.outcome = Some(Outcome::Started);
@@ -222,14 +223,14 @@ fn a_cut_log_without_its_checkpoint_and_key_is_unvouched_not_intact() {
     let (_dir, path, key) = promised_log(10, true);
     cut(&path, 5);
     std::fs::remove_file(crate::checkpoint_path(&path)).unwrap();
-    std::fs::remove_file(path.with_file_name("audit.jsonl.key")).unwrap();
+    std::fs::remove_file(crate::public_key_path(&path)).unwrap();
     let integrity = judged_bare(&path, &[]);
     assert!(!integrity.intact, "{integrity:?}");
     assert_eq!(integrity.trust, Trust::Unvouched);
     assert_eq!(integrity.trust.exit_code(), 3);
     let headline = integrity.headline();
     assert!(headline.starts_with("UNVOUCHED: "), "{headline}");
-    assert!(headline.contains(&key.fingerprint()), "{headline}");
+    assert!(headline.contains(&key.public().fingerprint()), "{headline}");
     let mut report = build(
         &load(std::slice::from_ref(&path)).unwrap(),
         &Filter::default(),
@@ -249,9 +250,9 @@ fn a_checkpoint_under_a_replaced_key_vouches_for_nothing() {
     let (dir, path, _key) = promised_log(10, true);
     cut(&path, 5);
     // The forger's own key and a checkpoint of the cut log under it.
-    let key_path = dir.path().join("audit.jsonl.key");
+    let key_path = dir.path().join("audit.jsonl.checkpoint-key");
     std::fs::remove_file(&key_path).unwrap();
-    let forged = Key::load_or_create(&key_path).unwrap();
+    let forged = SigningKey::load_or_create(&key_path).unwrap();
     let records = load(std::slice::from_ref(&path)).unwrap();
     let last = records.last().unwrap();
     let checkpoint = crate::checkpoint_path(&path);
@@ -264,6 +265,7 @@ fn a_checkpoint_under_a_replaced_key_vouches_for_nothing() {
     )
     .write(&checkpoint)
     .unwrap();
+    let forged = CheckpointKey::Public(forged.public());
     let v = verify_with(
         std::slice::from_ref(&path),
         Some((&checkpoint, &forged)),
@@ -319,6 +321,7 @@ fn a_log_with_no_word_of_a_checkpoint_stays_intact_with_a_note() {
 fn a_server_without_stopped_is_said_plainly_unless_it_is_running() {
     let (_dir, path, key) = promised_log(2, false);
     let checkpoint = crate::checkpoint_path(&path);
+    let key = CheckpointKey::Public(key.public());
     let v = verify_with(std::slice::from_ref(&path), Some((&checkpoint, &key)), &[]).unwrap();
     let unstopped = v.unstopped.clone().unwrap();
     assert_eq!(
