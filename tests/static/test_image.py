@@ -227,8 +227,8 @@ def test_the_image_env_gives_browser_shell_one_cdp_port_its_policy_and_an_audit_
     audit = Path(env["BROWSER_SHELL_AUDIT_LOG"])
     assert audit.is_absolute()
     # The server refuses an audit log the confined child may write, and files it trusts there: its
-    # own binary, agent-browser's, the policy, the audit key (beside the log).
-    trusted = [audit, Path(f"{audit}.key")] + [
+    # own binary, agent-browser's, the policy, the audit and checkpoint keys (beside the log).
+    trusted = [audit, Path(f"{audit}.key"), Path(f"{audit}.checkpoint-key")] + [
         Path(env[k]) for k in ("BROWSER_SHELL_BIN", "BROWSER_SHELL_AGENT_BROWSER", "BROWSER_SHELL_POLICY")
     ]
     for writable in ("/tmp", "/dev/shm", env["BROWSER_SHELL_STATE_DIR"], env["BROWSER_SHELL_OUTPUT_DIR"]):
