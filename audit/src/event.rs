@@ -195,6 +195,14 @@ pub struct Event {
     /// Structured facts of a server lifecycle record (see [`Outcome`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<Value>,
+    /// Refusals of the browser gate and egress: who made the refused
+    /// request, where it can be known (`agent-browser`, `page`), else
+    /// `unknown`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requester: Option<String>,
+    /// Refusals of a request: where it was going (`hostname`, `port`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub destination: Option<Value>,
     /// Addresses the URL's host resolved to, when a URL was checked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resolved: Option<Vec<String>>,
@@ -237,6 +245,8 @@ impl Event {
             confinement: None,
             trace_id: None,
             span_id: None,
+            requester: None,
+            destination: None,
             resolved: None,
             kept_from_seq: None,
             policy_sha256: None,

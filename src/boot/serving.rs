@@ -10,6 +10,7 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use super::HASH_AFTER_HANDSHAKE;
 use crate::{
+    browser_refusals::{BrowserRefusal, Requester},
     call,
     gate::Gate,
     server::{Server, sessions::Sessions},
@@ -150,15 +151,37 @@ fn serve_gate(server: &Arc<Server>, gate: Gate) -> anyhow::Result<bool> {
         .context("cannot serve the browser gate")?;
     let recorder = Arc::clone(server);
     tokio::spawn(async move {
-        while let Some(event) = refusals.recv().await {
+        while let Some(mut event) = refusals.recv().await {
+            // Named now: the call in flight may end while the page's word is awaited.
             let session = recorder.sessions.session_of(&event.session);
             let in_call = recorder.sessions.call_in_flight(&event.session);
+            confirm_requester(&recorder.gate, &mut event).await;
             recorder
                 .chronicle
                 .record_gate_refusal(event, session, in_call);
         }
     });
     Ok(kept)
+}
+
+/// A connection the egress proxy refused is the page's when one of the
+/// session's pages says that load failed, within a moment; else its
+/// requester stays unknown. Refusals come in the order they were made, so
+/// a burst waits about once, not once per refusal.
+async fn confirm_requester(gate: &crate::gate::Handle, event: &mut BrowserRefusal) {
+    let Requester::Unconfirmed { at } = event.requester else {
+        return;
+    };
+    tokio::time::sleep_until((at + crate::gate::PAGE_WORD_WITHIN).into()).await;
+    let confirmed = event
+        .destination
+        .as_ref()
+        .is_some_and(|to| gate.page_reported(&event.session, to, at));
+    event.requester = if confirmed {
+        Requester::Page
+    } else {
+        Requester::Unknown
+    };
 }
 
 /// Serve the MCP session until the client leaves or SIGTERM (after a

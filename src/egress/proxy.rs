@@ -21,6 +21,7 @@ use tokio::sync::Semaphore;
 
 use super::{CONNECT_TIMEOUT, Egress, MAX_CONNECTIONS_PER_SESSION};
 use crate::{
+    browser_refusals::{BrowserRefusal, Destination, Requester},
     policy::{address::canonical, url_policy::shown},
     refusal::{Refusal, Rule},
 };
@@ -126,7 +127,10 @@ async fn tunnel(
             Ok(upstream) => upstream,
             Err(e) => return plain(StatusCode::BAD_GATEWAY, &format!("{target}: {e}\n")),
         },
-        Err(refusal) => return refuse(room, "connection", &target, &refusal),
+        Err(refusal) => {
+            let destination = Destination::of_authority(&host, port);
+            return refuse(room, "connection", &target, destination, &refusal);
+        }
     };
     tokio::spawn(async move {
         let _open = open;
@@ -175,7 +179,10 @@ async fn forward(mut request: Request<Incoming>, room: &Room) -> Response<Body> 
         .await;
     let addresses = match decided(checked, port, room) {
         Ok(addresses) => addresses,
-        Err(refusal) => return refuse(room, "request", &shown(&raw), &refusal),
+        Err(refusal) => {
+            let destination = Destination::of_url(&url);
+            return refuse(room, "request", &shown(&raw), destination, &refusal);
+        }
     };
     let upstream = match connect(&addresses, port).await {
         Ok(upstream) => upstream,
@@ -254,8 +261,15 @@ async fn connect(addresses: &[IpAddr], port: u16) -> std::io::Result<TcpStream> 
 }
 
 /// Refused: an audited record naming the session, and a 403 for Chromium
-/// (the page sees a failed request).
-fn refuse(room: &Room, what: &str, target: &str, refusal: &Refusal) -> Response<Body> {
+/// (the page sees a failed request). Who asked is not known here: a page's
+/// word that its load failed confirms it when the record is written.
+fn refuse(
+    room: &Room,
+    what: &str,
+    target: &str,
+    destination: Option<Destination>,
+    refusal: &Refusal,
+) -> Response<Body> {
     let reason = format!(
         "a {what} to {target} was refused by the egress proxy: [{}] {}",
         refusal.rule, refusal.message
@@ -263,10 +277,17 @@ fn refuse(room: &Room, what: &str, target: &str, refusal: &Refusal) -> Response<
     // Not the target: a page may put a typed secret in a URL, and only the
     // audit record's copy of the reason passes through the scrubber.
     tracing::info!(session = %room.session, rule = %refusal.rule, what, "the egress proxy refused; the audit record names the target");
-    room.egress
-        .inner
-        .reporter
-        .report(room.session.clone(), Rule::RequestBlocked, reason);
+    room.egress.inner.reporter.report(
+        BrowserRefusal::new(
+            room.session.clone(),
+            Rule::RequestBlocked,
+            reason,
+            Requester::Unconfirmed {
+                at: std::time::Instant::now(),
+            },
+        )
+        .to(destination),
+    );
     plain(
         StatusCode::FORBIDDEN,
         &format!(

@@ -27,6 +27,7 @@
 mod caller;
 mod clipboard;
 mod contexts;
+mod failed_loads;
 mod in_flight;
 mod kept;
 mod label;
@@ -35,6 +36,8 @@ mod relay;
 mod tab_cap;
 mod typing;
 mod warden;
+
+pub(crate) use failed_loads::PAGE_WORD_WITHIN;
 
 pub(crate) use typing::SecretTyping;
 
@@ -61,6 +64,19 @@ impl Handle {
             Some(shared) => shared.contexts.dispose(shared, daemon).await,
             None => Ok(()),
         }
+    }
+
+    /// Did a page of `daemon` report a failed load of `destination` after
+    /// `refused_at`, when the egress proxy refused a connection there?
+    pub(crate) fn page_reported(
+        &self,
+        daemon: &str,
+        destination: &crate::browser_refusals::Destination,
+        refused_at: std::time::Instant,
+    ) -> bool {
+        self.serving
+            .get()
+            .is_some_and(|shared| shared.failed_loads.claim(daemon, destination, refused_at))
     }
 
     /// Is `target` in `daemon`'s own browser context, as Chromium says?
@@ -178,6 +194,8 @@ struct Shared {
     contexts: contexts::Contexts,
     /// Each session's open pages, at most `--max-tabs`.
     tab_cap: tab_cap::TabCap,
+    /// The loads the sessions' pages said failed.
+    failed_loads: failed_loads::FailedLoads,
     /// Where each context's connections go out.
     egress: Egress,
     /// Sessions whose call is typing secrets: their text input waits for
@@ -332,6 +350,7 @@ impl Gate {
             warden: warden::Warden::new(),
             contexts: contexts::Contexts::new(contexts_memo),
             tab_cap: tab_cap::TabCap::new(self.max_tabs),
+            failed_loads: failed_loads::FailedLoads::default(),
             typing: handle.typing.clone(),
             socket_dir,
             identities,
@@ -394,9 +413,12 @@ async fn accept(
             if let Some(why) = caller.refuses(&name) {
                 tracing::warn!(%why, "the browser gate refused a connection");
                 let blame = caller.blame(&name).to_owned();
-                shared
-                    .reporter
-                    .report(blame, crate::refusal::Rule::GateIdentity, why);
+                shared.reporter.report(BrowserRefusal::new(
+                    blame,
+                    crate::refusal::Rule::GateIdentity,
+                    why,
+                    crate::browser_refusals::Requester::Unknown,
+                ));
                 return Err(forbidden());
             }
             let slot = SessionSlot::take(&shared, &name).ok_or_else(too_many)?;

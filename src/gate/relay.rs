@@ -31,7 +31,11 @@ use super::{
     lock,
     methods::{Treatment, treatment},
 };
-use crate::{policy::url_policy::shown, refusal::Rule};
+use crate::{
+    browser_refusals::{BrowserRefusal, Requester},
+    policy::url_policy::shown,
+    refusal::Rule,
+};
 
 use super::ChromiumSocket;
 type ChromiumSink = futures_util::stream::SplitSink<ChromiumSocket, Message>;
@@ -182,9 +186,12 @@ pub(super) async fn relay(
                 // The reason stays out of diagnostics: it may quote a URL
                 // or text a page holds; the record's copy is scrubbed.
                 tracing::info!(session = %conn.session, %rule, "the browser gate refused a CDP message; the audit record says why");
-                shared
-                    .reporter
-                    .report(conn.session.clone(), rule, why.clone());
+                shared.reporter.report(BrowserRefusal::new(
+                    conn.session.clone(),
+                    rule,
+                    why.clone(),
+                    Requester::AgentBrowser,
+                ));
                 refusal_answer(&request, rule, &why)
             }
             Judgement::Decline { why } => {

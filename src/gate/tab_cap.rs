@@ -19,7 +19,11 @@ use std::{
 use serde_json::{Value, json};
 
 use super::{Shared, lock};
-use crate::{policy::url_policy::shown, refusal::Rule};
+use crate::{
+    browser_refusals::{BrowserRefusal, Requester},
+    policy::url_policy::shown,
+    refusal::Rule,
+};
 
 /// The pages of the sessions' contexts, by target id.
 #[derive(Debug)]
@@ -89,10 +93,12 @@ pub(super) fn on_created(shared: &Arc<Shared>, info: &Value) {
     let Place::OverCap { open } = shared.tab_cap.opened(target, context) else {
         return;
     };
-    let kind = if text("openerId").is_some() {
-        "a popup"
+    // A page's popup names its opener; a tab without one was opened by
+    // agent-browser, or by a page that asked for no opener: not known.
+    let (kind, requester) = if text("openerId").is_some() {
+        ("a popup", Requester::Page)
     } else {
-        "a tab"
+        ("a tab", Requester::Unknown)
     };
     let reason = format!(
         "{kind} at {} was closed as it opened: the session has {open} pages open, as many as --max-tabs allows",
@@ -108,7 +114,9 @@ pub(super) fn on_created(shared: &Arc<Shared>, info: &Value) {
             Ok(_) => reason,
             Err(e) => format!("{reason} (closing it failed: {e})"),
         };
-        shared.reporter.report(session, Rule::Tabs, reason);
+        shared
+            .reporter
+            .report(BrowserRefusal::new(session, Rule::Tabs, reason, requester));
     });
 }
 

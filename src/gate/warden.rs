@@ -29,7 +29,11 @@ use tokio_tungstenite::tungstenite::Message;
 use url::Url;
 
 use super::{Shared, lock};
-use crate::{policy::url_policy::shown, refusal::Rule};
+use crate::{
+    browser_refusals::{BrowserRefusal, Destination, Requester},
+    policy::url_policy::shown,
+    refusal::Rule,
+};
 
 /// How long one of the warden's own CDP commands may take.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
@@ -309,6 +313,14 @@ impl Link {
         }
     }
 
+    /// Send a command whose answer no one waits for (its reply, matched to
+    /// no waiter, is dropped).
+    fn send(&self, session: &str, method: &str, params: Value) {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let message = json!({"id": id, "method": method, "params": params, "sessionId": session});
+        let _ = self.tx.send(Message::text(message.to_string()));
+    }
+
     /// The warden's CDP session on a target (a tab, or an out-of-process
     /// frame it auto-attached).
     fn session_of(&self, target_id: &str) -> Option<String> {
@@ -347,7 +359,11 @@ impl Link {
 
     /// Intercept every request in `cdp_session`, and have every frame or
     /// worker it starts attached (paused) so it is policed before it runs.
+    /// Its log, too: a page reports each load that failed there, which
+    /// tells a refused connection of the page's from one Chromium made
+    /// (`failed_loads`). Not waited for: nothing is decided on it.
     async fn police(&self, cdp_session: &str) -> Result<(), String> {
+        self.send(cdp_session, "Log.enable", json!({}));
         self.call(Some(cdp_session), "Fetch.enable", intercept_documents())
             .await?;
         self.call(
@@ -401,6 +417,15 @@ impl Link {
                     params.pointer("/targetInfo/type").and_then(Value::as_str) == Some("iframe");
                 tokio::spawn(async move { link.police_child(&child, waiting, frame).await });
             }
+            (Some("Log.entryAdded"), Some(session)) => {
+                let entry = params.get("entry");
+                let text = |key: &str| entry.and_then(|e| e.get(key)).and_then(Value::as_str);
+                if let (Some("network"), Some(url)) = (text("source"), text("url"))
+                    && let Some(owner) = lock(&self.owners).get(session).cloned()
+                {
+                    shared.failed_loads.note(&owner, url);
+                }
+            }
             (Some("Browser.downloadWillBegin"), None) => {
                 // A tab's main frame id is its target id: the session is the
                 // tab's owner (a download from a subframe is named by URL only).
@@ -411,12 +436,16 @@ impl Link {
                 let text = |key: &str| params.get(key).and_then(Value::as_str).unwrap_or_default();
                 let name: String = text("suggestedFilename").chars().take(128).collect();
                 shared.reporter.report(
-                    owner.unwrap_or_default(),
-                    Rule::RequestBlocked,
-                    format!(
-                        "a download of {name:?} from {} was denied (browser-shell allows no downloads)",
-                        shown(text("url"))
-                    ),
+                    BrowserRefusal::new(
+                        owner.unwrap_or_default(),
+                        Rule::RequestBlocked,
+                        format!(
+                            "a download of {name:?} from {} was denied (browser-shell allows no downloads)",
+                            shown(text("url"))
+                        ),
+                        Requester::Page,
+                    )
+                    .to(destination_of(text("url"))),
                 );
             }
             (Some("Target.targetCreated"), None) => {
@@ -482,9 +511,13 @@ impl Link {
             Err(why) => {
                 let owner = lock(&self.owners).get(cdp_session).cloned();
                 shared.reporter.report(
-                    owner.unwrap_or_default(),
-                    Rule::RequestBlocked,
-                    format!("a {kind} request to {} was blocked: {why}", shown(raw)),
+                    BrowserRefusal::new(
+                        owner.unwrap_or_default(),
+                        Rule::RequestBlocked,
+                        format!("a {kind} request to {} was blocked: {why}", shown(raw)),
+                        Requester::Page,
+                    )
+                    .to(destination_of(raw)),
                 );
                 (
                     "Fetch.failRequest",
@@ -528,4 +561,11 @@ async fn judge_document(raw: &str, shared: &Shared) -> Result<(), String> {
         .await
         .map(|_| ())
         .map_err(|refusal| format!("[{}] {}", refusal.rule, refusal.message))
+}
+
+/// Where a request to `raw` was going, if it names a host.
+fn destination_of(raw: &str) -> Option<Destination> {
+    Url::parse(raw)
+        .ok()
+        .and_then(|url| Destination::of_url(&url))
 }

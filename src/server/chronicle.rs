@@ -291,6 +291,11 @@ impl Chronicle {
         event.session_id = Some(session.unwrap_or(refused.session));
         event.verdict = Some(audit::Verdict::Denied);
         event.rule = Some(refused.rule.id().to_owned());
+        event.requester = Some(refused.requester.id().to_owned());
+        event.destination = refused
+            .destination
+            .as_ref()
+            .map(|to| json!({ "hostname": to.hostname, "port": to.port }));
         if let Some(call) = in_call {
             // The call in flight: its trace and span, and its id, so that a
             // dashboard and a reviewer find the refusal beside the call.

@@ -265,14 +265,20 @@ def test_a_refusal_during_a_call_names_the_call_and_its_trace(start_server) -> N
     try:
         result = srv.run(open_traced)
         assert result.structured_content["exit_code"] == 0, result.structured_content
-        records = [json.loads(line) for line in srv.cfg.audit_log.read_text().splitlines()]
+        # A refused connection is recorded once the page has had its moment to say it made it.
+        deadline = time.monotonic() + 10
+        while True:
+            records = [json.loads(line) for line in srv.cfg.audit_log.read_text().splitlines()]
+            refusals = [
+                r
+                for r in records
+                if r.get("rule") == "request.blocked" and f"127.0.0.2:{elsewhere.port}" in (r.get("reason") or "")
+            ]
+            if refusals or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
         intent = next(r for r in records if r.get("phase") == "intent" and r.get("session_id") == "traced")
         assert intent.get("trace_id") == trace_id, intent
-        refusals = [
-            r
-            for r in records
-            if r.get("rule") == "request.blocked" and f"127.0.0.2:{elsewhere.port}" in (r.get("reason") or "")
-        ]
         assert refusals, [r for r in records if r.get("phase") == "denied"]
         for refusal in refusals:
             assert refusal["session_id"] == "traced", refusal

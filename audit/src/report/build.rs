@@ -144,6 +144,7 @@ fn row(record: &Value, kind: &str) -> Row {
         argv_mac: text(record, "argv_mac"),
         policy_sha256: text(record, "policy_sha256"),
         client: text(record, "client"),
+        requester: text(record, "requester"),
         host: text(record, "host").unwrap_or_default(),
         pid: record.get("pid").and_then(Value::as_u64),
         ..Row::default()
@@ -198,6 +199,14 @@ fn flag(r: &Row) -> Option<Flag> {
     };
     match (r.kind.as_str(), r.outcome.as_deref()) {
         ("refusal", _) => alert("DENIED"),
+        // No page said it made the request: Chromium's own services use the
+        // session's proxy too. Worth a look, not the red of what a page did.
+        ("gate", _)
+            if r.rule.as_deref() == Some("request.blocked")
+                && r.requester.as_deref() == Some("unknown") =>
+        {
+            warn("REQUEST BLOCKED, REQUESTER UNKNOWN")
+        }
         ("gate", _) if r.rule.as_deref() == Some("request.blocked") => alert("REQUEST BLOCKED"),
         ("gate", _) => alert("GATE REFUSED"),
         ("call", None) => warn("NO OUTCOME"),

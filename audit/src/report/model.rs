@@ -66,6 +66,9 @@ pub struct Row {
     pub policy_sha256: Option<String>,
     /// The MCP client.
     pub client: Option<String>,
+    /// A browser refusal's: who made the refused request (`agent-browser`,
+    /// `page`, `unknown`).
+    pub requester: Option<String>,
     /// Host and pid of the server that wrote it.
     pub host: String,
     /// Process id of that server.

@@ -312,6 +312,11 @@ fn put_endpoints(e: &mut Value, record: &Value, argv: Option<&Value>) {
         src.insert("hostname".into(), host.clone());
     }
     put(e, "src_endpoint", Some(Value::Object(src)));
+    // A refused request's own destination (hostname, port): the same names.
+    if let Some(to) = record.get("destination").filter(|to| to.is_object()) {
+        put(e, "dst_endpoint", Some(to.clone()));
+        return;
+    }
     let Some(target) = target_url(argv) else {
         return;
     };
@@ -352,8 +357,21 @@ fn actor(record: &Value) -> Value {
         actor.insert("session".into(), json!({ "uid": session }));
     }
     let rule = str_of(record, "rule").unwrap_or_default();
+    let via = if rule.starts_with("cdp.") || rule.starts_with("gate.") {
+        "the browser gate"
+    } else {
+        "browser-shell"
+    };
     let app = match (str_of(record, "client"), refused_for(rule)) {
         (Some(client), _) => client.to_owned(),
+        // The record says who made the request, where that is known.
+        (None, _) if record.get("requester").is_some() => {
+            match str_of(record, "requester").unwrap_or_default() {
+                "page" => format!("web page (via {via})"),
+                "agent-browser" => format!("agent-browser (via {via})"),
+                _ => format!("unknown: no page of the session reported this request (via {via})"),
+            }
+        }
         // A gate refusal: what asked was the session's browser side.
         (None, RefusedFor::WebPage) => "web page (via the browser gate)".into(),
         (None, RefusedFor::AgentBrowser) => "agent-browser (via the browser gate)".into(),

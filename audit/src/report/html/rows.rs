@@ -161,6 +161,13 @@ fn detail_cell(o: &mut String, r: &Row) {
         }
         let _ = write!(o, "{}</div>", esc(r.reason.as_deref().unwrap_or("")));
     }
+    if let Some(requester) = &r.requester {
+        let _ = write!(
+            o,
+            "<div><span class=\"label\">requested by</span> {}</div>",
+            esc(requester)
+        );
+    }
     if let Some(page) = &r.page_url {
         let _ = write!(
             o,
