@@ -83,10 +83,11 @@ enum AuditCmd {
     /// anchor reaches its end: records may have been cut from the end),
     /// 2 on a usage or read error.
     Verify(review::VerifyArgs),
-    /// Verify first (as `verify` does) and say so at the top; then the
-    /// servers and policies seen, one timeline across sessions and one per
-    /// session (redacted argv, verdict, rule and reason, exit, duration, the
-    /// page after, digests), totals. A log that is not intact is not
+    /// Verify first (as `verify` does) and say so at the top; then each
+    /// session's counts and destinations, one timeline in log order
+    /// (redacted argv, verdict, rule and reason, who made a refused request,
+    /// exit, duration, the page after, digests; `--session` for one
+    /// session's rows), the servers and policies seen, totals. A log that is not intact is not
     /// rendered unless `--render-anyway` (exit 1 either way); an UNVOUCHED
     /// one is rendered under that verdict (exit 3).
     Report(review::ReportArgs),

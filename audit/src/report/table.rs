@@ -82,11 +82,8 @@ impl Report {
                 let _ = writeln!(out, "    {}", p(event));
             }
         }
-        let _ = writeln!(out, "\ntimeline (all sessions, log order):");
-        header(&mut out);
-        for row in &self.timeline {
-            self.row(&mut out, row);
-        }
+        // Each session's summary, then every row once, in log order (`--session`
+        // selects one session's rows).
         for session in self.sessions.keys() {
             let name = if session.is_empty() {
                 Cow::Borrowed("(none)")
@@ -97,10 +94,11 @@ impl Report {
             if let Some(summary) = self.sessions.get(session) {
                 session_summary(&mut out, summary);
             }
-            header(&mut out);
-            for row in self.rows_of(session) {
-                self.row(&mut out, row);
-            }
+        }
+        let _ = writeln!(out, "\ntimeline (all sessions, log order):");
+        header(&mut out);
+        for row in &self.timeline {
+            self.row(&mut out, row);
         }
         self.totals_lines(&mut out);
         out

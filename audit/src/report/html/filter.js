@@ -5,7 +5,6 @@
   if (!form) { return; }
   form.hidden = false;
   var rows = Array.prototype.slice.call(document.querySelectorAll("tr.row"));
-  var sections = Array.prototype.slice.call(document.querySelectorAll("details.session"));
   var counter = document.getElementById("shown");
   function value(name) { return form.elements[name].value; }
   function matches(row, f) {
@@ -26,12 +25,17 @@
       row.hidden = !ok;
       if (row.dataset.view === "timeline") { total += 1; if (ok) { shown += 1; } }
     });
-    sections.forEach(function (section) {
-      var visible = section.querySelectorAll("tr.row:not([hidden])").length;
-      section.hidden = visible === 0;
-    });
     counter.textContent = shown + " of " + total + " timeline rows shown";
   }
+  // A session's button: the timeline, that session's rows only.
+  Array.prototype.forEach.call(document.querySelectorAll("button[data-pick]"), function (button) {
+    button.addEventListener("click", function () {
+      form.elements.session.value = button.dataset.pick;
+      form.elements.show.value = "all";
+      apply();
+      document.getElementById("timeline").scrollIntoView();
+    });
+  });
   form.addEventListener("input", apply);
   form.addEventListener("change", apply);
   form.addEventListener("submit", function (e) { e.preventDefault(); });

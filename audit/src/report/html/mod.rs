@@ -1,6 +1,8 @@
 //! The report as one self-contained HTML page: inline CSS and a small
 //! inline script that filters rows (by session, what stands out, rule,
-//! text), no fetches. A Content-Security-Policy admits only that style and
+//! text), no fetches. One timeline, each row about a line tall (digests
+//! open on demand), so the page stays readable at hundreds of calls; each
+//! session's summary filters the timeline to its rows. A Content-Security-Policy admits only that style and
 //! that script (by their SHA-256) and nothing from anywhere, so even a value
 //! that slipped past escaping could not run or load anything.
 //!
@@ -91,9 +93,9 @@ impl Report {
         }
         self.banner(&mut o);
         self.summary(&mut o);
-        self.servers_and_policies(&mut o);
+        self.sessions_html(&mut o);
         o.push_str(
-            "<h2 id=\"timeline\">Timeline, all sessions</h2>\
+            "<h2 id=\"timeline\">Timeline</h2>\
              <form id=\"filters\" hidden><label>session <select name=\"session\"><option value=\"*\">all</option>",
         );
         for session in self.sessions.keys() {
@@ -124,7 +126,7 @@ impl Report {
              placeholder=\"URL, digest, reason…\"></label><span id=\"shown\" class=\"muted\"></span></form>",
         );
         self.table(&mut o, self.timeline.iter(), "timeline");
-        self.sessions_html(&mut o);
+        self.servers_and_policies(&mut o);
         let _ = writeln!(o, "</main><script>{SCRIPT}</script></body></html>");
         o
     }

@@ -117,19 +117,21 @@ fn command_cell(o: &mut String, r: &Row, event: bool) {
 fn result_cell(o: &mut String, r: &Row, event: bool, unverified: bool) {
     match &r.flag {
         Some(f) => {
-            let _ = write!(
-                o,
-                "<span class=\"badge {}\">{}</span>",
-                f.level,
-                esc(&f.label)
-            );
+            // The verdict and outcome on hover: the badge says what stands out,
+            // and a second line on every flagged row doubled the page's length.
             let what = [Some(r.verdict.as_str()), r.outcome.as_deref()]
                 .into_iter()
                 .flatten()
                 .filter(|s| !s.is_empty())
                 .collect::<Vec<_>>()
                 .join(" · ");
-            let _ = write!(o, "<div class=\"muted\">{}</div>", esc(&what));
+            let _ = write!(
+                o,
+                "<span class=\"badge {}\" title=\"{}\">{}</span>",
+                f.level,
+                esc(&what),
+                esc(&f.label)
+            );
         }
         None if event => {
             let _ = write!(
@@ -154,8 +156,24 @@ fn result_cell(o: &mut String, r: &Row, event: bool, unverified: bool) {
 
 /// Rule and reason, the page after, the resolved addresses, the digests.
 fn detail_cell(o: &mut String, r: &Row) {
+    // On demand: the same policy digest on every row drowned what differs.
+    // First, so they float beside the reason's first line.
+    let digests = digests(r);
+    if !digests.is_empty() {
+        o.push_str("<details class=\"digests\"><summary>digests</summary>");
+        for (label, value, note) in digests {
+            let _ = write!(
+                o,
+                "<div><span class=\"label\">{}</span> <code class=\"wrap\">{}</code>{}</div>",
+                esc(&label),
+                esc(&value),
+                esc(&note)
+            );
+        }
+        o.push_str("</details>");
+    }
     if r.rule.is_some() || r.reason.is_some() {
-        o.push_str("<div>");
+        o.push_str("<div class=\"reason\">");
         if let Some(rule) = &r.rule {
             let _ = write!(o, "<code class=\"rule\">{}</code> ", esc(rule));
         }
@@ -180,15 +198,6 @@ fn detail_cell(o: &mut String, r: &Row) {
             o,
             "<div><span class=\"label\">resolved</span> <code>{}</code></div>",
             esc(&r.resolved.join(", "))
-        );
-    }
-    for (label, value, note) in digests(r) {
-        let _ = write!(
-            o,
-            "<div><span class=\"label\">{}</span> <code class=\"digest\" title=\"{1}\">{1}</code>{2}</div>",
-            esc(&label),
-            esc(&value),
-            esc(&note)
         );
     }
 }

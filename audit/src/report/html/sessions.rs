@@ -1,5 +1,6 @@
 //! One section per session: its counts (as `counts` defines them, so they
-//! add up to the summary's), where it went, and its rows.
+//! add up to the summary's), where it went, and a button that shows its
+//! rows in the timeline (rows are listed once, there).
 
 use std::{collections::BTreeMap, fmt::Write as _};
 
@@ -31,7 +32,11 @@ impl Report {
                 esc(&short_time(&s.last)),
             );
             destinations(o, &s.destinations, session);
-            self.table(o, self.rows_of(session), "session");
+            let _ = write!(
+                o,
+                "<div class=\"pick\"><button type=\"button\" data-pick=\"{}\">show its rows in the timeline</button></div>",
+                esc(session)
+            );
             o.push_str("</details>");
         }
     }
