@@ -112,6 +112,8 @@ rules! {
     ShuttingDown = "server.shutting_down" => Answer::Tool(exit_code::REFUSED),
     /// The page ended up somewhere the policy refuses; it was sent to about:blank.
     NavigationBlocked = "navigation.blocked" => Answer::Tool(exit_code::REFUSED),
+    /// The guard could not read the page URL (the daemon may not reach the browser); not known to be allowed, it was treated as refused.
+    PageUnreadable = "page.unreadable" => Answer::Tool(exit_code::REFUSED),
     /// agent-browser asked Chromium for a CDP method, or a parameter, the gate does not allow.
     CdpRefused = "cdp.refused" => Answer::Browser,
     /// The gate could not put a tab under the URL policy, so no command reached that tab.

@@ -57,6 +57,9 @@ pub enum Outcome {
     AuditUnavailable,
     /// The page ended up somewhere the policy refuses.
     NavigationBlocked,
+    /// The page could not be read (usually: the daemon cannot reach the
+    /// browser), so it is not known to be allowed; the reply was withheld.
+    PageUnreadable,
     /// A check that needs the page refused the command after its intent
     /// (a secret's hosts; `rule` and `reason` say which); nothing ran.
     Refused,

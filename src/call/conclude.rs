@@ -46,7 +46,8 @@ pub(crate) struct Judged<'a> {
 }
 
 /// Act on the guard's verdict: replace the reply of a command that left the
-/// page somewhere refused (returning the refusal for the outcome record).
+/// page somewhere refused, or where it could not be read (returning the
+/// refusal for the outcome record).
 pub(crate) async fn enforce(
     with: GuardServices<'_>,
     outputs: &Outputs,
@@ -54,33 +55,46 @@ pub(crate) async fn enforce(
     judged: &Judged<'_>,
     reply: Reply,
 ) -> (Reply, Option<Refusal>) {
-    match judged.verdict {
-        GuardVerdict::Blocked { page, why } => {
-            let redactor = &call.rules.redactor;
-            let refusal = block(with, outputs, redactor, judged, page, why).await;
-            let session = judged.request.session.as_str();
-            // 126 says nothing ran; after a command that did, that would be false.
-            let withheld = matches!(judged.executed.raw.termination, Termination::Withheld(_));
-            let reply = if withheld {
-                Reply::refused(session, &refusal)
-            } else {
-                Reply::withheld(session, &refusal)
-            };
-            (reply, Some(refusal))
-        }
-        GuardVerdict::Unchecked | GuardVerdict::Passed { .. } => (reply, None),
-    }
+    let refused = match judged.verdict {
+        GuardVerdict::Blocked { page, why } => Refusal::new(
+            Rule::NavigationBlocked,
+            format!(
+                "the page navigated to {}: {why}",
+                call.rules.redactor.url(page)
+            ),
+        ),
+        // Its reads' errors are agent-browser's words, which may quote what
+        // a page held: scrubbed like a gate refusal's reason.
+        GuardVerdict::Unreadable { why } => Refusal::new(
+            Rule::PageUnreadable,
+            format!(
+                "the page could not be read, so it is not known to be allowed (is the browser \
+                 out of the daemon's reach?): {}",
+                call.rules.secrets.scrub(why)
+            ),
+        ),
+        GuardVerdict::Unchecked | GuardVerdict::Passed { .. } => return (reply, None),
+    };
+    let refusal = block(with, outputs, judged, refused).await;
+    let session = judged.request.session.as_str();
+    // 126 says nothing ran; after a command that did, that would be false.
+    let withheld = matches!(judged.executed.raw.termination, Termination::Withheld(_));
+    let reply = if withheld {
+        Reply::refused(session, &refusal)
+    } else {
+        Reply::withheld(session, &refusal)
+    };
+    (reply, Some(refusal))
 }
 
-/// A page the guard refused: take it away, delete a screenshot this call
-/// wrote of it, and say so in the refusal that replaces the reply.
+/// A page the guard refused (or could not read): take it away, delete a
+/// screenshot this call wrote of it, and say so in the refusal that
+/// replaces the reply.
 async fn block(
     with: GuardServices<'_>,
     outputs: &Outputs,
-    redactor: &audit::Redactor,
     judged: &Judged<'_>,
-    page: &str,
-    why: &str,
+    refused: Refusal,
 ) -> Refusal {
     let executed = judged.executed;
     let reset = guard::take_away(with, judged.request, executed.intent.as_ref()).await;
@@ -93,18 +107,17 @@ async fn block(
         _ => "",
     };
     Refusal::new(
-        Rule::NavigationBlocked,
-        format!(
-            "the page navigated to {}: {why}; {reset}{removed}",
-            redactor.url(page)
-        ),
+        refused.rule,
+        format!("{}; {reset}{removed}", refused.message),
     )
 }
 
 /// How the call ended, as the audit log and the span name it.
 pub(crate) fn outcome_of(executed: &Executed, reply: &Reply, verdict: &GuardVerdict) -> Outcome {
-    if matches!(verdict, GuardVerdict::Blocked { .. }) {
-        return Outcome::NavigationBlocked;
+    match verdict {
+        GuardVerdict::Blocked { .. } => return Outcome::NavigationBlocked,
+        GuardVerdict::Unreadable { .. } => return Outcome::PageUnreadable,
+        GuardVerdict::Unchecked | GuardVerdict::Passed { .. } => {}
     }
     match &executed.raw.termination {
         Termination::Exited(0) if reply.exit_code == 0 => Outcome::Ok,
@@ -114,6 +127,7 @@ pub(crate) fn outcome_of(executed: &Executed, reply: &Reply, verdict: &GuardVerd
         Termination::SpawnFailed(_) => Outcome::SpawnFailed,
         Termination::Withheld(Withhold::Audit(_)) => Outcome::AuditUnavailable,
         Termination::Withheld(Withhold::Blocked { .. }) => Outcome::NavigationBlocked,
+        Termination::Withheld(Withhold::Unreadable { .. }) => Outcome::PageUnreadable,
         Termination::Withheld(Withhold::Refused(_)) => Outcome::Refused,
     }
 }
@@ -128,6 +142,7 @@ pub(crate) fn error_type(outcome: Outcome) -> Option<&'static str> {
         Outcome::SpawnFailed => Some("spawn_failed"),
         Outcome::AuditUnavailable => Some("audit_unavailable"),
         Outcome::NavigationBlocked => Some("navigation_blocked"),
+        Outcome::PageUnreadable => Some("page_unreadable"),
         Outcome::Refused => Some("policy_denied"),
         // Lifecycle outcomes never end a call.
         _ => Some("internal"),

@@ -158,6 +158,11 @@ pub(crate) enum GuardVerdict {
     Passed { page: String },
     /// The page is somewhere the policy refuses (`page`, `why`).
     Blocked { page: String, why: String },
+    /// The page URL could not be read (`why`: what the reads returned,
+    /// agent-browser's own words when it gave any). Not known to be
+    /// allowed, so treated as refused; but named as what it is, usually a
+    /// daemon that cannot reach the browser, not a navigation.
+    Unreadable { why: String },
 }
 
 impl GuardVerdict {
@@ -168,7 +173,7 @@ impl GuardVerdict {
             Self::Passed { page } | Self::Blocked { page, .. } => {
                 Some(page.as_str()).filter(|page| url::Url::parse(page).is_ok())
             }
-            Self::Unchecked => None,
+            Self::Unchecked | Self::Unreadable { .. } => None,
         }
     }
 }
@@ -188,10 +193,14 @@ pub(crate) async fn look_before(
 ) -> Result<(IntentSynced, Option<String>), Withheld> {
     let read = read_page_url(runner, &intent, session, false).await;
     let (page, why) = match read.url {
-        None => (
-            "an unknown URL".to_owned(),
-            "the page URL could not be read before the command".to_owned(),
-        ),
+        None => {
+            return Err(Withheld {
+                why: Withhold::Unreadable {
+                    why: format!("before the command: {}", read.missed.join("; ")),
+                },
+                intent: Some(intent),
+            });
+        }
         Some(page) => match check_page(resolver, rules, &page).await {
             Ok(()) => {
                 let waited = (!read.missed.is_empty()).then(|| {
@@ -258,6 +267,13 @@ pub(crate) async fn judge(
                 ),
             };
         }
+        if let Termination::Withheld(Withhold::Unreadable { why }) = &executed.raw.termination {
+            break 'looked GuardVerdict::Unreadable {
+                why: format!(
+                    "{why}; the command was not run (the guard looked first: the session's last command had ended unchecked)"
+                ),
+            };
+        }
         let Some(intent) = executed
             .intent
             .as_ref()
@@ -265,18 +281,23 @@ pub(crate) async fn judge(
         else {
             break 'looked GuardVerdict::Unchecked;
         };
-        let page = match guard_read(&executed.raw, guard) {
-            GuardRead::Url(url) => Some(url),
+        let read = match guard_read(&executed.raw, guard) {
+            GuardRead::Url(url) => Ok(url),
             // Read mid-navigation: look again once it has settled.
-            GuardRead::Failed => read_page_url(with.runner, intent, session, true).await.url,
-            GuardRead::NotRun => None,
+            GuardRead::Failed => {
+                let read = read_page_url(with.runner, intent, session, true).await;
+                read.url.ok_or_else(|| read.missed.join("; "))
+            }
+            GuardRead::NotRun => Err("the command's batch did not read it".to_owned()),
         };
-        let Some(page) = page else {
+        let page = match read {
+            Ok(page) => page,
             // Fail closed: a page whose URL cannot be read is not known to be allowed.
-            break 'looked GuardVerdict::Blocked {
-                page: "an unknown URL".to_owned(),
-                why: "the page URL could not be read after the command".to_owned(),
-            };
+            Err(missed) => {
+                break 'looked GuardVerdict::Unreadable {
+                    why: format!("after the command: {missed}"),
+                };
+            }
         };
         match check_page(with.resolver, rules, &page).await {
             Ok(()) => GuardVerdict::Passed { page },
@@ -376,10 +397,24 @@ async fn read_page_url(
                 raw.elapsed.as_secs_f64(),
                 super::reply::stopped_early(&raw)
             ),
-            other => format!("one ended without it ({other:?})"),
+            other => match agent_browser_error(&raw.stdout) {
+                // Its own words: "cannot connect to the browser" says more
+                // than an exit status.
+                Some(error) => format!("agent-browser said {error:?}"),
+                None => format!("one ended without it ({other:?})"),
+            },
         });
     }
     PageRead { url: None, missed }
+}
+
+/// The error a batch's first command reported, cut to a line of 200
+/// characters (it quotes the browser, not the page).
+fn agent_browser_error(stdout: &[u8]) -> Option<String> {
+    let items: Value = serde_json::from_slice(stdout).ok()?;
+    let error = items.get(0)?.get("error")?.as_str()?;
+    let line = error.lines().next().unwrap_or_default();
+    Some(line.chars().take(200).collect())
 }
 
 /// Is a page URL allowed? Chromium's own error page (a failed load) is not

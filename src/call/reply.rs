@@ -136,6 +136,11 @@ pub(crate) fn normalize_marked(
             String::new(),
             "the page is somewhere the policy refuses; nothing was run".to_owned(),
         ),
+        Termination::Withheld(Withhold::Unreadable { .. }) => (
+            exit_code::REFUSED,
+            String::new(),
+            "the page could not be read; nothing was run".to_owned(),
+        ),
         Termination::Withheld(Withhold::Refused(refusal)) => {
             (exit_code::REFUSED, String::new(), refusal.to_string())
         }

@@ -153,9 +153,8 @@ fn the_page_on_record_is_the_url_the_guard_read_and_nothing_else() {
     };
     assert_eq!(blocked.page(), Some("blob:http://127.0.0.1/x"));
     // Not a read: no URL on record.
-    let unread = GuardVerdict::Blocked {
-        page: "an unknown URL".into(),
-        why: "the page URL could not be read after the command".into(),
+    let unread = GuardVerdict::Unreadable {
+        why: "after the command: agent-browser said \"no browser\"".into(),
     };
     assert_eq!(unread.page(), None);
     assert_eq!(GuardVerdict::Unchecked.page(), None);

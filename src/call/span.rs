@@ -111,6 +111,7 @@ fn outcome_name(outcome: audit::Outcome) -> &'static str {
         audit::Outcome::SpawnFailed => "spawn_failed",
         audit::Outcome::AuditUnavailable => "audit_unavailable",
         audit::Outcome::NavigationBlocked => "navigation_blocked",
+        audit::Outcome::PageUnreadable => "page_unreadable",
         audit::Outcome::Refused => "refused",
         // Lifecycle outcomes never end a call.
         _ => "internal",

@@ -126,7 +126,10 @@ fn severity_of(event: &Value) -> (Severity, &'static str) {
         (Some("denied"), _)
         | (
             _,
-            Some("navigation_blocked" | "timeout" | "cancelled" | "refused" | "reload_refused"),
+            Some(
+                "navigation_blocked" | "page_unreadable" | "timeout" | "cancelled" | "refused"
+                | "reload_refused",
+            ),
         ) => (Severity::Warn, "WARN"),
         _ => (Severity::Info, "INFO"),
     }

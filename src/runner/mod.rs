@@ -116,6 +116,9 @@ pub(crate) enum Withhold {
     /// The navigation guard, looking before the command, found the page
     /// somewhere the policy refuses (`page`, `why`).
     Blocked { page: String, why: String },
+    /// The navigation guard, looking before the command, could not read the
+    /// page URL at all (`why`: what the reads returned).
+    Unreadable { why: String },
     /// A check that needs the page (a secret's hosts) refused the command.
     Refused(crate::refusal::Refusal),
 }

@@ -212,6 +212,7 @@ fn flag(r: &Row) -> Option<Flag> {
         ("call", None) => warn("NO OUTCOME"),
         ("call", Some("ok")) => None,
         ("call", Some("navigation_blocked")) => alert("NAVIGATION BLOCKED"),
+        ("call", Some("page_unreadable")) => alert("PAGE UNREADABLE"),
         ("call", Some("refused")) => alert("REFUSED"),
         ("call", Some("audit_unavailable")) => alert("AUDIT UNAVAILABLE"),
         ("call", Some(other)) => warn(&other.replace('_', " ").to_uppercase()),

@@ -46,7 +46,9 @@ pub(super) fn refusal(row: &Row) -> Option<Refusal> {
     match (row.kind.as_str(), row.outcome.as_deref()) {
         ("refusal", _) => Some(Refusal::Denied),
         ("gate", _) => Some(Refusal::Gate),
-        ("call", Some("refused" | "navigation_blocked")) => Some(Refusal::Refused),
+        ("call", Some("refused" | "navigation_blocked" | "page_unreadable")) => {
+            Some(Refusal::Refused)
+        }
         _ => None,
     }
 }
