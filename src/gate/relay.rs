@@ -183,15 +183,7 @@ pub(super) async fn relay(
                 continue;
             }
             Judgement::Refuse { rule, why } => {
-                // The reason stays out of diagnostics: it may quote a URL
-                // or text a page holds; the record's copy is scrubbed.
-                tracing::info!(session = %conn.session, %rule, "the browser gate refused a CDP message; the audit record says why");
-                shared.reporter.report(BrowserRefusal::new(
-                    conn.session.clone(),
-                    rule,
-                    why.clone(),
-                    Requester::AgentBrowser,
-                ));
+                report_refused(&shared, &conn.session, rule, &why);
                 refusal_answer(&request, rule, &why)
             }
             Judgement::Decline { why } => {
@@ -220,6 +212,19 @@ pub(super) async fn relay(
     }
     drop(daemon_tx);
     let _ = writer.await;
+}
+
+/// A CDP message the gate refused, on its way to the audit writer. The
+/// reason stays out of diagnostics: it may quote a URL or text a page
+/// holds; the record's copy is scrubbed.
+fn report_refused(shared: &Shared, session: &str, rule: Rule, why: &str) {
+    tracing::info!(%session, %rule, "the browser gate refused a CDP message; the audit record says why");
+    shared.reporter.report(BrowserRefusal::new(
+        session.to_owned(),
+        rule,
+        why.to_owned(),
+        Requester::AgentBrowser,
+    ));
 }
 
 /// The CDP error a refused message of agent-browser's is answered with.

@@ -208,11 +208,8 @@ fn lifecycle(record: &Value, outcome: Option<&str>) -> Value {
 /// API Activity (6003): a call, a refusal, or the server acting on a session.
 fn api_activity(record: &Value, phase: &str, outcome: Option<&str>, argv: Option<&Value>) -> Value {
     let denied = str_of(record, "verdict") == Some("denied");
-    let blocked = denied
-        || matches!(
-            outcome,
-            Some("navigation_blocked" | "page_unreadable" | "refused")
-        );
+    let blocked = denied || matches!(outcome, Some("navigation_blocked" | "page_unreadable"));
+    let blocked = blocked || outcome == Some("refused");
     let failed = record
         .get("exit_code")
         .and_then(Value::as_i64)
