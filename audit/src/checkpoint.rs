@@ -13,8 +13,8 @@
 //! key (root on the box). Ship the OTLP copy of the events elsewhere for that.
 
 use std::{
-    fs::{File, OpenOptions},
-    io::{self, Write},
+    fs::OpenOptions,
+    io,
     os::unix::fs::OpenOptionsExt,
     path::{Path, PathBuf},
 };
@@ -172,32 +172,17 @@ impl Checkpoint {
         self.write(path)
     }
 
-    /// Replace the checkpoint at `path`: temp file, fdatasync, rename, and
-    /// an fsync of the directory. Without that last one, the rename's
-    /// metadata waits in the filesystem journal until the next sync of
-    /// anything — usually the next call's intent record, whose `fdatasync`
-    /// then commits it too, on the call's critical path. The flusher writes
-    /// checkpoints in the background, so that is where the cost belongs. (A crash before it only brings the previous checkpoint
-    /// back, which makes the check weaker, never wrong.)
+    /// Replace the checkpoint at `path` ([`crate::replace::replace`]). The
+    /// flusher writes checkpoints in the background, so that is where the
+    /// syncs' cost belongs. (A crash before them only brings the previous
+    /// checkpoint back, which makes the check weaker, never wrong.)
     ///
     /// # Errors
     /// Any write, sync or rename failure.
     pub fn write(&self, path: &Path) -> io::Result<()> {
         let tmp = PathBuf::from(format!("{}.tmp", path.display()));
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        file.write_all(serde_json::to_string(self).unwrap_or_default().as_bytes())?;
-        file.sync_data()?;
-        std::fs::rename(&tmp, path)?;
-        let dir = match path.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() => dir,
-            _ => Path::new("."),
-        };
-        File::open(dir)?.sync_all()
+        let text = serde_json::to_string(self).unwrap_or_default();
+        crate::replace::replace(path, &tmp, text.as_bytes(), 0o600)
     }
 }
 

@@ -34,6 +34,7 @@ mod event;
 mod intent;
 mod key;
 mod redact;
+mod replace;
 pub mod report;
 mod secret_file;
 mod signing;

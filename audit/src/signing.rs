@@ -9,9 +9,7 @@
 //! reviewers to keep a copy of off the machine.
 
 use std::{
-    fs::OpenOptions,
-    io::{self, Write},
-    os::unix::fs::{OpenOptionsExt, PermissionsExt},
+    io,
     path::{Path, PathBuf},
 };
 
@@ -107,8 +105,8 @@ impl PublicKey {
             .is_some_and(|signature| self.0.verify(data, &signature).is_ok())
     }
 
-    /// Write this key to `path` (mode 0644) unless it already holds it:
-    /// temp file, sync, rename, so a reader never sees half a key.
+    /// Write this key to `path` (mode 0644) unless it already holds it,
+    /// replacing the file whole.
     ///
     /// # Errors
     /// Any write, sync or rename failure.
@@ -118,17 +116,8 @@ impl PublicKey {
             return Ok(());
         }
         let tmp = PathBuf::from(format!("{}.{}.tmp", path.display(), std::process::id()));
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o644)
-            .open(&tmp)?;
-        // The umask may have narrowed the mode; reviewers must read it.
-        file.set_permissions(std::fs::Permissions::from_mode(0o644))?;
-        file.write_all(text.as_bytes())?;
-        file.sync_data()?;
-        std::fs::rename(&tmp, path)
+        // 0644 whatever the umask: reviewers must read it.
+        crate::replace::replace(path, &tmp, text.as_bytes(), 0o644)
     }
 }
 
@@ -156,6 +145,7 @@ mod tests {
 
     #[test]
     fn a_published_public_key_loads_back_and_reveals_no_secret() {
+        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let secret = dir.path().join("k");
         let key = SigningKey::load_or_create(&secret).unwrap();
