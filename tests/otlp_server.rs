@@ -514,3 +514,87 @@ async fn a_collector_that_never_answers_is_counted_and_said_while_the_server_run
         "{names:?}"
     );
 }
+
+/// The copy's queue is bounded where it is measured: while the exporter
+/// hangs on a collector that never answers, a queue of two (the standard
+/// `OTEL_BLRP_MAX_QUEUE_SIZE`) fills, what it has no room for is counted as
+/// dropped (`queue_full`), and its size and capacity are reported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_queue_counts_its_drops_and_reports_its_size() {
+    use opentelemetry_proto::tonic::metrics::v1::{Metric, metric::Data};
+    let (metrics_endpoint, store) = grpc_receiver().await;
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_endpoint = format!("http://{}", silent.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        while let Ok((conn, _)) = silent.accept() {
+            held.push(conn);
+        }
+    });
+    let Dirs { scratch, evidence } = dirs();
+    let audit_log = evidence.path().join("audit.jsonl");
+    let env = [
+        ("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", silent_endpoint),
+        (
+            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+            metrics_endpoint.clone(),
+        ),
+        ("OTEL_METRIC_EXPORT_INTERVAL", "500".to_owned()),
+        ("OTEL_BLRP_MAX_QUEUE_SIZE", "2".to_owned()),
+    ];
+    // The largest value of `name`'s points whose `error.type` is `error`.
+    let largest = {
+        let store = store.clone();
+        move |name: &str, error: Option<&str>| -> Option<i64> {
+            let received = store.lock().unwrap();
+            let points = |m: &Metric| match &m.data {
+                Some(Data::Sum(sum)) => sum.data_points.clone(),
+                Some(Data::Gauge(gauge)) => gauge.data_points.clone(),
+                _ => Vec::new(),
+            };
+            received
+                .metrics()
+                .into_iter()
+                .filter(|m| m.name == name)
+                .flat_map(points)
+                .filter(|p| {
+                    attrs(&p.attributes).get("error.type").map(String::as_str) == error
+                })
+                .map(|p| int_value(&p))
+                .max()
+        }
+    };
+    let seen = tokio::task::spawn_blocking({
+        let (scratch, audit_log) = (scratch.path().to_owned(), audit_log.clone());
+        move || {
+            let (child, mut send) =
+                spawn_server(&scratch, &audit_log, 9, &metrics_endpoint, Stdio::piped(), &env);
+            send(json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}).to_string());
+            for id in 1..=8 {
+                let reply = send(call(id, "browser-shell", json!({"session_id":"q","argv":["eval","1"]}), None));
+                assert_eq!(reply["result"]["structuredContent"]["exit_code"], 126, "{reply}");
+            }
+            let dropped = "otel.sdk.processor.log.processed";
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while largest(dropped, Some("queue_full")).unwrap_or(0) == 0
+                && std::time::Instant::now() < deadline
+            {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            let seen = (
+                largest(dropped, Some("queue_full")),
+                largest("otel.sdk.processor.log.queue.size", None),
+                largest("otel.sdk.processor.log.queue.capacity", None),
+            );
+            drop(send);
+            let _ = child.wait_with_output();
+            seen
+        }
+    })
+    .await
+    .unwrap();
+    let (dropped, size, capacity) = seen;
+    assert!(dropped.unwrap_or(0) >= 1, "no drop counted: {seen:?}");
+    assert_eq!(capacity, Some(2), "{seen:?}");
+    assert!(size.is_some_and(|s| (1..=2).contains(&s)), "{seen:?}");
+}
