@@ -557,9 +557,7 @@ async fn a_full_queue_counts_its_drops_and_reports_its_size() {
                 .into_iter()
                 .filter(|m| m.name == name)
                 .flat_map(points)
-                .filter(|p| {
-                    attrs(&p.attributes).get("error.type").map(String::as_str) == error
-                })
+                .filter(|p| attrs(&p.attributes).get("error.type").map(String::as_str) == error)
                 .map(|p| int_value(&p))
                 .max()
         }

@@ -2,14 +2,13 @@
 //! it was handed is counted as exported, or as failed with why
 //! (`otel.sdk.exporter.{span,log}.exported`, `error.type` on a failure, as
 //! the OpenTelemetry SDK-metrics conventions name them), and a failure is
-//! said on stderr. Records the SDK's queue had no room for are counted by
-//! the SDK itself (`otel.sdk.processor.{span,log}.processed`, `error.type`
-//! `queue_full`), on the same meter provider.
+//! said on stderr. What waits in the queue, and what it had no room for, is
+//! [`super::export_queue`]'s to count.
 //!
 //! The copy is best effort (the audit log is the record); these counters are
 //! how a dashboard learns it was not complete, once a collector answers.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use opentelemetry::{
     KeyValue,
@@ -21,6 +20,8 @@ use opentelemetry_sdk::{
     logs::{LogBatch, LogExporter},
     trace::{SpanData, SpanExporter},
 };
+
+use super::export_queue::Waiting;
 
 /// How long one export may take. The exporter's own timeout covers a
 /// request once a connection stands; a collector that accepts the
@@ -37,16 +38,19 @@ pub(super) struct Counted<E> {
     /// The server's runtime, for the export's timer: the SDK polls exports
     /// on threads of its own, outside any runtime.
     runtime: tokio::runtime::Handle,
+    /// The queue the batches come from: what is handed here has left it.
+    waiting: Arc<Waiting>,
 }
 
 impl<E> Counted<E> {
     /// `inner`, counted on `meter` as `signal` (`span` or `log`), its
-    /// exports timed on `runtime`.
+    /// exports timed on `runtime`, each batch taken off `waiting`.
     pub(super) fn new(
         inner: E,
         meter: &Meter,
         signal: &'static str,
         runtime: tokio::runtime::Handle,
+        waiting: &Arc<Waiting>,
     ) -> Self {
         let (name, component) = match signal {
             "span" => ("otel.sdk.exporter.span.exported", "otlp_span_exporter"),
@@ -67,6 +71,7 @@ impl<E> Counted<E> {
                 .build(),
             component,
             runtime,
+            waiting: Arc::clone(waiting),
         }
     }
 
@@ -113,6 +118,7 @@ fn error_type(error: &OTelSdkError) -> &'static str {
 impl<E: SpanExporter> SpanExporter for Counted<E> {
     async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
         let records = batch.len();
+        self.waiting.left(records as u64);
         let result = self.bounded(self.inner.export(batch)).await;
         self.count(records, &result);
         result
@@ -134,6 +140,7 @@ impl<E: SpanExporter> SpanExporter for Counted<E> {
 impl<E: LogExporter> LogExporter for Counted<E> {
     async fn export(&self, batch: LogBatch<'_>) -> OTelSdkResult {
         let records = batch.iter().count();
+        self.waiting.left(records as u64);
         let result = self.bounded(self.inner.export(batch)).await;
         self.count(records, &result);
         result

@@ -5,6 +5,7 @@
 mod audit_log;
 pub(crate) mod confinement;
 mod export_count;
+mod export_queue;
 pub(crate) mod journal;
 mod metrics;
 pub(crate) mod shield;

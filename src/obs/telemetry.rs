@@ -36,6 +36,7 @@ use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
 use serde_json::Value;
 
 use super::export_count::{Counted, EXPORT_TIMEOUT};
+use super::export_queue::{Bounded, Waiting, capacity};
 
 const TOOL: &str = "browser-shell";
 const SPAN_NAME: &str = "tools/call browser-shell";
@@ -267,18 +268,34 @@ impl Telemetry {
         };
         if let Some(target) = &config.traces {
             let exporter = exporter!(SpanExporter, target, "traces");
-            let exporter = Counted::new(exporter, &meter, "span", runtime.clone());
+            let waiting = Arc::new(Waiting::new(capacity("span")));
+            let exporter = Counted::new(exporter, &meter, "span", runtime.clone(), &waiting);
+            let batch = opentelemetry_sdk::trace::BatchSpanProcessor::builder(exporter)
+                .with_batch_config(
+                    opentelemetry_sdk::trace::BatchConfigBuilder::default()
+                        .with_max_queue_size(capacity("span"))
+                        .build(),
+                )
+                .build();
             let provider = SdkTracerProvider::builder()
-                .with_batch_exporter(exporter)
+                .with_span_processor(Bounded::new(batch, waiting, &meter, "span"))
                 .with_resource(resource.clone())
                 .build();
             inner.traces = Some((provider.clone(), provider.tracer_with_scope(scope.clone())));
         }
         if let Some(target) = &config.logs {
             let exporter = exporter!(LogExporter, target, "logs");
-            let exporter = Counted::new(exporter, &meter, "log", runtime.clone());
+            let waiting = Arc::new(Waiting::new(capacity("log")));
+            let exporter = Counted::new(exporter, &meter, "log", runtime.clone(), &waiting);
+            let batch = opentelemetry_sdk::logs::BatchLogProcessor::builder(exporter)
+                .with_batch_config(
+                    opentelemetry_sdk::logs::BatchConfigBuilder::default()
+                        .with_max_queue_size(capacity("log"))
+                        .build(),
+                )
+                .build();
             let provider = SdkLoggerProvider::builder()
-                .with_batch_exporter(exporter)
+                .with_log_processor(Bounded::new(batch, waiting, &meter, "log"))
                 .with_resource(resource)
                 .build();
             inner.logs = Some((provider.clone(), provider.logger_with_scope(scope)));
