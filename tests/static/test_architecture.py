@@ -15,13 +15,44 @@ pytestmark = pytest.mark.static
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 
+def strip_tests(text: str) -> str:
+    """`text` without its `#[cfg(test)]` part (tests may do anything)."""
+    return text.split("#[cfg(test)]")[0]
+
+
 def production_code(path: Path) -> str:
-    """The file without comments and without its `#[cfg(test)]` part (tests may do anything)."""
+    """The file without comments and without its `#[cfg(test)]` items."""
     if path.name.endswith("tests.rs"):
         return ""
-    text = path.read_text()
-    text = text.split("#[cfg(test)]")[0]
+    text = strip_tests(path.read_text())
     return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("//"))
+
+
+SAMPLE = """fn before() {}
+#[cfg(test)]
+mod tests {
+    fn inside() { let s = format!("{x}"); }
+}
+pub(crate) fn after() { std::process::Command::new("x"); }
+#[cfg(test)]
+#[path = "x_tests.rs"]
+mod sibling;
+fn last() {}
+"""
+
+
+def test_code_after_a_test_module_is_still_scanned() -> None:
+    """Only the `#[cfg(test)]` item is left out, not the rest of the file: production code below a
+    test module (or a `mod tests;` line) was never held to the rules."""
+    kept = strip_tests(SAMPLE)
+    assert "fn before" in kept and "fn after" in kept and "fn last" in kept, kept
+    assert "fn inside" not in kept and "mod sibling" not in kept, kept
+
+
+def test_the_runner_and_the_gate_meet_only_in_daemons() -> None:
+    graph = imports()
+    assert "daemons" in graph["runner"] and "daemons" in graph["gate"], "the scan would prove nothing"
+    assert "gate" not in graph["runner"] and "runner" not in graph["gate"], (graph["runner"], graph["gate"])
 
 
 def folders() -> dict[str, list[Path]]:
@@ -109,7 +140,7 @@ def long_functions(limit: int = 100) -> list[str]:
     for path in sorted(SRC.parent.glob("*/src/**/*.rs")) + sorted(SRC.rglob("*.rs")):
         if path.name.endswith("tests.rs") or "target" in path.parts:
             continue
-        lines = path.read_text().split("#[cfg(test)]")[0].split("\n")
+        lines = strip_tests(path.read_text()).split("\n")
         i = 0
         while i < len(lines):
             m = re.match(r"^(\s*)(pub(\([^)]*\))?\s+)?(const\s+)?(async\s+)?fn\s+(\w+)", lines[i])
