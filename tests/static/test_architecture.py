@@ -16,8 +16,36 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 def strip_tests(text: str) -> str:
-    """`text` without its `#[cfg(test)]` part (tests may do anything)."""
-    return text.split("#[cfg(test)]")[0]
+    """`text` without its `#[cfg(test)]` items (tests may do anything): each up to the `;` of a
+    `mod x;` or the brace that closes its block, whatever follows kept. Braces inside string
+    literals and `'{'`, `'}'` do not count."""
+    out, at = [], 0
+    while (start := text.find("#[cfg(test)]", at)) != -1:
+        out.append(text[at:start])
+        i, depth, in_string = start + len("#[cfg(test)]"), 0, False
+        while i < len(text):
+            c = text[i]
+            if in_string:
+                if c == "\\":
+                    i += 1
+                elif c == '"':
+                    in_string = False
+            elif text.startswith(("'{'", "'}'"), i):
+                i += 2
+            elif c == '"':
+                in_string = True
+            elif c == "{":
+                depth += 1
+            elif c == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            elif c == ";" and depth == 0:
+                break
+            i += 1
+        at = i + 1
+    out.append(text[at:])
+    return "".join(out)
 
 
 def production_code(path: Path) -> str:
