@@ -114,3 +114,18 @@ def test_a_refused_request_names_who_made_it_and_where_it_went(start_server, bin
     assert rows[by_page["seq"]]["flag"]["level"] == "alert"
     assert rows[unasked["seq"]]["requester"] == "unknown"
     assert rows[unasked["seq"]]["flag"]["level"] == "warn", "not in the red of what the agent or a page did"
+
+
+def test_a_refusal_made_as_the_server_stops_is_recorded_before_its_last_record(start_server) -> None:
+    """The page's word is waited for, but not past the stop: a connection refused just before the
+    client leaves is in the log, before the server's `stopped` record."""
+    srv = start_server()
+    srv.ok("late", ["open", "about:blank"])
+    memo = json.loads((srv.cfg.state_dir / "contexts.json").read_text())
+    (port,) = {entry["port"] for entry in memo.values()}
+    assert b" 403 " in dial_proxy(port, "127.0.0.3:443")
+    srv.stop()
+    records = [json.loads(line) for line in srv.cfg.audit_log.read_text().splitlines()]
+    refused = [i for i, r in enumerate(records) if "connection to 127.0.0.3:443" in r.get("reason", "")]
+    stopped = [i for i, r in enumerate(records) if r.get("outcome") == "stopped"]
+    assert refused and stopped and refused[0] < stopped[-1], [r.get("outcome") or r.get("rule") for r in records]
