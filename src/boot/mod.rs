@@ -5,6 +5,7 @@
 //! ([`serving`]) until EOF or SIGTERM, then flushes and exits in bounded
 //! time.
 
+mod refusals;
 mod serving;
 
 use std::{path::PathBuf, sync::Arc, time::Duration};

@@ -10,7 +10,6 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use super::HASH_AFTER_HANDSHAKE;
 use crate::{
-    browser_refusals::{BrowserRefusal, Requester},
     call,
     gate::Gate,
     server::{Server, sessions::Sessions},
@@ -33,7 +32,7 @@ pub(super) async fn run(
     grace: Duration,
     start_hashing: impl FnOnce(&Arc<Server>) + Send + 'static,
 ) -> anyhow::Result<()> {
-    let gate_kept = serve_gate(&server, gate)?;
+    let (gate_kept, refusals) = serve_gate(&server, gate)?;
     // The wire frames, bounds and parses messages, answers malformed ones
     // itself, is rmcp's transport and stdout's only writer.
     let (transport, ends) = wire::Wire::new(server.journal.telemetry().clone());
@@ -112,6 +111,8 @@ pub(super) async fn run(
     // The life's last record follows its first, even for a client that left
     // before the binaries were hashed.
     server.chronicle.need_started().await;
+    // The refusals already made are the life's too: written before its end.
+    refusals.drain().await;
     let calls_served = server.admission.calls_served();
     server.chronicle.record_stopped(stopped, calls_served);
     server.close();
@@ -136,10 +137,13 @@ async fn leave_sessions(server: &Arc<Server>, grace: Duration) {
 }
 
 /// Serve the browser gate; its refusals go to the audit writer. Returns
-/// whether its port is the previous server's.
-fn serve_gate(server: &Arc<Server>, gate: Gate) -> anyhow::Result<bool> {
+/// whether its port is the previous server's, and the refusals' recorder.
+fn serve_gate(
+    server: &Arc<Server>,
+    gate: Gate,
+) -> anyhow::Result<(bool, super::refusals::Recorder)> {
     let kept = gate.same_port_as_before();
-    let mut refusals = gate
+    let refusals = gate
         .serve(
             Arc::clone(&server.rules),
             Arc::clone(&server.resolver),
@@ -149,39 +153,8 @@ fn serve_gate(server: &Arc<Server>, gate: Gate) -> anyhow::Result<bool> {
             &server.gate,
         )
         .context("cannot serve the browser gate")?;
-    let recorder = Arc::clone(server);
-    tokio::spawn(async move {
-        while let Some(mut event) = refusals.recv().await {
-            // Named now: the call in flight may end while the page's word is awaited.
-            let session = recorder.sessions.session_of(&event.session);
-            let in_call = recorder.sessions.call_in_flight(&event.session);
-            confirm_requester(&recorder.gate, &mut event).await;
-            recorder
-                .chronicle
-                .record_gate_refusal(event, session, in_call);
-        }
-    });
-    Ok(kept)
-}
-
-/// A connection the egress proxy refused is the page's when one of the
-/// session's pages says that load failed, within a moment; else its
-/// requester stays unknown. Refusals come in the order they were made, so
-/// a burst waits about once, not once per refusal.
-async fn confirm_requester(gate: &crate::gate::Handle, event: &mut BrowserRefusal) {
-    let Requester::Unconfirmed { at } = event.requester else {
-        return;
-    };
-    tokio::time::sleep_until((at + crate::gate::PAGE_WORD_WITHIN).into()).await;
-    let confirmed = event
-        .destination
-        .as_ref()
-        .is_some_and(|to| gate.page_reported(&event.session, to, at));
-    event.requester = if confirmed {
-        Requester::Page
-    } else {
-        Requester::Unknown
-    };
+    let recorder = super::refusals::Recorder::start(server, refusals);
+    Ok((kept, recorder))
 }
 
 /// Serve the MCP session until the client leaves or SIGTERM (after a
