@@ -106,3 +106,17 @@ fn the_typed_memory_is_bounded() {
     }
     assert_eq!(shield.typed.lock().expect("lock").len(), REMEMBERED);
 }
+
+/// A page can name any host it likes: a refused request's destination is
+/// shielded like its reason.
+#[test]
+fn a_secret_in_a_refused_requests_destination_becomes_its_placeholder() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shield = shield(dir.path());
+    let mut event = audit::Event::new(audit::Phase::Denied, "c".to_owned());
+    event.destination = Some(serde_json::json!({"hostname": SECRET, "port": 80}));
+    shield.apply(&mut event);
+    let kept = serde_json::to_string(&event.destination).expect("json");
+    assert!(!kept.contains(SECRET), "{kept}");
+    assert!(kept.contains("{{secret:pw}}") && kept.contains("80"), "{kept}");
+}
