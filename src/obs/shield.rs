@@ -3,7 +3,7 @@
 //! Every record passes through [`Shield::apply`] on its way to the log (and
 //! so to its OTLP copy and every report made from the log). It replaces each
 //! secret's value, in any spelling, with its placeholder, and in every URL a
-//! record quotes (a page URL, a refusal's reason, a lifecycle detail) a query
+//! record quotes (a page URL, a refusal's reason or destination, a lifecycle detail) a query
 //! or fragment value that holds text typed by `fill`, `type`, `select` or
 //! `keyboard`, with the marker the intent record used for that text (its
 //! length and keyed MAC): a GET form puts what was typed into the next
@@ -109,9 +109,11 @@ impl Shield {
                 *field = Some(text);
             }
         }
+        // A refused request's destination is the page's choice of host.
         for value in event
             .detail
             .iter_mut()
+            .chain(event.destination.iter_mut())
             .chain(event.argv.iter_mut().flatten())
         {
             shield_strings(value, &shield);

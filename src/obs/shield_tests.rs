@@ -118,5 +118,8 @@ fn a_secret_in_a_refused_requests_destination_becomes_its_placeholder() {
     shield.apply(&mut event);
     let kept = serde_json::to_string(&event.destination).expect("json");
     assert!(!kept.contains(SECRET), "{kept}");
-    assert!(kept.contains("{{secret:pw}}") && kept.contains("80"), "{kept}");
+    assert!(
+        kept.contains("{{secret:pw}}") && kept.contains("80"),
+        "{kept}"
+    );
 }
