@@ -67,9 +67,10 @@ pub(crate) async fn enforce(
         // a page held: scrubbed like a gate refusal's reason.
         GuardVerdict::Unreadable { why } => Refusal::new(
             Rule::PageUnreadable,
+            // What agent-browser said first: a reviewer's two-line view shows it.
             format!(
-                "the page could not be read, so it is not known to be allowed (is the browser \
-                 out of the daemon's reach?): {}",
+                "the page could not be read ({}), so it is not known to be allowed: is the \
+                 browser out of the daemon's reach?",
                 call.rules.secrets.scrub(why)
             ),
         ),
