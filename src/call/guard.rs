@@ -196,7 +196,7 @@ pub(crate) async fn look_before(
         None => {
             return Err(Withheld {
                 why: Withhold::Unreadable {
-                    why: format!("before the command: {}", read.missed.join("; ")),
+                    why: format!("before the command: {}", said_once(&read.missed)),
                 },
                 intent: Some(intent),
             });
@@ -209,7 +209,7 @@ pub(crate) async fn look_before(
                          command had ended unchecked), and {} of its reads of the page URL did \
                          not answer: {}",
                         read.missed.len(),
-                        read.missed.join("; ")
+                        said_once(&read.missed)
                     )
                 });
                 return Ok((intent, waited));
@@ -286,7 +286,7 @@ pub(crate) async fn judge(
             // Read mid-navigation: look again once it has settled.
             GuardRead::Failed => {
                 let read = read_page_url(with.runner, intent, session, true).await;
-                read.url.ok_or_else(|| read.missed.join("; "))
+                read.url.ok_or_else(|| said_once(&read.missed))
             }
             GuardRead::NotRun => Err("the command's batch did not read it".to_owned()),
         };
@@ -408,6 +408,26 @@ async fn read_page_url(
     PageRead { url: None, missed }
 }
 
+/// What the reads said, each different thing once, with how many said it:
+/// three retries that failed alike are one line, not three.
+fn said_once(missed: &[String]) -> String {
+    let mut said: Vec<(&str, usize)> = Vec::new();
+    for what in missed {
+        match said.iter_mut().find(|(seen, _)| *seen == what.as_str()) {
+            Some((_, times)) => *times += 1,
+            None => said.push((what, 1)),
+        }
+    }
+    let parts: Vec<String> = said
+        .into_iter()
+        .map(|(what, times)| match times {
+            1 => what.to_owned(),
+            n => format!("{what} (×{n})"),
+        })
+        .collect();
+    parts.join("; ")
+}
+
 /// The error a batch's first command reported, cut to a line of 200
 /// characters (it quotes the browser, not the page).
 fn agent_browser_error(stdout: &[u8]) -> Option<String> {
@@ -426,4 +446,14 @@ async fn check_page(resolver: &dyn Resolve, rules: &Rules, page: &str) -> Result
         return Ok(());
     }
     rules.url.check_url(&url, resolver).await.map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn reads_that_failed_alike_are_said_once_with_their_count() {
+        let missed = ["a".to_owned(), "b".to_owned(), "a".to_owned()];
+        assert_eq!(super::said_once(&missed), "a (×2); b");
+        assert_eq!(super::said_once(&[]), "");
+    }
 }
