@@ -15,7 +15,7 @@ use std::{
 
 use common::{
     Dirs, agent_browser, binaries_under_tmp_flag, closed_port, dirs,
-    otlp_receiver::{attrs, grpc_receiver, hex, int_value},
+    otlp_receiver::{attrs, grpc_receiver, hex, largest_point, silent_collector},
 };
 use prost::Message as _;
 use serde_json::{Value, json};
@@ -433,16 +433,8 @@ fn a_dead_collector_costs_calls_nothing_and_loses_no_audit_record() {
 /// stderr, while the server runs; the calls go on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_collector_that_never_answers_is_counted_and_said_while_the_server_runs() {
-    use opentelemetry_proto::tonic::metrics::v1::metric::Data;
     let (metrics_endpoint, store) = grpc_receiver().await;
-    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let silent_endpoint = format!("http://{}", silent.local_addr().unwrap());
-    std::thread::spawn(move || {
-        let mut held = Vec::new();
-        while let Ok((conn, _)) = silent.accept() {
-            held.push(conn); // open, read by no one, never answered
-        }
-    });
+    let silent_endpoint = silent_collector();
     let Dirs { scratch, evidence } = dirs();
     let audit_log = evidence.path().join("audit.jsonl");
     let env = [
@@ -456,23 +448,8 @@ async fn a_collector_that_never_answers_is_counted_and_said_while_the_server_run
     ];
     let failed_logs = {
         let store = store.clone();
-        move || -> u64 {
-            let received = store.lock().unwrap();
-            received
-                .metrics()
-                .into_iter()
-                .filter(|m| m.name == "otel.sdk.exporter.log.exported")
-                .filter_map(|m| match &m.data {
-                    Some(Data::Sum(sum)) => Some(sum.data_points.clone()),
-                    _ => None,
-                })
-                .flatten()
-                .filter(|p| {
-                    attrs(&p.attributes).get("error.type").map(String::as_str) == Some("timeout")
-                })
-                .map(|p| u64::try_from(int_value(&p)).unwrap_or_default())
-                .max()
-                .unwrap_or_default()
+        move || {
+            largest_point(&store, "otel.sdk.exporter.log.exported", Some("timeout")).unwrap_or(0)
         }
     };
     let (counted, stderr) = tokio::task::spawn_blocking({
@@ -521,16 +498,8 @@ async fn a_collector_that_never_answers_is_counted_and_said_while_the_server_run
 /// dropped (`queue_full`), and its size and capacity are reported.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_queue_counts_its_drops_and_reports_its_size() {
-    use opentelemetry_proto::tonic::metrics::v1::{Metric, metric::Data};
     let (metrics_endpoint, store) = grpc_receiver().await;
-    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let silent_endpoint = format!("http://{}", silent.local_addr().unwrap());
-    std::thread::spawn(move || {
-        let mut held = Vec::new();
-        while let Ok((conn, _)) = silent.accept() {
-            held.push(conn);
-        }
-    });
+    let silent_endpoint = silent_collector();
     let Dirs { scratch, evidence } = dirs();
     let audit_log = evidence.path().join("audit.jsonl");
     let env = [
@@ -542,25 +511,9 @@ async fn a_full_queue_counts_its_drops_and_reports_its_size() {
         ("OTEL_METRIC_EXPORT_INTERVAL", "500".to_owned()),
         ("OTEL_BLRP_MAX_QUEUE_SIZE", "2".to_owned()),
     ];
-    // The largest value of `name`'s points whose `error.type` is `error`.
     let largest = {
         let store = store.clone();
-        move |name: &str, error: Option<&str>| -> Option<i64> {
-            let received = store.lock().unwrap();
-            let points = |m: &Metric| match &m.data {
-                Some(Data::Sum(sum)) => sum.data_points.clone(),
-                Some(Data::Gauge(gauge)) => gauge.data_points.clone(),
-                _ => Vec::new(),
-            };
-            received
-                .metrics()
-                .into_iter()
-                .filter(|m| m.name == name)
-                .flat_map(points)
-                .filter(|p| attrs(&p.attributes).get("error.type").map(String::as_str) == error)
-                .map(|p| int_value(&p))
-                .max()
-        }
+        move |name: &str, error: Option<&str>| largest_point(&store, name, error)
     };
     let seen = tokio::task::spawn_blocking({
         let (scratch, audit_log) = (scratch.path().to_owned(), audit_log.clone());

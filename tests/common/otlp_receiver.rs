@@ -185,3 +185,36 @@ pub(crate) fn int_value(point: &opentelemetry_proto::tonic::metrics::v1::NumberD
         other => panic!("not an integer: {other:?}"),
     }
 }
+
+/// A collector that takes every connection and never answers: its
+/// endpoint. The connections stay open until the test process ends.
+pub(crate) fn silent_collector() -> String {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let endpoint = format!("http://{}", silent.local_addr().expect("addr"));
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        while let Ok((conn, _)) = silent.accept() {
+            held.push(conn); // open, read by no one, never answered
+        }
+    });
+    endpoint
+}
+
+/// The largest value received of the metric `name`'s points whose
+/// `error.type` is `error` (`None`: without one).
+pub(crate) fn largest_point(store: &Store, name: &str, error: Option<&str>) -> Option<i64> {
+    use opentelemetry_proto::tonic::metrics::v1::metric::Data;
+    let received = store.lock().expect("store");
+    received
+        .metrics()
+        .into_iter()
+        .filter(|m| m.name == name)
+        .flat_map(|m| match &m.data {
+            Some(Data::Sum(sum)) => sum.data_points.clone(),
+            Some(Data::Gauge(gauge)) => gauge.data_points.clone(),
+            _ => Vec::new(),
+        })
+        .filter(|p| attrs(&p.attributes).get("error.type").map(String::as_str) == error)
+        .map(|p| int_value(&p))
+        .max()
+}
