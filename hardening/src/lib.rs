@@ -32,6 +32,9 @@
 //!   `spawn()` return an error that [`ConfineError::from_spawn_error`]
 //!   decodes, and nothing runs.
 //!
+//! One measure is for the parent itself: [`nss::hosts_from_builtin_modules`]
+//! keeps its host-name lookups from loading code from the host.
+//!
 //! This crate knows nothing about MCP or agent-browser.
 //!
 //! ```no_run
@@ -51,6 +54,7 @@
 mod caps;
 mod fds;
 mod landlock;
+pub mod nss;
 mod policy;
 pub mod probe;
 mod process_group;

@@ -123,6 +123,12 @@ pub fn main() -> ExitCode {
     if hardening::trampoline::invoked() {
         hardening::trampoline::main();
     }
+    // Before any thread exists to look a name up (the OTLP exporters resolve
+    // their collector's host too): glibc does not lock its table against it.
+    if let Err(e) = hardening::nss::hosts_from_builtin_modules() {
+        eprintln!("browser-shell: cannot keep host-name lookups to glibc's files and dns: {e}");
+        return ExitCode::from(2);
+    }
     let cli = Cli::parse();
     let diagnostics_dir = match &cli.command {
         Some(Cmd::Serve(args)) => args.diagnostics_dir.clone(),

@@ -191,8 +191,11 @@ fn run_probe(
     prepared: &crate::server::Parts,
     policy: &hardening::Policy,
 ) -> anyhow::Result<Vec<hardening::probe::Outcome>> {
-    // The probe is this binary, which is dynamically linked: the probe's
-    // policy adds exec of itself and the system libraries to agent-browser's.
+    // The probe is this binary: the probe's policy adds exec of itself and
+    // the system libraries (a plain `cargo build` links it dynamically) to
+    // agent-browser's, and the random devices: linked statically, it finds
+    // no `getrandom` in libc (the getrandom crate looks it up with dlsym), so
+    // it polls /dev/random until the pool is ready and reads /dev/urandom.
     let me = std::env::current_exe().context("cannot locate this binary")?;
     let mut probe_policy = policy.clone();
     probe_policy.read_exec_paths.extend(
@@ -202,6 +205,9 @@ fn run_probe(
             .filter(|p| p.exists())
             .chain(me.parent().map(PathBuf::from)),
     );
+    probe_policy
+        .read_paths
+        .extend(["/dev/random", "/dev/urandom"].map(PathBuf::from));
     // Prepared here only to fail early and plainly; the child prepares it
     // again for itself, through the same trampoline every call's child uses.
     hardening::prepare(&probe_policy)?;
@@ -246,7 +252,13 @@ fn run_probe(
     }
     let results: Vec<hardening::probe::Outcome> =
         serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&output.stdout)
-            .context("the self-probe printed no result")?
+            .with_context(|| {
+                format!(
+                    "the self-probe printed no result ({}); it said: {}",
+                    output.status,
+                    String::from_utf8_lossy(&output.stderr).trim()
+                )
+            })?
             .into_iter()
             .map(|(name, value)| hardening::probe::Outcome {
                 name,
@@ -404,9 +416,7 @@ fn serve_gate(prepared: &mut crate::server::Parts) -> anyhow::Result<ServedGate>
         .worker_threads(1)
         .enable_all()
         .build()?;
-    let resolver = std::sync::Arc::new(crate::policy::resolve::SystemResolver {
-        timeout: prepared.rules.get().url.dns_timeout,
-    });
+    let resolver = std::sync::Arc::new(prepared.resolver);
     let handle = crate::gate::Handle::default();
     let refusals = {
         let _entered = runtime.enter();

@@ -154,16 +154,7 @@ impl ServeArgs {
         .map_err(|e| anyhow::anyhow!("the confined agent-browser does not start: {e}"))?;
         let (audit, key) = self.open_audit()?;
         self.say_when_default_policy();
-        let rules = rules::Current::load(rules::Source {
-            policy_file: self.policy.clone(),
-            secrets_file: self.secrets.clone(),
-            protected_ports: [self.cdp_port, gate.port()]
-                .into_iter()
-                .chain(self.protect_ports.iter().copied())
-                .collect(),
-            extra_secret_params: self.audit_secret_param.clone(),
-            key,
-        })?;
+        let rules = self.load_rules(gate.port(), key)?;
         let runner = Runner::new(RunnerConfig {
             agent_browser: agent_browser.clone(),
             cdp_port: self.cdp_port,
@@ -178,9 +169,12 @@ impl ServeArgs {
             identities,
         })
         .map_err(|e| anyhow::anyhow!(e))?;
+        let resolver = crate::policy::resolve::SystemResolver::new(rules.get().url.dns_timeout)
+            .context("cannot keep host-name lookups to glibc's files and dns")?;
         Ok(Starting {
             parts: Parts {
                 gate: Some(gate),
+                resolver,
                 runner,
                 agent_browser_version: String::new(),
                 trampoline_file,
@@ -197,6 +191,25 @@ impl ServeArgs {
             },
             self_test,
             agent_browser: self.agent_browser.clone(),
+        })
+    }
+
+    /// The policy, the secrets and the redaction key, as every call decides
+    /// under them; the gate's and Chromium's ports are protected.
+    fn load_rules(
+        &self,
+        gate_port: u16,
+        key: audit::Key,
+    ) -> Result<rules::Current, rules::LoadError> {
+        rules::Current::load(rules::Source {
+            policy_file: self.policy.clone(),
+            secrets_file: self.secrets.clone(),
+            protected_ports: [self.cdp_port, gate_port]
+                .into_iter()
+                .chain(self.protect_ports.iter().copied())
+                .collect(),
+            extra_secret_params: self.audit_secret_param.clone(),
+            key,
         })
     }
 

@@ -407,9 +407,7 @@ fn name_policy_source(path: &std::path::Path) {
 /// Decide one URL with the real resolver; returns whether it is allowed.
 pub(super) fn policy_explain(args: &PolicyExplainArgs) -> anyhow::Result<bool> {
     let policy = crate::policy::url_policy::UrlPolicy::load(&args.policy)?;
-    let resolver = crate::policy::resolve::SystemResolver {
-        timeout: policy.dns_timeout,
-    };
+    let resolver = crate::policy::resolve::SystemResolver::new(policy.dns_timeout)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

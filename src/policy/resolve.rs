@@ -1,7 +1,8 @@
 //! Name resolution for the URL policy, behind a seam tests can fill.
 //!
 //! Production uses the system resolver (getaddrinfo through tokio) with a
-//! timeout. `localhost` and `*.localhost` never reach it: RFC 6761 reserves
+//! timeout, through glibc's built-in `files` and `dns` only (see
+//! [`hardening::nss`]). `localhost` and `*.localhost` never reach it: RFC 6761 reserves
 //! them for loopback and Chromium resolves them that way itself, so the
 //! policy sees the addresses the browser will use.
 
@@ -36,7 +37,16 @@ pub(crate) fn reserved_localhost(host: &str) -> Option<Vec<IpAddr>> {
 /// The system resolver, bounded by a timeout.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SystemResolver {
-    pub timeout: Duration,
+    timeout: Duration,
+}
+
+impl SystemResolver {
+    /// Pins this process's lookups to the built-in modules first: every
+    /// lookup goes through a resolver, so none runs before the pin.
+    pub(crate) fn new(timeout: Duration) -> io::Result<Self> {
+        hardening::nss::hosts_from_builtin_modules()?;
+        Ok(Self { timeout })
+    }
 }
 
 impl Resolve for SystemResolver {

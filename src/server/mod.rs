@@ -51,6 +51,8 @@ pub(crate) struct Parts {
     /// What `open`, the navigation guard and the gate may reach, and how
     /// records are redacted: reloadable.
     pub(crate) rules: Arc<rules::Current>,
+    /// Host-name lookups for the URL policy, the gate and the egress.
+    pub(crate) resolver: SystemResolver,
     pub(crate) limits: Limits,
     pub(crate) runner: Runner,
     /// What the self-test's `agent-browser --version` said.
@@ -135,9 +137,7 @@ impl Server {
             },
         );
         Self {
-            resolver: Arc::new(SystemResolver {
-                timeout: parts.rules.get().url.dns_timeout,
-            }),
+            resolver: Arc::new(parts.resolver),
             rules: parts.rules,
             runner,
             journal,

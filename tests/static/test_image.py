@@ -78,10 +78,9 @@ def test_rust_builder_stage_builds_for_targetarch(dockerfile):
     runs = " ".join(build.of("RUN"))
     assert "amd64) triple=x86_64-unknown-linux-gnu" in runs
     assert "arm64) triple=aarch64-unknown-linux-gnu" in runs
-    assert re.search(r"cargo build --release --locked --target \"\$triple\" --bin browser-shell;", runs)
-    # The trampoline is relinked statically with the same profile and target, then installed.
-    assert re.search(r"deploy/static-trampoline --release --locked --target \"\$triple\";", runs)
-    assert runs.index("cargo build --release") < runs.index("deploy/static-trampoline") < runs.index(
+    # The server and the trampoline are built statically, as they ship, then installed.
+    assert re.search(r"deploy/static-link --release --locked --target \"\$triple\";", runs)
+    assert runs.index("deploy/static-link") < runs.index('target/$triple/release/browser-shell') < runs.index(
         'target/$triple/release/hardening-trampoline')
     assert 'rustup target add "$triple"' in runs
 
