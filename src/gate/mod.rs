@@ -5,9 +5,12 @@
 //! not reach Chromium's DevTools port at all: its only allowed TCP port is
 //! the gate's, on 127.0.0.1, and agent-browser is pointed at
 //! `ws://127.0.0.1:<gate>/devtools/browser/<session>`. The gate
-//! - forwards only the CDP methods on its allowlist ([`methods`]), checks
-//!   the URLs of the ones that navigate, denies downloads, and answers
-//!   anything else with a CDP error that is audited ([`relay`]);
+//! - relays each daemon's connection ([`relay`]): forwards only the CDP
+//!   methods on its allowlist ([`methods`]), checks the URLs of the ones
+//!   that navigate, denies downloads, and answers anything else with a CDP
+//!   error that is audited ([`judge`]); on the way back, leaves out what
+//!   belongs to other sessions ([`screen`]), all from what it knows of the
+//!   connection ([`connection`]);
 //! - before agent-browser's first message reaches a tab, has its warden put
 //!   the tab under the URL policy, so every request of every frame is
 //!   decided before it leaves the browser ([`warden`]);
@@ -26,13 +29,16 @@
 
 mod caller;
 mod clipboard;
+mod connection;
 mod contexts;
 mod failed_loads;
 mod in_flight;
+mod judge;
 mod kept;
 mod label;
 mod methods;
 mod relay;
+mod screen;
 mod tab_cap;
 mod typing;
 mod warden;

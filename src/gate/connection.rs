@@ -1,0 +1,72 @@
+//! What the gate knows of one daemon's connection: which CDP sessions are
+//! which targets, which targets it was shown, which answers it awaits and
+//! which commands are still in flight. The relay writes it as messages pass
+//! both ways ([`super::relay`], [`super::screen`]); nothing else reads it.
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Mutex,
+};
+
+use serde_json::Value;
+
+use super::in_flight::InFlight;
+use crate::sync::lock;
+
+/// A tab (or frame, or worker) agent-browser is attached to.
+#[derive(Debug, Clone)]
+pub(super) struct Attached {
+    pub(super) target_id: String,
+    pub(super) kind: String,
+}
+
+/// A command of agent-browser's whose answer the relay reads.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Awaited {
+    /// `Target.createTarget`: the new tab is shown to this connection.
+    NewTab,
+    /// `Target.getTargets`: targets of other contexts are left out.
+    TargetList,
+}
+
+/// What the relay knows of one daemon's connection.
+pub(super) struct Connection {
+    pub(super) session: String,
+    /// agent-browser's CDP sessions, by id.
+    pub(super) attached: Mutex<HashMap<String, Attached>>,
+    /// CDP sessions on tabs the relay hid (another session claimed the tab
+    /// between agent-browser's attach and Chromium's announcement of it).
+    pub(super) hidden: Mutex<HashSet<String>>,
+    /// agent-browser's commands whose answers are read, by id.
+    pub(super) awaited: Mutex<HashMap<u64, Awaited>>,
+    /// Targets this connection was shown (all in the session's context).
+    pub(super) shown: Mutex<HashSet<String>>,
+    /// Tabs this connection opened: only the first gets a window of its own.
+    pub(super) opened: std::sync::atomic::AtomicUsize,
+    /// Commands on tabs not answered yet, and the CDP sessions that ended.
+    pub(super) in_flight: Mutex<InFlight>,
+}
+
+impl Connection {
+    pub(super) fn new(session: String) -> Self {
+        Self {
+            session,
+            attached: Mutex::default(),
+            hidden: Mutex::default(),
+            awaited: Mutex::default(),
+            shown: Mutex::default(),
+            opened: std::sync::atomic::AtomicUsize::new(0),
+            in_flight: Mutex::default(),
+        }
+    }
+
+    /// `request` goes to Chromium: a command on a tab is awaited.
+    pub(super) fn sent(&self, request: &Value) {
+        if let (Some(id), Some(cdp_session)) = (
+            request.get("id").and_then(Value::as_u64),
+            request.get("sessionId").and_then(Value::as_str),
+        ) {
+            lock(&self.in_flight).sent(id, cdp_session);
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! Chromium → daemon: what the relay reads from each of Chromium's messages
+//! (which CDP session is which target, which new tab is the session's) and
+//! what it leaves out (targets of other sessions' browser contexts, in lists
+//! and in events). Pure over the connection's state: no socket, no browser.
+
+use serde_json::Value;
+
+use super::{
+    connection::{Attached, Awaited, Connection},
+    contexts::in_context,
+    in_flight::session_gone_answer,
+};
+use crate::sync::lock;
+
+/// What becomes of one message from Chromium.
+pub(super) enum Screened {
+    Unchanged,
+    Rewritten(Value),
+    /// A CDP session ended (unchanged), and these answers are owed for the
+    /// commands on it Chromium will not answer.
+    Detached(Vec<String>),
+    Dropped,
+}
+
+/// Read what the relay needs from one message of Chromium's: which CDP
+/// session is which target, which new tab is this session's; leave other
+/// sessions' tabs out of lists and events. `own_context` says which browser
+/// context is the session's (asked only of a message that names targets).
+pub(super) fn screen(
+    text: &str,
+    conn: &Connection,
+    own_context: impl Fn() -> Option<String>,
+) -> Screened {
+    // Cheap test first: most messages are none of these.
+    let awaiting = !lock(&conn.awaited).is_empty();
+    if !awaiting && !text.contains("\"Target.") {
+        return Screened::Unchanged;
+    }
+    let Ok(mut message) = serde_json::from_str::<Value>(text) else {
+        return Screened::Unchanged;
+    };
+    if let Some(id) = message.get("id").and_then(Value::as_u64) {
+        let awaited = lock(&conn.awaited).remove(&id);
+        return match awaited {
+            Some(Awaited::NewTab) => {
+                if let Some(target) = message.pointer("/result/targetId").and_then(Value::as_str) {
+                    lock(&conn.shown).insert(target.to_owned());
+                }
+                Screened::Unchanged
+            }
+            Some(Awaited::TargetList) => {
+                if let Some(Value::Array(infos)) = message.pointer_mut("/result/targetInfos") {
+                    infos.retain(|info| visible(info, conn, &own_context));
+                }
+                Screened::Rewritten(message)
+            }
+            None => Screened::Unchanged,
+        };
+    }
+    let params = message.get("params").cloned().unwrap_or(Value::Null);
+    match message.get("method").and_then(Value::as_str) {
+        Some("Target.targetCreated" | "Target.targetInfoChanged") => {
+            let info = params.get("targetInfo").unwrap_or(&Value::Null);
+            visible_or_dropped(visible(info, conn, &own_context))
+        }
+        Some("Target.targetDestroyed" | "Target.targetCrashed") => {
+            let target = params
+                .get("targetId")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let was_shown = if message.get("method").and_then(Value::as_str)
+                == Some("Target.targetDestroyed")
+            {
+                lock(&conn.shown).remove(target)
+            } else {
+                lock(&conn.shown).contains(target)
+            };
+            visible_or_dropped(was_shown)
+        }
+        Some("Target.attachedToTarget") => {
+            let info = params.get("targetInfo").unwrap_or(&Value::Null);
+            if !visible(info, conn, &own_context) {
+                // Auto-attach reached a target of another context: its
+                // CDP session is not this daemon's, and messages on it are
+                // declined.
+                if let Some(cdp_session) = params.get("sessionId").and_then(Value::as_str) {
+                    lock(&conn.hidden).insert(cdp_session.to_owned());
+                }
+                return Screened::Dropped;
+            }
+            note_attached(&params, info, conn);
+            Screened::Unchanged
+        }
+        Some("Target.detachedFromTarget") => {
+            let Some(cdp_session) = params.get("sessionId").and_then(Value::as_str) else {
+                return Screened::Unchanged;
+            };
+            lock(&conn.attached).remove(cdp_session);
+            lock(&conn.hidden).remove(cdp_session);
+            let orphans = lock(&conn.in_flight).ended(cdp_session);
+            if !orphans.is_empty() {
+                tracing::debug!(session = %conn.session, commands = ?orphans, "a tab closed with commands on it unanswered; the gate answers them");
+            }
+            Screened::Detached(
+                orphans
+                    .into_iter()
+                    .map(|id| session_gone_answer(Some(id.into()), cdp_session))
+                    .collect(),
+            )
+        }
+        _ => Screened::Unchanged,
+    }
+}
+
+/// Is the target `info` in the session's context? If so, this connection
+/// has been shown it.
+fn visible(info: &Value, conn: &Connection, own_context: impl Fn() -> Option<String>) -> bool {
+    let context = own_context();
+    let shown = in_context(info, context.as_deref());
+    if shown && let Some(target) = info.get("targetId").and_then(Value::as_str) {
+        lock(&conn.shown).insert(target.to_owned());
+    }
+    shown
+}
+
+fn visible_or_dropped(visible: bool) -> Screened {
+    if visible {
+        Screened::Unchanged
+    } else {
+        Screened::Dropped
+    }
+}
+
+/// Remember which target a CDP session of agent-browser's is.
+fn note_attached(params: &Value, info: &Value, conn: &Connection) {
+    let Some(cdp_session) = params.get("sessionId").and_then(Value::as_str) else {
+        return;
+    };
+    let field = |name: &str| {
+        info.get(name)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    lock(&conn.attached).insert(
+        cdp_session.to_owned(),
+        Attached {
+            target_id: field("targetId"),
+            kind: field("type"),
+        },
+    );
+}
+
+#[cfg(test)]
+#[path = "screen_tests.rs"]
+mod tests;
