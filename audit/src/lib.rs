@@ -28,11 +28,13 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod append_error;
 mod canonical;
 mod checkpoint;
 mod event;
 mod intent;
 mod key;
+mod log_files;
 mod redact;
 mod replace;
 pub mod report;

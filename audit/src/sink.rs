@@ -25,7 +25,7 @@
 
 use std::{
     fs::{File, OpenOptions},
-    io::{self, BufReader, Read, Seek, SeekFrom, Write},
+    io::{self, Write},
     os::unix::fs::{MetadataExt, OpenOptionsExt},
     path::{Path, PathBuf},
     sync::{Arc, Mutex, Weak},
@@ -35,79 +35,22 @@ use std::{
 use serde_json::{Map, Value};
 use time::{OffsetDateTime, format_description::well_known::Rfc3339};
 
+pub use crate::append_error::{AppendStep, AuditError};
+pub use crate::log_files::{Rotation, rotated};
+
 use crate::{
-    canonical::{GENESIS, canonical_json, record_hash},
+    append_error::{io_error, latched},
+    canonical::{canonical_json, record_hash},
     checkpoint::{Checkpoint, checkpoint_path},
     event::{Event, Phase},
     intent::{IntentSynced, IntentWritten},
+    log_files::{Tail, genesis, open_log, read_tail, rotation_record},
     signing::{SigningKey, public_key_path},
 };
 
 /// A deferred record is synced, and the checkpoint refreshed, within this
 /// long of being written.
 pub const DEFERRED_SYNC_WITHIN: Duration = Duration::from_millis(100);
-
-/// First and largest window read back from the end to find the last record.
-const FIRST_TAIL_WINDOW: u64 = 8 * 1024;
-const MAX_TAIL_WINDOW: u64 = 8 * 1024 * 1024;
-
-/// Why a record could not be made durable. The caller must not proceed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum AuditError {
-    /// An OS call on the log failed at `step` (disk full, read-only, …).
-    #[error("cannot {step} audit log {path}: {source}")]
-    Io {
-        /// Which step of the append failed.
-        step: AppendStep,
-        /// The log path.
-        path: PathBuf,
-        /// The OS error.
-        #[source]
-        source: io::Error,
-    },
-    /// The record could not be serialised.
-    #[error("cannot encode audit record: {0}")]
-    Encode(#[from] serde_json::Error),
-    /// A previous holder of the in-process lock panicked.
-    #[error("audit writer poisoned")]
-    Poisoned,
-}
-
-/// The step of opening or appending to the log that an [`AuditError::Io`]
-/// names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum AppendStep {
-    /// Opening the log or its lock file.
-    Open,
-    /// Taking the exclusive cross-process lock.
-    Lock,
-    /// Reading back the previous record.
-    ReadTail,
-    /// Writing the record.
-    Write,
-    /// `fdatasync`: the record may not survive a crash.
-    Sync,
-    /// Rotating to a new file.
-    Rotate,
-    /// Writing the signed checkpoint.
-    Checkpoint,
-}
-
-impl std::fmt::Display for AppendStep {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Open => "open",
-            Self::Lock => "lock",
-            Self::ReadTail => "read the tail of",
-            Self::Write => "write",
-            Self::Sync => "sync",
-            Self::Rotate => "rotate",
-            Self::Checkpoint => "write the checkpoint of",
-        })
-    }
-}
 
 /// Where a record landed in the chain.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,16 +61,6 @@ pub struct Sealed {
     pub hash: String,
     /// The record as written (one JSON object).
     pub record: Value,
-}
-
-/// Size-based rotation: keep at most `max_files` rotated files of about
-/// `max_bytes` each (`log.1` newest … `log.N` oldest).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rotation {
-    /// Rotate before a record would make the file larger than this.
-    pub max_bytes: u64,
-    /// Rotated files kept; older ones are deleted.
-    pub max_files: u32,
 }
 
 /// How durable a record must be when [`Sink::append`] returns.
@@ -179,13 +112,6 @@ struct State {
     /// A background sync failed: records reported written may be lost, so
     /// every later append fails with this error.
     failed: Option<(io::ErrorKind, String)>,
-}
-
-#[derive(Debug, Clone)]
-struct Tail {
-    seq: u64,
-    hash: String,
-    needs_newline: bool,
 }
 
 impl Sink {
@@ -451,8 +377,7 @@ impl Inner {
             // Deferred records (ours or another process's) end the file
             // about to become `log.1`; the new file will chain to them.
             sync_or_latch(state, &self.path)?;
-            let (file, kept_from) = self
-                .rotate(rotation)
+            let (file, kept_from) = crate::log_files::rotate(&self.path, rotation)
                 .map_err(io_error(AppendStep::Rotate, &self.path))?;
             state.file = file;
             // The new file says, in the chain, what the rotation kept: so a
@@ -624,36 +549,6 @@ impl Inner {
             Err(e) => Err(e),
         }
     }
-
-    /// Shift `log.(k)` → `log.(k+1)`, drop the oldest, `log` → `log.1`, and
-    /// open a fresh `log`. Returns it and the `seq` of the oldest record
-    /// still on disk afterwards.
-    fn rotate(&self, rotation: Rotation) -> io::Result<(File, Option<u64>)> {
-        let max = rotation.max_files.max(1);
-        match std::fs::remove_file(rotated(&self.path, max)) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-            _ => {}
-        }
-        for k in (1..max).rev() {
-            match std::fs::rename(rotated(&self.path, k), rotated(&self.path, k + 1)) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-                _ => {}
-            }
-        }
-        std::fs::rename(&self.path, rotated(&self.path, 1))?;
-        let file = open_log(&self.path)?;
-        // A bare file name has the empty path as its parent: the cwd.
-        let dir = self
-            .path
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        File::open(dir)?.sync_all()?;
-        let kept_from = (1..=max)
-            .rev()
-            .find_map(|k| first_seq(&rotated(&self.path, k)));
-        Ok((file, kept_from))
-    }
 }
 
 /// `fdatasync` the log; a failure latches (records already reported as
@@ -668,21 +563,6 @@ fn sync_or_latch(state: &mut State, path: &Path) -> Result<(), AuditError> {
             state.failed = Some((e.kind(), e.to_string()));
             Err(io_error(AppendStep::Sync, path)(e))
         }
-    }
-}
-
-/// The error every append returns after a failed sync.
-fn latched(failed: &(io::ErrorKind, String), path: &Path) -> AuditError {
-    AuditError::Io {
-        step: AppendStep::Sync,
-        path: path.to_owned(),
-        source: io::Error::new(
-            failed.0,
-            format!(
-                "{} (an earlier sync failed; restart once the disk is healthy)",
-                failed.1
-            ),
-        ),
     }
 }
 
@@ -712,109 +592,6 @@ fn seal(
     }
 }
 
-/// The record a rotation writes into the new file.
-fn rotation_record(rotation: Rotation, kept_from: Option<u64>) -> Map<String, Value> {
-    let mut event = Event::new(Phase::Rotation, "rotation");
-    event.kept_from_seq = kept_from;
-    event.reason = Some(format!(
-        "rotated past {} bytes; at most {} rotated files are kept{}",
-        rotation.max_bytes,
-        rotation.max_files,
-        kept_from.map_or_else(String::new, |seq| format!(
-            ", so the oldest record on disk is seq {seq}"
-        )),
-    ));
-    match serde_json::to_value(&event) {
-        Ok(Value::Object(map)) => map,
-        _ => Map::new(),
-    }
-}
-
-/// The `seq` of the first record of `path`, if it has one.
-fn first_seq(path: &Path) -> Option<u64> {
-    use std::io::BufRead;
-    let file = File::open(path).ok()?;
-    let mut first = Vec::new();
-    BufReader::new(file)
-        .take(1 << 20)
-        .read_until(b'\n', &mut first)
-        .ok()?;
-    let record: Value = serde_json::from_slice(first.trim_ascii_end()).ok()?;
-    record.get("seq").and_then(Value::as_u64)
-}
-
-/// `log.N`.
-pub fn rotated(path: &Path, n: u32) -> PathBuf {
-    PathBuf::from(format!("{}.{n}", path.display()))
-}
-
-fn open_log(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .create(true)
-        .append(true)
-        .read(true)
-        .mode(0o600)
-        .open(path)
-}
-
-fn genesis(needs_newline: bool) -> Tail {
-    Tail {
-        seq: 0,
-        hash: GENESIS.to_owned(),
-        needs_newline,
-    }
-}
-
-/// The last complete record of a file of `len` bytes. Reads backwards in
-/// growing windows, so a long log costs one small read.
-fn read_tail(mut file: &File, len: u64) -> io::Result<Tail> {
-    let mut window = FIRST_TAIL_WINDOW;
-    loop {
-        let start = len.saturating_sub(window);
-        file.seek(SeekFrom::Start(start))?;
-        let mut tail = Vec::new();
-        file.take(len - start).read_to_end(&mut tail)?;
-        let needs_newline = tail.last() != Some(&b'\n');
-        // When the window does not reach the start of the file, its first
-        // line may be cut: never trust it.
-        let lines: Vec<&[u8]> = tail.split(|b| *b == b'\n').collect();
-        let trusted = if start == 0 { &lines[..] } else { &lines[1..] };
-        for line in trusted.iter().rev() {
-            if let Ok(Value::Object(record)) = serde_json::from_slice::<Value>(line)
-                && let (Some(seq), Some(hash)) = (
-                    record.get("seq").and_then(Value::as_u64),
-                    record.get("hash").and_then(Value::as_str),
-                )
-            {
-                return Ok(Tail {
-                    seq,
-                    hash: hash.to_owned(),
-                    needs_newline,
-                });
-            }
-        }
-        if start == 0 {
-            return Ok(genesis(needs_newline));
-        }
-        if window >= MAX_TAIL_WINDOW {
-            // Restarting the chain here would hide whatever this is.
-            return Err(io::Error::other(format!(
-                "no complete record in the last {MAX_TAIL_WINDOW} bytes"
-            )));
-        }
-        window *= 4;
-    }
-}
-
-/// Names the failed step and the log for an OS error.
-fn io_error(step: AppendStep, path: &Path) -> impl Fn(io::Error) -> AuditError + Copy + '_ {
-    move |source| AuditError::Io {
-        step,
-        path: path.to_owned(),
-        source,
-    }
-}
-
 fn now_rfc3339() -> String {
     OffsetDateTime::now_utc()
         .format(&Rfc3339)
@@ -830,28 +607,6 @@ impl Slot {
 
     fn take(&self) -> Option<Result<Sealed, AuditError>> {
         self.0.lock().ok()?.take()
-    }
-}
-
-impl AuditError {
-    /// The same failure for another caller of the same group commit (the OS
-    /// error code, and so its message, is kept).
-    fn duplicate(&self) -> Self {
-        let io = |e: &io::Error| {
-            e.raw_os_error().map_or_else(
-                || io::Error::new(e.kind(), e.to_string()),
-                io::Error::from_raw_os_error,
-            )
-        };
-        match self {
-            Self::Io { step, path, source } => Self::Io {
-                step: *step,
-                path: path.clone(),
-                source: io(source),
-            },
-            Self::Encode(e) => Self::Encode(serde_json::Error::io(io::Error::other(e.to_string()))),
-            Self::Poisoned => Self::Poisoned,
-        }
     }
 }
 

@@ -3,6 +3,7 @@ use std::io::Write;
 use serde_json::Value;
 
 use super::*;
+use crate::canonical::GENESIS;
 use crate::{event::Phase, verify::verify};
 
 fn key(dir: &Path) -> SigningKey {
