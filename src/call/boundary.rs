@@ -21,11 +21,15 @@ use super::subcommand::{PageText, Subcommand};
 /// metadata, and URLs the policy already judged).
 const NOT_PAGE_TEXT: &[&str] = &["origin", "url", "selector", "count"];
 
-/// Wrap the page-derived strings of a successful `command`'s `data`.
-/// `page` is where the page was, when known (the guard's read).
-pub(crate) fn mark(data: &mut Value, command: &[String], page: Option<&str>) {
+/// A command whose reply's page text is marked: its subcommand and tokens.
+pub(crate) type Marked<'a> = (Subcommand, &'a [String]);
+
+/// Wrap the page-derived strings of a successful `command`'s `data` (its
+/// `subcommand`'s). `page` is where the page was, when known (the guard's
+/// read).
+pub(crate) fn mark(data: &mut Value, (subcommand, command): Marked<'_>, page: Option<&str>) {
     let Value::Object(map) = data else { return };
-    let page_text = Subcommand::facts_of(command).map_or(PageText::TitleOnly, |f| f.page_text);
+    let page_text = subcommand.facts().page_text;
     let mut fields: Vec<String> = match page_text {
         PageText::Snapshot => {
             if let Some(Value::Object(refs)) = map.get_mut("refs") {

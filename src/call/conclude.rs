@@ -26,9 +26,14 @@ use crate::{
 /// The session after its command: a successful `close` ends it whole
 /// (before the session's turn is given back: a session of the same name
 /// may follow at once); anything else counts as use.
-pub(crate) async fn update_session(sessions: &Sessions, request: &Validated, executed: &Executed) {
-    let closed =
-        ends_session(request) && matches!(executed.raw.termination, Termination::Exited(0));
+pub(crate) async fn update_session(
+    sessions: &Sessions,
+    request: &Validated,
+    subcommand: Subcommand,
+    executed: &Executed,
+) {
+    let closed = subcommand.facts().ends_session
+        && matches!(executed.raw.termination, Termination::Exited(0));
     if closed {
         sessions.close(&request.session).await;
     } else {
@@ -246,14 +251,14 @@ pub(crate) fn record_outcome(
 /// The next call of a session in working order gets a child that is already
 /// running; after a timeout or a cancellation it spawns its own. Last, so
 /// the guard's own reads do not use it up.
-pub(crate) fn prepare_next(runner: &Runner, request: &Validated, executed: &Executed) {
-    let closed = ends_session(request);
+pub(crate) fn prepare_next(
+    runner: &Runner,
+    request: &Validated,
+    subcommand: Subcommand,
+    executed: &Executed,
+) {
+    let closed = subcommand.facts().ends_session;
     if matches!(executed.raw.termination, Termination::Exited(_)) && !closed {
         runner.prepare_standby(&request.session);
     }
-}
-
-/// Does the request's subcommand end its session (`close`)?
-pub(crate) fn ends_session(request: &Validated) -> bool {
-    Subcommand::facts_of(&request.argv).is_some_and(|f| f.ends_session)
 }

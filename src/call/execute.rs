@@ -10,7 +10,6 @@ use super::{
     intent::Intent,
     plan::Planned,
     request::Validated,
-    subcommand::Subcommand,
 };
 use crate::{
     policy::outputs::{self, Outputs},
@@ -30,7 +29,7 @@ pub(crate) async fn execute(
     // background tab wait out a 5 s timeout; a subcommand that reads or
     // navigates runs where it is, and activating anyway would switch tabs
     // whenever two sessions take turns on one Chromium.
-    let front = Subcommand::facts_of(&planned.tokens).is_some_and(|f| !f.background_ok);
+    let front = !planned.subcommand.facts().background_ok;
     // From now on no record holds this call's typed text in clear, not
     // even in the URL of the page a form sends it to.
     for text in super::record::free_text(&request.argv) {

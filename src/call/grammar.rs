@@ -10,6 +10,13 @@
 //! they are never parsed as global flags. The grammar still refuses flag-shaped
 //! tokens in every position that is not free text, so a mistake here cannot
 //! turn into a flag either (defence in depth).
+//!
+//! Every match over subcommands names each one: a new row in
+//! [`Subcommand`] does not compile until it has a grammar here.
+#![deny(
+    clippy::wildcard_enum_match_arm,
+    clippy::match_wildcard_for_single_variants
+)]
 
 use super::subcommand::Subcommand;
 use crate::refusal::{Refusal, Rule};
@@ -17,8 +24,8 @@ use crate::refusal::{Refusal, Rule};
 /// A subcommand with its arguments, ready for the slot to be filled.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Command {
-    /// Canonical subcommand name (`goto` and `navigate` become `open`).
-    pub subcommand: &'static str,
+    /// The subcommand (`goto` and `navigate` are `open`).
+    pub subcommand: Subcommand,
     /// Tokens for agent-browser, `tokens[0] == subcommand`; the slot value, if
     /// any, is appended as the last token.
     pub tokens: Vec<String>,
@@ -167,14 +174,14 @@ pub(crate) fn parse(argv: &[String]) -> Result<Command, Refusal> {
     let subcommand = canonical(first)?;
     let mut out = Builder::new(subcommand);
     match subcommand {
-        "open" => {
+        Subcommand::Open => {
             let [url] = exactly(subcommand, args)?;
             out.slot = Slot::Url(word(url, "the URL")?.to_owned());
         }
-        "back" | "forward" | "reload" => {
+        Subcommand::Back | Subcommand::Forward | Subcommand::Reload => {
             exactly::<0>(subcommand, args)?;
         }
-        "close" => {
+        Subcommand::Close => {
             if args.iter().any(|a| a == "--all") {
                 return Err(Refusal::new(
                     Rule::SubcommandDenied,
@@ -183,21 +190,26 @@ pub(crate) fn parse(argv: &[String]) -> Result<Command, Refusal> {
             }
             exactly::<0>(subcommand, args)?;
         }
-        "click" | "dblclick" | "hover" | "focus" | "check" | "uncheck" => {
+        Subcommand::Click
+        | Subcommand::Dblclick
+        | Subcommand::Hover
+        | Subcommand::Focus
+        | Subcommand::Check
+        | Subcommand::Uncheck => {
             let [target] = exactly(subcommand, args)?;
             out.push(selector(target)?);
         }
-        "fill" | "type" => {
+        Subcommand::Fill | Subcommand::Type => {
             let [target, text] = exactly(subcommand, args)?;
             out.push(selector(target)?);
             // Free text: anything the request layer accepted, flag names included.
             out.push(text);
         }
-        "press" => {
+        Subcommand::Press => {
             let [key] = exactly(subcommand, args)?;
             out.push(word(key, "the key")?);
         }
-        "select" => {
+        Subcommand::Select => {
             let Some((target, values)) = args.split_first().filter(|(_, v)| !v.is_empty()) else {
                 return Err(usage(subcommand));
             };
@@ -206,18 +218,11 @@ pub(crate) fn parse(argv: &[String]) -> Result<Command, Refusal> {
                 out.push(value);
             }
         }
-        "snapshot" => parse_snapshot(args, &mut out)?,
-        "wait" => parse_wait(args, &mut out)?,
-        "screenshot" => parse_screenshot(args, &mut out)?,
-        "get" => parse_get(args, &mut out)?,
-        "scroll" => parse_scroll(args, &mut out)?,
-        _ => {
-            // The allow list and the grammars disagree: fail closed.
-            return Err(Refusal::new(
-                Rule::SubcommandDenied,
-                "allow-listed subcommand without grammar",
-            ));
-        }
+        Subcommand::Snapshot => parse_snapshot(args, &mut out)?,
+        Subcommand::Wait => parse_wait(args, &mut out)?,
+        Subcommand::Screenshot => parse_screenshot(args, &mut out)?,
+        Subcommand::Get => parse_get(args, &mut out)?,
+        Subcommand::Scroll => parse_scroll(args, &mut out)?,
     }
     Ok(out.finish())
 }
@@ -229,9 +234,9 @@ pub(crate) fn usages() -> impl Iterator<Item = (&'static str, &'static str)> {
         .map(|s| (s.facts().name, s.facts().usage))
 }
 
-fn canonical(name: &str) -> Result<&'static str, Refusal> {
+fn canonical(name: &str) -> Result<Subcommand, Refusal> {
     if let Some(allowed) = Subcommand::named(name) {
-        return Ok(allowed.facts().name);
+        return Ok(allowed);
     }
     if let Some((denied, why)) = DENIED.iter().find(|(d, _)| *d == name) {
         return Err(Refusal::new(
@@ -275,16 +280,16 @@ fn shell_line_hint(item: &str) -> String {
 }
 
 struct Builder {
-    subcommand: &'static str,
+    subcommand: Subcommand,
     tokens: Vec<String>,
     slot: Slot,
 }
 
 impl Builder {
-    fn new(subcommand: &'static str) -> Self {
+    fn new(subcommand: Subcommand) -> Self {
         Self {
             subcommand,
-            tokens: vec![subcommand.to_owned()],
+            tokens: vec![subcommand.facts().name.to_owned()],
             slot: Slot::None,
         }
     }
@@ -302,15 +307,12 @@ impl Builder {
     }
 }
 
-fn usage(subcommand: &str) -> Refusal {
-    let line = Subcommand::named(subcommand).map_or(subcommand, |s| s.facts().usage);
+fn usage(subcommand: Subcommand) -> Refusal {
+    let line = subcommand.facts().usage;
     Refusal::new(Rule::ArgsInvalid, format!("usage: {line}"))
 }
 
-fn exactly<'a, const N: usize>(
-    subcommand: &str,
-    args: &'a [String],
-) -> Result<[&'a str; N], Refusal> {
+fn exactly<const N: usize>(subcommand: Subcommand, args: &[String]) -> Result<[&str; N], Refusal> {
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     // Free-text positions may hold flag names (they travel as batch data);
     // only when the count is wrong is a flag the likelier explanation.
@@ -389,21 +391,21 @@ fn parse_snapshot(args: &[String], out: &mut Builder) -> Result<(), Refusal> {
             "-c" | "--compact" => out.push("-c"),
             "-u" | "--urls" => out.push("-u"),
             "-d" | "--depth" => {
-                let depth = it.next().ok_or_else(|| usage("snapshot"))?;
+                let depth = it.next().ok_or_else(|| usage(Subcommand::Snapshot))?;
                 integer(depth, "the depth", 1000)?;
                 out.push("-d");
                 out.push(depth);
             }
             "-s" | "--selector" => {
-                let sel = it.next().ok_or_else(|| usage("snapshot"))?;
+                let sel = it.next().ok_or_else(|| usage(Subcommand::Snapshot))?;
                 out.push("-s");
                 out.push(selector(sel)?);
             }
             other if is_flag_like(other) && !is_global_flag(other) => {
-                return Err(usage("snapshot"));
+                return Err(usage(Subcommand::Snapshot));
             }
             other if is_global_flag(other) => return Err(flag_refusal(other)),
-            _ => return Err(usage("snapshot")),
+            _ => return Err(usage(Subcommand::Snapshot)),
         }
     }
     Ok(())
@@ -456,7 +458,7 @@ fn parse_wait(args: &[String], out: &mut Builder) -> Result<(), Refusal> {
             if let Some(flag) = args.iter().find(|a| is_global_flag(a)) {
                 return Err(flag_refusal(flag));
             }
-            return Err(usage("wait"));
+            return Err(usage(Subcommand::Wait));
         }
     }
     Ok(())
@@ -480,7 +482,7 @@ fn parse_screenshot(args: &[String], out: &mut Builder) -> Result<(), Refusal> {
             "--full" | "-f" => out.push("--full"),
             _ if is_image_path(arg) && file.is_none() => file = Some(arg.clone()),
             _ if target.is_none() && file.is_none() => target = Some(selector(arg)?.to_owned()),
-            _ => return Err(usage("screenshot")),
+            _ => return Err(usage(Subcommand::Screenshot)),
         }
     }
     if let Some(target) = target {
@@ -492,7 +494,7 @@ fn parse_screenshot(args: &[String], out: &mut Builder) -> Result<(), Refusal> {
 
 fn parse_get(args: &[String], out: &mut Builder) -> Result<(), Refusal> {
     let Some((what, rest)) = args.split_first() else {
-        return Err(usage("get"));
+        return Err(usage(Subcommand::Get));
     };
     match (what.as_str(), rest) {
         ("title" | "url", []) => out.push(what),
@@ -515,7 +517,7 @@ fn parse_get(args: &[String], out: &mut Builder) -> Result<(), Refusal> {
             if let Some(flag) = args.iter().find(|a| is_global_flag(a)) {
                 return Err(flag_refusal(flag));
             }
-            return Err(usage("get"));
+            return Err(usage(Subcommand::Get));
         }
     }
     Ok(())
@@ -539,7 +541,7 @@ fn parse_scroll(args: &[String], out: &mut Builder) -> Result<(), Refusal> {
             if let Some(flag) = rest.iter().find(|a| is_global_flag(a)) {
                 return Err(flag_refusal(flag));
             }
-            return Err(usage("scroll"));
+            return Err(usage(Subcommand::Scroll));
         }
     }
     Ok(())

@@ -62,9 +62,10 @@ pub(crate) enum Guard {
 }
 
 impl Guard {
-    /// The guard for the agent's `tokens` when the policy enables it.
-    pub(crate) fn for_command(tokens: &[String], enabled: bool) -> Self {
-        let by = Subcommand::facts_of(tokens).map_or(GuardBy::Nothing, |f| f.guard);
+    /// The guard for the agent's `subcommand` (its `tokens`) when the
+    /// policy enables it.
+    pub(crate) fn for_command(subcommand: Subcommand, tokens: &[String], enabled: bool) -> Self {
+        let by = subcommand.facts().guard;
         match by {
             _ if !enabled => Self::Off,
             GuardBy::Nothing => Self::Off,

@@ -56,6 +56,7 @@ use guard::Guard;
 use laps::Laps;
 use reply::Reply;
 use span::Ending;
+use subcommand::Subcommand;
 
 /// The server's services a call's stages use. The pipeline below hands
 /// each stage only the ones its signature names; none sees the others.
@@ -189,7 +190,11 @@ async fn run_admitted(
         Ok(intent) => intent,
         Err(e) => return audit_unavailable(&request, subcommand, &e.to_string()),
     };
-    let guard = Guard::for_command(&planned.tokens, call.rules.url.navigation_guard);
+    let guard = Guard::for_command(
+        planned.subcommand,
+        &planned.tokens,
+        call.rules.url.navigation_guard,
+    );
     let executed = execute::execute(services, call, &request, &planned, intent, guard).await;
     laps.lap("agent_browser");
     if let Termination::Withheld(Withhold::Audit(why)) = &executed.raw.termination {
@@ -197,13 +202,13 @@ async fn run_admitted(
     }
     let secrets = &call.rules.secrets;
     secret_cut::learn(runner, secrets, &request.session, &planned, &executed).await;
-    conclude::update_session(services.sessions, &request, &executed).await;
+    conclude::update_session(services.sessions, &request, planned.subcommand, &executed).await;
 
     let marked = call
         .rules
         .url
         .content_boundaries
-        .then_some(planned.tokens.as_slice());
+        .then_some((planned.subcommand, planned.tokens.as_slice()));
     let reply = reply::normalize_marked(
         request.session.as_str(),
         &executed.raw,
@@ -247,7 +252,13 @@ async fn run_admitted(
     let reply = conclude::record_outcome(services.journal, call, &judged, reply, ended);
     laps.lap("outcome");
     laps.report();
-    after_reply(runner, &request, &executed, turn.just_bound);
+    after_reply(
+        runner,
+        &request,
+        planned.subcommand,
+        &executed,
+        turn.just_bound,
+    );
     (
         reply,
         Ending::Allowed {
@@ -262,12 +273,13 @@ async fn run_admitted(
 fn after_reply(
     runner: &Runner,
     request: &request::Validated,
+    subcommand: Subcommand,
     executed: &crate::runner::Executed,
     just_bound: bool,
 ) {
-    conclude::prepare_next(runner, request, executed);
-    let forward = subcommand::Subcommand::facts_of(&request.argv).is_some_and(|f| f.comes_forward);
-    if (just_bound || forward) && !conclude::ends_session(request) {
+    conclude::prepare_next(runner, request, subcommand, executed);
+    let facts = subcommand.facts();
+    if (just_bound || facts.comes_forward) && !facts.ends_session {
         runner.foreground_after_reply(&request.session);
     }
 }

@@ -22,6 +22,8 @@ use crate::{
 /// What a valid request will do, once allowed.
 #[derive(Debug)]
 pub(crate) struct Planned {
+    /// Which allow-listed subcommand it is: the later stages ask its facts.
+    pub(crate) subcommand: Subcommand,
     /// The agent's command as agent-browser will receive it.
     pub(crate) tokens: Vec<String>,
     /// The addresses an `open` URL's host was checked against.
@@ -41,7 +43,8 @@ pub(crate) async fn plan(
 ) -> Result<Planned, Refusal> {
     let command = grammar::parse(&request.argv)?;
     let mut planned = Planned {
-        secrets: secrets_named(rules, &request.argv)?,
+        subcommand: command.subcommand,
+        secrets: secrets_named(rules, command.subcommand, &request.argv)?,
         tokens: command.tokens,
         resolved: Vec::new(),
         output: None,
@@ -67,8 +70,12 @@ pub(crate) async fn plan(
 /// The secrets a command's placeholders name. Only the text of `fill` and
 /// `type` is substituted; a placeholder anywhere else would be sent as it is,
 /// so it is refused, as is one naming no configured secret.
-fn secrets_named(rules: &Rules, argv: &[String]) -> Result<Vec<String>, Refusal> {
-    let text_at = Subcommand::facts_of(argv).and_then(|f| f.secrets_at);
+fn secrets_named(
+    rules: &Rules,
+    subcommand: Subcommand,
+    argv: &[String],
+) -> Result<Vec<String>, Refusal> {
+    let text_at = subcommand.facts().secrets_at;
     for (i, arg) in argv.iter().enumerate() {
         if Some(i) != text_at && secrets::mentions_placeholder(arg) {
             return Err(Refusal::new(

@@ -9,7 +9,10 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::guard::{Guard, GuardRead, guard_read};
+use super::{
+    boundary::Marked,
+    guard::{Guard, GuardRead, guard_read},
+};
 use crate::{
     policy::secrets::Secrets,
     refusal::{Refusal, exit_code},
@@ -100,7 +103,7 @@ pub(crate) fn normalize_marked(
     raw: &RawOutcome,
     max_bytes: usize,
     guard: Guard,
-    marked: Option<&[String]>,
+    marked: Option<Marked<'_>>,
     secrets: &Secrets,
 ) -> Reply {
     let raw_stderr = String::from_utf8_lossy(&raw.stderr);
@@ -204,7 +207,7 @@ fn from_envelope(
     stdout: &[u8],
     stderr: &str,
     skip_guard: bool,
-    mark: Option<(&[String], Option<&str>)>,
+    mark: Option<(Marked<'_>, Option<&str>)>,
     secrets: &Secrets,
 ) -> (i32, String, String) {
     let parsed: Option<Value> = serde_json::from_slice(stdout).ok();

@@ -56,32 +56,27 @@ fn the_guard_entry_is_not_the_reply() {
 
 #[test]
 fn get_url_and_open_are_their_own_guard_read() {
-    let tokens = |t: &[&str]| t.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    let guard = |t: &[&str], enabled: bool| {
+        let tokens = t.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let subcommand = crate::call::Subcommand::of(&tokens).unwrap();
+        Guard::for_command(subcommand, &tokens, enabled)
+    };
     assert_eq!(
-        Guard::for_command(&tokens(&["get", "url"]), true),
+        guard(&["get", "url"], true),
         Guard::OwnResult { field: "url" }
     );
     assert_eq!(
-        Guard::for_command(&tokens(&["open", "http://x/"]), true),
+        guard(&["open", "http://x/"], true),
         Guard::OwnResult { field: "url" }
     );
     assert_eq!(
-        Guard::for_command(&tokens(&["snapshot", "-i"]), true),
+        guard(&["snapshot", "-i"], true),
         Guard::OwnResult { field: "origin" }
     );
-    assert_eq!(
-        Guard::for_command(&tokens(&["get", "title"]), true),
-        Guard::Trailing
-    );
-    assert_eq!(
-        Guard::for_command(&tokens(&["click", "@e1"]), true),
-        Guard::Trailing
-    );
-    assert_eq!(Guard::for_command(&tokens(&["close"]), true), Guard::Off);
-    assert_eq!(
-        Guard::for_command(&tokens(&["click", "@e1"]), false),
-        Guard::Off
-    );
+    assert_eq!(guard(&["get", "title"], true), Guard::Trailing);
+    assert_eq!(guard(&["click", "@e1"], true), Guard::Trailing);
+    assert_eq!(guard(&["close"], true), Guard::Off);
+    assert_eq!(guard(&["click", "@e1"], false), Guard::Off);
     let out = r#"[{"command":["open","http://a/"],"error":null,"result":{"title":"t","url":"http://b/"},"success":true}]"#;
     let opened = raw(Termination::Exited(0), out, "");
     // The page URL the command reports (after a redirect), not the one asked for.
