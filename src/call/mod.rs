@@ -204,53 +204,13 @@ async fn run_admitted(
     secret_cut::learn(runner, secrets, &request.session, &planned, &executed).await;
     conclude::update_session(services.sessions, &request, planned.subcommand, &executed).await;
 
-    let marked = call
-        .rules
-        .url
-        .content_boundaries
-        .then_some((planned.subcommand, planned.tokens.as_slice()));
-    let reply = reply::normalize_marked(
-        request.session.as_str(),
-        &executed.raw,
-        services.outputs.max_reply_bytes,
-        guard,
-        marked,
-        &call.rules.secrets,
-    );
-    let verdict = guard::judge(
-        services.guard(),
-        &call.rules,
-        &request.session,
-        guard,
-        &executed,
-        reply.exit_code == 0,
-    )
-    .await;
-    let judged = conclude::Judged {
+    let ran = Ran {
         request: &request,
         planned: &planned,
         executed: &executed,
-        verdict: &verdict,
+        guard,
     };
-    let (reply, blocked) =
-        conclude::enforce(services.guard(), services.outputs, call, &judged, reply).await;
-    // No reply carries a secret's value back: the page data was scrubbed
-    // when normalised; a refusal that replaced it may quote the page's URL.
-    let mut reply = reply.scrubbed(&call.rules.secrets);
-    let blocked = blocked.map(|r| Refusal::new(r.rule, call.rules.secrets.scrub(&r.message)));
-    laps.lap("guard");
-    let image = image::attach(services.outputs, &planned, &mut reply).await;
-    laps.lap("image");
-    let outcome = conclude::outcome_of(&executed, &reply, &verdict);
-    let ended = conclude::Ended {
-        outcome,
-        blocked: blocked.as_ref(),
-        confinement,
-        page: verdict.page(),
-        image,
-    };
-    let reply = conclude::record_outcome(services.journal, call, &judged, reply, ended);
-    laps.lap("outcome");
+    let (reply, outcome) = answer(services, call, ran, confinement, &mut laps).await;
     laps.report();
     after_reply(
         runner,
@@ -266,6 +226,99 @@ async fn run_admitted(
             outcome,
         },
     )
+}
+
+/// What an admitted call ran, as the steps after it read it.
+#[derive(Clone, Copy)]
+struct Ran<'a> {
+    request: &'a request::Validated,
+    planned: &'a plan::Planned,
+    executed: &'a crate::runner::Executed,
+    guard: Guard,
+}
+
+/// The reply to a call that ran: agent-browser's output normalised, the
+/// guard's verdict enforced on it, a screenshot attached, and the outcome
+/// recorded.
+async fn answer(
+    services: Services<'_>,
+    call: &Call<'_>,
+    ran: Ran<'_>,
+    confinement: Value,
+    laps: &mut Laps,
+) -> (Reply, audit::Outcome) {
+    let reply = normalized(services.outputs, call, ran);
+    let verdict = guard::judge(
+        services.guard(),
+        &call.rules,
+        &ran.request.session,
+        ran.guard,
+        ran.executed,
+        reply.exit_code == 0,
+    )
+    .await;
+    let judged = conclude::Judged {
+        request: ran.request,
+        planned: ran.planned,
+        executed: ran.executed,
+        verdict: &verdict,
+    };
+    let (mut reply, blocked) = enforced(services, call, &judged, reply).await;
+    laps.lap("guard");
+    let image = image::attach(services.outputs, ran.planned, &mut reply).await;
+    laps.lap("image");
+    let outcome = conclude::outcome_of(ran.executed, &reply, &verdict);
+    let ended = conclude::Ended {
+        outcome,
+        blocked: blocked.as_ref(),
+        confinement,
+        page: verdict.page(),
+        image,
+    };
+    let reply = conclude::record_outcome(services.journal, call, &judged, reply, ended);
+    laps.lap("outcome");
+    (reply, outcome)
+}
+
+/// agent-browser's output as the reply's: bounded, the guard's read taken
+/// out, page text marked when the policy asks for content boundaries.
+fn normalized(outputs: &Outputs, call: &Call<'_>, ran: Ran<'_>) -> Reply {
+    let Ran {
+        request,
+        planned,
+        executed,
+        guard,
+    } = ran;
+    let marked = call
+        .rules
+        .url
+        .content_boundaries
+        .then_some((planned.subcommand, planned.tokens.as_slice()));
+    reply::normalize_marked(
+        request.session.as_str(),
+        &executed.raw,
+        outputs.max_reply_bytes,
+        guard,
+        marked,
+        &call.rules.secrets,
+    )
+}
+
+/// The guard's verdict enforced on the reply (a page it blocked replaces
+/// it), and the secrets scrubbed from both.
+async fn enforced(
+    services: Services<'_>,
+    call: &Call<'_>,
+    judged: &conclude::Judged<'_>,
+    reply: Reply,
+) -> (Reply, Option<Refusal>) {
+    let (reply, blocked) =
+        conclude::enforce(services.guard(), services.outputs, call, judged, reply).await;
+    // No reply carries a secret's value back: the page data was scrubbed
+    // when normalised; a refusal that replaced it may quote the page's URL.
+    let reply = reply.scrubbed(&call.rules.secrets);
+    let blocked = blocked.map(|r| Refusal::new(r.rule, call.rules.secrets.scrub(&r.message)));
+    (reply, blocked)
 }
 
 /// What follows the reply: the session's next child is readied, and its
