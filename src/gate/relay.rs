@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use futures_util::{SinkExt, StreamExt};
+use futures_util::{SinkExt, StreamExt, stream::SplitSink};
 use serde_json::{Value, json};
 use tokio::{
     net::TcpStream,
@@ -33,7 +33,7 @@ use crate::{
     sync::lock,
 };
 
-type ChromiumSink = futures_util::stream::SplitSink<ChromiumSocket, Message>;
+type ChromiumSink = SplitSink<ChromiumSocket, Message>;
 type ChromiumStream = futures_util::stream::SplitStream<ChromiumSocket>;
 
 pub(super) async fn relay(
@@ -43,20 +43,9 @@ pub(super) async fn relay(
 ) {
     shared.contexts.adopt_or_drop(&shared, &session).await;
     let conn = Arc::new(Connection::new(session));
-    let (mut to_daemon, mut from_daemon) = client.split();
-    // One writer to the daemon, fed by Chromium's messages and the gate's
-    // own refusals, at most MAX_QUEUED_BYTES of them waiting.
-    let (daemon_tx, mut daemon_rx) = mpsc::unbounded_channel::<Queued>();
+    let (to_daemon, mut from_daemon) = client.split();
+    let (daemon_tx, writer) = spawn_writer(to_daemon);
     let budget = Arc::new(Semaphore::new(MAX_QUEUED_BYTES));
-    let writer = tokio::spawn(async move {
-        while let Some((message, room)) = daemon_rx.recv().await {
-            if to_daemon.send(message).await.is_err() {
-                break;
-            }
-            drop(room);
-        }
-        let _ = to_daemon.close().await;
-    });
     // Connected on the first message that is forwarded: a refusal needs no
     // browser.
     let mut chromium: Option<ChromiumSink> = None;
@@ -100,17 +89,10 @@ pub(super) async fn relay(
                 }
                 continue;
             }
-            Judgement::Refuse { rule, why } => {
-                report_refused(&shared, &conn.session, rule, &why);
-                refusal_answer(&request, rule, &why)
-            }
-            Judgement::Decline { why } => {
-                tracing::debug!(session = %conn.session, "the browser gate declined a CDP message");
-                refusal_answer(&request, Rule::CdpRefused, &why)
-            }
-            Judgement::SessionGone { cdp_session } => {
-                session_gone_answer(request.get("id").cloned(), &cdp_session)
-            }
+            not_forwarded => match gate_answer(not_forwarded, &request, &conn.session, &shared) {
+                Some(answer) => answer,
+                None => continue,
+            },
         };
         // A daemon that sends refused messages and never reads the answers
         // has its connection closed, not a queue that grows.
@@ -130,6 +112,52 @@ pub(super) async fn relay(
     }
     drop(daemon_tx);
     let _ = writer.await;
+}
+
+/// One writer to the daemon, fed by Chromium's messages and the gate's own
+/// answers (at most [`MAX_QUEUED_BYTES`] of them waiting, which the
+/// senders' permits count); it closes the socket when every sender is gone.
+fn spawn_writer(
+    mut to_daemon: SplitSink<WebSocketStream<TcpStream>, Message>,
+) -> (mpsc::UnboundedSender<Queued>, tokio::task::JoinHandle<()>) {
+    let (daemon_tx, mut daemon_rx) = mpsc::unbounded_channel::<Queued>();
+    let writer = tokio::spawn(async move {
+        while let Some((message, room)) = daemon_rx.recv().await {
+            if to_daemon.send(message).await.is_err() {
+                break;
+            }
+            drop(room);
+        }
+        let _ = to_daemon.close().await;
+    });
+    (daemon_tx, writer)
+}
+
+/// What the gate answers itself to a message it does not forward: a
+/// refusal (audited), a decline (routine, not audited), or the answer
+/// Chromium would give on a tab that has closed. None for a message that is
+/// forwarded: Chromium answers it.
+fn gate_answer(
+    judgement: Judgement,
+    request: &Value,
+    session: &str,
+    shared: &Shared,
+) -> Option<String> {
+    match judgement {
+        Judgement::Refuse { rule, why } => {
+            report_refused(shared, session, rule, &why);
+            Some(refusal_answer(request, rule, &why))
+        }
+        Judgement::Decline { why } => {
+            tracing::debug!(%session, "the browser gate declined a CDP message");
+            Some(refusal_answer(request, Rule::CdpRefused, &why))
+        }
+        Judgement::SessionGone { cdp_session } => Some(session_gone_answer(
+            request.get("id").cloned(),
+            &cdp_session,
+        )),
+        Judgement::Forward(_) => None,
+    }
 }
 
 /// A CDP message the gate refused, on its way to the audit writer. The

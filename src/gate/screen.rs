@@ -36,26 +36,11 @@ pub(super) fn screen(
     if !awaiting && !text.contains("\"Target.") {
         return Screened::Unchanged;
     }
-    let Ok(mut message) = serde_json::from_str::<Value>(text) else {
+    let Ok(message) = serde_json::from_str::<Value>(text) else {
         return Screened::Unchanged;
     };
     if let Some(id) = message.get("id").and_then(Value::as_u64) {
-        let awaited = lock(&conn.awaited).remove(&id);
-        return match awaited {
-            Some(Awaited::NewTab) => {
-                if let Some(target) = message.pointer("/result/targetId").and_then(Value::as_str) {
-                    lock(&conn.shown).insert(target.to_owned());
-                }
-                Screened::Unchanged
-            }
-            Some(Awaited::TargetList) => {
-                if let Some(Value::Array(infos)) = message.pointer_mut("/result/targetInfos") {
-                    infos.retain(|info| visible(info, conn, &own_context));
-                }
-                Screened::Rewritten(message)
-            }
-            None => Screened::Unchanged,
-        };
+        return screen_answer(id, message, conn, &own_context);
     }
     let params = message.get("params").cloned().unwrap_or(Value::Null);
     match message.get("method").and_then(Value::as_str) {
@@ -109,6 +94,32 @@ pub(super) fn screen(
             )
         }
         _ => Screened::Unchanged,
+    }
+}
+
+/// The answer to command `id`: a new tab it opened is shown to this
+/// connection; a target list keeps the session's own targets only.
+fn screen_answer(
+    id: u64,
+    mut message: Value,
+    conn: &Connection,
+    own_context: impl Fn() -> Option<String>,
+) -> Screened {
+    let awaited = lock(&conn.awaited).remove(&id);
+    match awaited {
+        Some(Awaited::NewTab) => {
+            if let Some(target) = message.pointer("/result/targetId").and_then(Value::as_str) {
+                lock(&conn.shown).insert(target.to_owned());
+            }
+            Screened::Unchanged
+        }
+        Some(Awaited::TargetList) => {
+            if let Some(Value::Array(infos)) = message.pointer_mut("/result/targetInfos") {
+                infos.retain(|info| visible(info, conn, &own_context));
+            }
+            Screened::Rewritten(message)
+        }
+        None => Screened::Unchanged,
     }
 }
 
