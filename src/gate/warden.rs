@@ -396,27 +396,7 @@ impl Link {
                     (Arc::clone(self), Arc::clone(shared), session.to_owned());
                 tokio::spawn(async move { link.decide(&session, &params, &shared).await });
             }
-            (Some("Target.attachedToTarget"), Some(parent)) => {
-                let owner = lock(&self.owners).get(parent).cloned().unwrap_or_default();
-                let Some(child) = params.get("sessionId").and_then(Value::as_str) else {
-                    return;
-                };
-                lock(&self.owners).insert(child.to_owned(), owner);
-                if let Some(target) = params
-                    .pointer("/targetInfo/targetId")
-                    .and_then(Value::as_str)
-                {
-                    lock(&self.sessions).insert(target.to_owned(), child.to_owned());
-                }
-                let (link, child) = (Arc::clone(self), child.to_owned());
-                let waiting = params
-                    .get("waitingForDebugger")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false);
-                let frame =
-                    params.pointer("/targetInfo/type").and_then(Value::as_str) == Some("iframe");
-                tokio::spawn(async move { link.police_child(&child, waiting, frame).await });
-            }
+            (Some("Target.attachedToTarget"), Some(parent)) => self.attached(parent, &params),
             (Some("Log.entryAdded"), Some(session)) => {
                 let entry = params.get("entry");
                 let text = |key: &str| entry.and_then(|e| e.get(key)).and_then(Value::as_str);
@@ -426,28 +406,7 @@ impl Link {
                     shared.failed_loads.note(&owner, url);
                 }
             }
-            (Some("Browser.downloadWillBegin"), None) => {
-                // A tab's main frame id is its target id: the session is the
-                // tab's owner (a download from a subframe is named by URL only).
-                let frame = params.get("frameId").and_then(Value::as_str);
-                let owner = frame
-                    .and_then(|f| lock(&self.sessions).get(f).cloned())
-                    .and_then(|cdp| lock(&self.owners).get(&cdp).cloned());
-                let text = |key: &str| params.get(key).and_then(Value::as_str).unwrap_or_default();
-                let name: String = text("suggestedFilename").chars().take(128).collect();
-                shared.reporter.report(
-                    BrowserRefusal::new(
-                        owner.unwrap_or_default(),
-                        Rule::RequestBlocked,
-                        format!(
-                            "a download of {name:?} from {} was denied (browser-shell allows no downloads)",
-                            shown(text("url"))
-                        ),
-                        Requester::Page,
-                    )
-                    .to(destination_of(text("url"))),
-                );
-            }
+            (Some("Browser.downloadWillBegin"), None) => self.download_denied(&params, shared),
             (Some("Target.targetCreated"), None) => {
                 if let Some(info) = params.get("targetInfo") {
                     super::tab_cap::on_created(shared, info);
@@ -469,6 +428,54 @@ impl Link {
             }
             _ => {}
         }
+    }
+
+    /// A frame or worker attached under a tab: it belongs to the tab's
+    /// owner, and is policed before it runs ([`Self::police_child`]).
+    fn attached(self: &Arc<Self>, parent: &str, params: &Value) {
+        let owner = lock(&self.owners).get(parent).cloned().unwrap_or_default();
+        let Some(child) = params.get("sessionId").and_then(Value::as_str) else {
+            return;
+        };
+        lock(&self.owners).insert(child.to_owned(), owner);
+        if let Some(target) = params
+            .pointer("/targetInfo/targetId")
+            .and_then(Value::as_str)
+        {
+            lock(&self.sessions).insert(target.to_owned(), child.to_owned());
+        }
+        let (link, child) = (Arc::clone(self), child.to_owned());
+        let waiting = params
+            .get("waitingForDebugger")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let frame = params.pointer("/targetInfo/type").and_then(Value::as_str) == Some("iframe");
+        tokio::spawn(async move { link.police_child(&child, waiting, frame).await });
+    }
+
+    /// Chromium denied a download (the browser's download behaviour is
+    /// `deny`): recorded as the page's, named by the tab it came from.
+    fn download_denied(&self, params: &Value, shared: &Shared) {
+        // A tab's main frame id is its target id: the session is the
+        // tab's owner (a download from a subframe is named by URL only).
+        let frame = params.get("frameId").and_then(Value::as_str);
+        let owner = frame
+            .and_then(|f| lock(&self.sessions).get(f).cloned())
+            .and_then(|cdp| lock(&self.owners).get(&cdp).cloned());
+        let text = |key: &str| params.get(key).and_then(Value::as_str).unwrap_or_default();
+        let name: String = text("suggestedFilename").chars().take(128).collect();
+        shared.reporter.report(
+            BrowserRefusal::new(
+                owner.unwrap_or_default(),
+                Rule::RequestBlocked,
+                format!(
+                    "a download of {name:?} from {} was denied (browser-shell allows no downloads)",
+                    shown(text("url"))
+                ),
+                Requester::Page,
+            )
+            .to(destination_of(text("url"))),
+        );
     }
 
     /// A frame or worker attached under a policed tab: police it, then let
