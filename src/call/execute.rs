@@ -30,19 +30,7 @@ pub(crate) async fn execute(
     // navigates runs where it is, and activating anyway would switch tabs
     // whenever two sessions take turns on one Chromium.
     let front = !planned.subcommand.facts().background_ok;
-    // From now on no record holds this call's typed text in clear, not
-    // even in the URL of the page a form sends it to.
-    for text in super::record::free_text(&request.argv) {
-        services.journal.remember_typed(text);
-    }
-    let mut tokens = planned.tokens.clone();
-    if !planned.secrets.is_empty()
-        && let Some(text) = tokens.last_mut()
-    {
-        // Filled in now, sent only once the release check checked the page.
-        *text = call.rules.secrets.fill_in(text);
-    }
-    let batch = guard::batch_for(tokens, guard);
+    let batch = batch(services.journal, call, request, planned, guard);
     // The client's cancellation, or the server's shutdown, stops the call.
     let cancel = services.admission.shutdown_token();
     // Aborted when this future ends, however it ends: dropped unfinished
@@ -58,44 +46,15 @@ pub(crate) async fn execute(
     // page (it failed, timed out or was cancelled): look now, before this
     // command acts on whatever page that is.
     let look_first = guard.is_on() && services.sessions.is_unlooked(request.session.daemon_name());
-    let durable = intent.durable();
     let mut waited = None;
-    let release = async {
-        let intent = durable.await.map_err(|why| Withheld {
-            why: Withhold::Audit(why),
-            intent: None,
-        })?;
-        let intent = if look_first {
-            let (runner, resolver) = (services.runner, services.resolver);
-            let session = &request.session;
-            let (intent, slow) =
-                guard::look_before(runner, resolver, &call.rules, session, intent).await?;
-            waited = slow;
-            intent
-        } else {
-            intent
-        };
-        let intent = if planned.secrets.is_empty() {
-            intent
-        } else {
-            let names = &planned.secrets;
-            let runner = services.runner;
-            guard::check_secret_hosts(runner, &call.rules, &request.session, intent, names).await?
-        };
-        // A screenshot's room is made (the oldest files deleted) last: it is
-        // the call's first side effect, due only once the intent is durable
-        // and the guard let the command run.
-        if let Some(target) = &planned.output {
-            make_room(services.outputs, &request.session).await;
-            hand_over(
-                services.outputs,
-                services.runner,
-                request.session.daemon_name(),
-                target,
-            );
-        }
-        Ok(intent)
-    };
+    let release = released(
+        services,
+        call,
+        (request, planned),
+        intent,
+        look_first,
+        &mut waited,
+    );
     // While the command runs, the gate lets a secret's text reach only a
     // focused frame on the secret's hosts (a field in a frame of another
     // origin is refused there).
@@ -115,6 +74,70 @@ pub(crate) async fn execute(
     forward.abort();
     executed.waited = waited;
     executed
+}
+
+/// The batch agent-browser gets: the agent's tokens, a secret's text filled
+/// in, the guard's read appended. From now on no record holds the call's
+/// typed text in clear, not even in the URL of the page a form sends it to.
+fn batch(
+    journal: &crate::obs::journal::Journal,
+    call: &Call<'_>,
+    request: &Validated,
+    planned: &Planned,
+    guard: Guard,
+) -> Vec<Vec<String>> {
+    for text in super::record::free_text(&request.argv) {
+        journal.remember_typed(text);
+    }
+    let mut tokens = planned.tokens.clone();
+    if !planned.secrets.is_empty()
+        && let Some(text) = tokens.last_mut()
+    {
+        // Filled in now, sent only once the release check checked the page.
+        *text = call.rules.secrets.fill_in(text);
+    }
+    guard::batch_for(tokens, guard)
+}
+
+/// Resolves when the command may run: its intent durable, the page the
+/// last command left looked at when it was not (`look_first`; how long
+/// that took goes to `waited`), the page on a typed secret's hosts, and a
+/// screenshot's room made. Any of them failing withholds the command.
+async fn released(
+    services: super::Services<'_>,
+    call: &Call<'_>,
+    (request, planned): (&Validated, &Planned),
+    intent: Intent,
+    look_first: bool,
+    waited: &mut Option<String>,
+) -> Result<audit::IntentSynced, Withheld> {
+    let intent = intent.durable().await.map_err(|why| Withheld {
+        why: Withhold::Audit(why),
+        intent: None,
+    })?;
+    let (runner, session) = (services.runner, &request.session);
+    let intent = if look_first {
+        let (intent, slow) =
+            guard::look_before(runner, services.resolver, &call.rules, session, intent).await?;
+        *waited = slow;
+        intent
+    } else {
+        intent
+    };
+    let intent = if planned.secrets.is_empty() {
+        intent
+    } else {
+        let names = &planned.secrets;
+        guard::check_secret_hosts(runner, &call.rules, session, intent, names).await?
+    };
+    // A screenshot's room is made (the oldest files deleted) last: it is
+    // the call's first side effect, due only once the intent is durable
+    // and the guard let the command run.
+    if let Some(target) = &planned.output {
+        make_room(services.outputs, session).await;
+        hand_over(services.outputs, runner, session.daemon_name(), target);
+    }
+    Ok(intent)
 }
 
 /// The screenshot's directories go to the daemon's uid, which writes there.
