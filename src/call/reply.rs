@@ -107,55 +107,9 @@ pub(crate) fn normalize_marked(
     secrets: &Secrets,
 ) -> Reply {
     let raw_stderr = String::from_utf8_lossy(&raw.stderr);
-    let (exit_code, stdout, stderr) = match &raw.termination {
-        Termination::TimedOut => (
-            exit_code::TIMED_OUT,
-            String::new(),
-            format!(
-                "timed out after {:.1} s; {}",
-                raw.elapsed.as_secs_f64(),
-                stopped_early(raw)
-            ),
-        ),
-        Termination::Cancelled => (
-            exit_code::CANCELLED,
-            String::new(),
-            format!("cancelled by the client; {}", stopped_early(raw)),
-        ),
-        Termination::SpawnFailed(why) => (
-            exit_code::INTERNAL,
-            String::new(),
-            format!("browser-shell error: {why}"),
-        ),
-        Termination::Withheld(Withhold::Audit(why)) => (
-            exit_code::INTERNAL,
-            String::new(),
-            format!("audit unavailable, nothing was run: {why}"),
-        ),
-        // The pipeline replaces this reply with the guard's refusal (whose
-        // page URL goes through the redactor).
-        Termination::Withheld(Withhold::Blocked { .. }) => (
-            exit_code::REFUSED,
-            String::new(),
-            "the page is somewhere the policy refuses; nothing was run".to_owned(),
-        ),
-        Termination::Withheld(Withhold::Unreadable { .. }) => (
-            exit_code::REFUSED,
-            String::new(),
-            "the page could not be read; nothing was run".to_owned(),
-        ),
-        Termination::Withheld(Withhold::Refused(refusal)) => {
-            (exit_code::REFUSED, String::new(), refusal.to_string())
-        }
-        Termination::Signaled(sig) => (
-            128 + sig,
-            String::new(),
-            join_lines(
-                &format!("agent-browser was killed by signal {sig}"),
-                &raw_stderr,
-            ),
-        ),
-        Termination::Exited(code) => {
+    let (exit_code, stdout, stderr) = match ran_to_its_end(raw, &raw_stderr) {
+        Err((exit_code, why)) => (exit_code, String::new(), why),
+        Ok(code) => {
             // The reply is the agent's command, never the guard's entry
             // (which may fail on its own, mid-navigation).
             let skip_guard =
@@ -165,7 +119,7 @@ pub(crate) fn normalize_marked(
                 _ => None,
             };
             let mark = marked.map(|command| (command, page.as_deref()));
-            from_envelope(*code, &raw.stdout, &raw_stderr, skip_guard, mark, secrets)
+            from_envelope(code, &raw.stdout, &raw_stderr, skip_guard, mark, secrets)
         }
     };
     let stderr = secrets.scrub(&stderr);
@@ -181,6 +135,55 @@ pub(crate) fn normalize_marked(
         stderr: truncate(&stderr, max_bytes, 0),
         image: None,
     }
+}
+
+/// Ok with agent-browser's exit code when it ran to its end; otherwise the
+/// reply's exit code and what stopped it (a timeout, a cancellation, a
+/// spawn that failed, a command withheld, a signal).
+fn ran_to_its_end(raw: &RawOutcome, raw_stderr: &str) -> Result<i32, (i32, String)> {
+    let stopped = match &raw.termination {
+        Termination::Exited(code) => return Ok(*code),
+        Termination::TimedOut => (
+            exit_code::TIMED_OUT,
+            format!(
+                "timed out after {:.1} s; {}",
+                raw.elapsed.as_secs_f64(),
+                stopped_early(raw)
+            ),
+        ),
+        Termination::Cancelled => (
+            exit_code::CANCELLED,
+            format!("cancelled by the client; {}", stopped_early(raw)),
+        ),
+        Termination::SpawnFailed(why) => {
+            (exit_code::INTERNAL, format!("browser-shell error: {why}"))
+        }
+        Termination::Withheld(Withhold::Audit(why)) => (
+            exit_code::INTERNAL,
+            format!("audit unavailable, nothing was run: {why}"),
+        ),
+        // The pipeline replaces this reply with the guard's refusal (whose
+        // page URL goes through the redactor).
+        Termination::Withheld(Withhold::Blocked { .. }) => (
+            exit_code::REFUSED,
+            "the page is somewhere the policy refuses; nothing was run".to_owned(),
+        ),
+        Termination::Withheld(Withhold::Unreadable { .. }) => (
+            exit_code::REFUSED,
+            "the page could not be read; nothing was run".to_owned(),
+        ),
+        Termination::Withheld(Withhold::Refused(refusal)) => {
+            (exit_code::REFUSED, refusal.to_string())
+        }
+        Termination::Signaled(sig) => (
+            128 + sig,
+            join_lines(
+                &format!("agent-browser was killed by signal {sig}"),
+                raw_stderr,
+            ),
+        ),
+    };
+    Err(stopped)
 }
 
 /// What the server stopped when it stopped a command early (a timeout, a
