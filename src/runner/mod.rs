@@ -338,14 +338,9 @@ impl Runner {
             Ok(b) => b,
             Err(e) => return failed(format!("cannot encode the batch: {e}")),
         };
-        self.evict_unconfined_daemon(session).await;
-        let spawned = match self.standbys.take_or_await(session.daemon_name()).await {
-            Some(standby) => Ok(standby),
-            None => self.spawn(session),
-        };
-        let mut child = match spawned {
+        let mut child = match self.child_for(session).await {
             Ok(child) => child,
-            Err(e) => return failed(self.spawn_error(&e)),
+            Err(why) => return failed(why),
         };
         let pid = child.id();
         let stdin = child.stdin.take();
@@ -354,37 +349,11 @@ impl Runner {
         // Whether the child got its batch: if not, a timeout or cancellation
         // has no daemon command to stop.
         let fed = std::sync::atomic::AtomicBool::new(false);
-        let feed = async {
-            release.await?;
-            fed.store(true, std::sync::atomic::Ordering::SeqCst);
-            // After the check (bringing a tab forward is visible to the page),
-            // and beside the delivery: the CLI talks to its daemon for a
-            // millisecond or more before the command reaches the tab.
-            let to_front = async {
-                if front {
-                    self.foreground(session).await;
-                }
-            };
-            let deliver = async {
-                if let Some(mut stdin) = stdin {
-                    // A child that exits early closes its stdin; that is its
-                    // answer, not an error of ours.
-                    let _ = stdin.write_all(&batch).await;
-                    let _ = stdin.shutdown().await;
-                }
-            };
-            tokio::join!(to_front, deliver);
-            Ok::<(), Withhold>(())
-        };
+        let feed = self.feed(session, release, (stdin, &batch), front, &fed);
         let termination = tokio::select! {
             status = async { feed.await?; Ok::<_, Withhold>(child.wait().await) } => match status {
                 Err(why) => Termination::Withheld(why),
-                Ok(Ok(status)) => match (status.code(), std::os::unix::process::ExitStatusExt::signal(&status)) {
-                    (Some(code), _) => Termination::Exited(code),
-                    (None, Some(sig)) => Termination::Signaled(sig),
-                    (None, None) => Termination::Exited(1),
-                },
-                Ok(Err(e)) => Termination::SpawnFailed(format!("lost the child: {e}")),
+                Ok(status) => termination_of(status),
             },
             () = tokio::time::sleep(bounds.timeout) => Termination::TimedOut,
             () = bounds.cancel.cancelled() => Termination::Cancelled,
@@ -401,6 +370,48 @@ impl Runner {
             other => other,
         };
         finish(termination, out, err, loading_stopped)
+    }
+
+    /// The session's child: its standby when one is ready (or about to be),
+    /// else one spawned now. A daemon started unconfined is evicted first.
+    async fn child_for(&self, session: &SessionId) -> Result<tokio::process::Child, String> {
+        self.evict_unconfined_daemon(session).await;
+        match self.standbys.take_or_await(session.daemon_name()).await {
+            Some(standby) => Ok(standby),
+            None => self.spawn(session).map_err(|e| self.spawn_error(&e)),
+        }
+    }
+
+    /// Once `release` allows it, the batch goes to the child's stdin (and
+    /// `fed` says so) while the session's tab comes forward if `front`.
+    async fn feed(
+        &self,
+        session: &SessionId,
+        release: impl Future<Output = Result<(), Withhold>>,
+        (stdin, batch): (Option<tokio::process::ChildStdin>, &[u8]),
+        front: bool,
+        fed: &std::sync::atomic::AtomicBool,
+    ) -> Result<(), Withhold> {
+        release.await?;
+        fed.store(true, std::sync::atomic::Ordering::SeqCst);
+        // After the check (bringing a tab forward is visible to the page),
+        // and beside the delivery: the CLI talks to its daemon for a
+        // millisecond or more before the command reaches the tab.
+        let to_front = async {
+            if front {
+                self.foreground(session).await;
+            }
+        };
+        let deliver = async {
+            if let Some(mut stdin) = stdin {
+                // A child that exits early closes its stdin; that is its
+                // answer, not an error of ours.
+                let _ = stdin.write_all(batch).await;
+                let _ = stdin.shutdown().await;
+            }
+        };
+        tokio::join!(to_front, deliver);
+        Ok(())
     }
 
     /// A child stopped before its end is killed with its process group; a
@@ -448,6 +459,21 @@ impl Runner {
         self.home_dir
             .parent()
             .map_or_else(|| self.home_dir.clone(), PathBuf::from)
+    }
+}
+
+/// How a child that ran to its end ended, as the reply tells it.
+fn termination_of(status: std::io::Result<std::process::ExitStatus>) -> Termination {
+    match status {
+        Ok(status) => match (
+            status.code(),
+            std::os::unix::process::ExitStatusExt::signal(&status),
+        ) {
+            (Some(code), _) => Termination::Exited(code),
+            (None, Some(sig)) => Termination::Signaled(sig),
+            (None, None) => Termination::Exited(1),
+        },
+        Err(e) => Termination::SpawnFailed(format!("lost the child: {e}")),
     }
 }
 
