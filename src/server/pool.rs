@@ -328,25 +328,7 @@ impl Sessions {
             (self.pool.settings().idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(30));
         let mut backoff = Duration::ZERO;
         loop {
-            let (dead, unused) = self.pool.to_close(false);
-            for pooled in dead {
-                self.close_pooled(
-                    &pooled,
-                    Outcome::Closed,
-                    "the pooled daemon exited before a session took it",
-                )
-                .await;
-            }
-            if !unused.is_empty() {
-                let why = self.pool.why_reaped();
-                for pooled in unused {
-                    self.close_pooled(&pooled, Outcome::Reaped, &why).await;
-                }
-                let sizing = self.pool.sizing();
-                self.journal
-                    .telemetry()
-                    .pool_sized(sizing.target, sizing.ready);
-            }
+            self.close_dead_and_unused().await;
             if self.pool.missing() == 0 || admission.is_draining() {
                 let _ = tokio::time::timeout(tick, self.pool.wake.notified()).await;
                 continue;
@@ -367,29 +349,7 @@ impl Sessions {
                     () = self.pool.until_empty() => {}
                 }
             }
-            let sizing = self.pool.sizing();
-            let at_once = sizing
-                .target
-                .saturating_sub(sizing.ready)
-                .min(MAX_WARMING_AT_ONCE);
-            self.journal
-                .telemetry()
-                .pool_sized(sizing.target, sizing.ready);
-            // Each daemon joins the queue as soon as it is warm, not once
-            // its sibling is: a new session may be arriving for it.
-            let warmed = futures_util::future::join_all((0..at_once).map(|_| async {
-                match self.warm_one(sizing).await {
-                    Ok(pooled) => {
-                        self.pool.put(pooled);
-                        None
-                    }
-                    Err(why) => Some(why),
-                }
-            }))
-            .await;
-            let failed = warmed.into_iter().flatten().last();
-            self.runner.forward_again().await;
-            match failed {
+            match self.refill().await {
                 None => backoff = Duration::ZERO,
                 Some(why) => {
                     backoff = (backoff * 2).clamp(Duration::from_secs(1), MAX_BACKOFF);
@@ -402,6 +362,56 @@ impl Sessions {
                 }
             }
         }
+    }
+
+    /// Daemons that exited in the pool, and those idle past the pool's
+    /// shrinking, are closed and recorded.
+    async fn close_dead_and_unused(&self) {
+        let (dead, unused) = self.pool.to_close(false);
+        for pooled in dead {
+            self.close_pooled(
+                &pooled,
+                Outcome::Closed,
+                "the pooled daemon exited before a session took it",
+            )
+            .await;
+        }
+        if !unused.is_empty() {
+            let why = self.pool.why_reaped();
+            for pooled in unused {
+                self.close_pooled(&pooled, Outcome::Reaped, &why).await;
+            }
+            let sizing = self.pool.sizing();
+            self.journal
+                .telemetry()
+                .pool_sized(sizing.target, sizing.ready);
+        }
+    }
+
+    /// Warm what the pool is missing, a few at a time; each daemon joins
+    /// the queue as soon as it is warm, not once its sibling is (a new
+    /// session may be arriving for it). The last failure, if any.
+    async fn refill(&self) -> Option<String> {
+        let sizing = self.pool.sizing();
+        let at_once = sizing
+            .target
+            .saturating_sub(sizing.ready)
+            .min(MAX_WARMING_AT_ONCE);
+        self.journal
+            .telemetry()
+            .pool_sized(sizing.target, sizing.ready);
+        let warmed = futures_util::future::join_all((0..at_once).map(|_| async {
+            match self.warm_one(sizing).await {
+                Ok(pooled) => {
+                    self.pool.put(pooled);
+                    None
+                }
+                Err(why) => Some(why),
+            }
+        }))
+        .await;
+        self.runner.forward_again().await;
+        warmed.into_iter().flatten().last()
     }
 
     /// Start one daemon with its own fresh tab, audited before it starts.
