@@ -36,25 +36,7 @@ pub(super) async fn run(
     // The wire frames, bounds and parses messages, answers malformed ones
     // itself, is rmcp's transport and stdout's only writer.
     let (transport, ends) = wire::Wire::new(server.journal.telemetry().clone());
-    let input = tokio::spawn(wire::pump_input(
-        stdio::input(),
-        ends.to_server,
-        ends.answers_tx,
-        Arc::clone(&server.refusal_pace),
-        {
-            let server = Arc::clone(&server);
-            move |fault: &wire::Fault| {
-                let id = fault.request_id.clone();
-                let (journal, rules) = (&server.journal, &server.rules);
-                call::record_protocol_fault(journal, rules, fault.rule, &fault.message, id);
-            }
-        },
-    ));
-    let output = tokio::spawn(wire::pump_output(
-        ends.from_server,
-        ends.answers_rx,
-        stdio::output(),
-    ));
+    let (input, output) = pump_stdio(&server, ends);
     server.sessions.adopt_orphans(gate_kept).await;
     let reaper = tokio::spawn(reap_forever(Arc::clone(&server.sessions)));
     // After the previous server's pooled daemons are closed, and after the
@@ -69,20 +51,7 @@ pub(super) async fn run(
     let served = mcp::BrowserShellServer::new(Arc::clone(&server))
         .serve(transport)
         .await;
-    // Hashing beside the client's first request (its `tools/list` follows
-    // the handshake at once) slows that request's answer on two cores, nice
-    // value or not (docs/benchmarks.md, "A quieter start"): it waits for
-    // that moment to pass, or for a call that needs the record.
-    {
-        let server = Arc::clone(&server);
-        tokio::spawn(async move {
-            tokio::select! {
-                () = tokio::time::sleep(HASH_AFTER_HANDSHAKE) => {}
-                () = server.chronicle.started_needed() => {}
-            }
-            start_hashing(&server);
-        });
-    }
+    hash_after_handshake(&server, start_hashing);
     let stopped = match served {
         Ok(service) => {
             // The MCP session began with the handshake just answered.
@@ -118,6 +87,52 @@ pub(super) async fn run(
     server.close();
     tracing::info!("browser-shell exiting");
     Ok(())
+}
+
+/// stdin → the wire → rmcp, and rmcp and the wire's own answers → stdout,
+/// each its own task; a malformed message is recorded as a protocol fault.
+fn pump_stdio(
+    server: &Arc<Server>,
+    ends: wire::WireEnds,
+) -> (tokio::task::JoinHandle<()>, tokio::task::JoinHandle<()>) {
+    let input = tokio::spawn(wire::pump_input(
+        stdio::input(),
+        ends.to_server,
+        ends.answers_tx,
+        Arc::clone(&server.refusal_pace),
+        {
+            let server = Arc::clone(server);
+            move |fault: &wire::Fault| {
+                let id = fault.request_id.clone();
+                let (journal, rules) = (&server.journal, &server.rules);
+                call::record_protocol_fault(journal, rules, fault.rule, &fault.message, id);
+            }
+        },
+    ));
+    let output = tokio::spawn(wire::pump_output(
+        ends.from_server,
+        ends.answers_rx,
+        stdio::output(),
+    ));
+    (input, output)
+}
+
+/// Hashing beside the client's first request (its `tools/list` follows the
+/// handshake at once) slows that request's answer on two cores, nice value
+/// or not (docs/benchmarks.md, "A quieter start"): it waits for that moment
+/// to pass, or for a call that needs the record.
+fn hash_after_handshake(
+    server: &Arc<Server>,
+    start_hashing: impl FnOnce(&Arc<Server>) + Send + 'static,
+) {
+    let server = Arc::clone(server);
+    tokio::spawn(async move {
+        tokio::select! {
+            () = tokio::time::sleep(HASH_AFTER_HANDSHAKE) => {}
+            () = server.chronicle.started_needed() => {}
+        }
+        start_hashing(&server);
+    });
 }
 
 /// Close the pool, and with `--on-exit end` every session. Bounded: a
