@@ -228,24 +228,9 @@ impl Telemetry {
             Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => h,
             _ => return Err(TelemetryError::NoRuntime),
         };
-        let version = env!("CARGO_PKG_VERSION");
-        let resource = Resource::builder_empty()
-            .with_detector(Box::new(TelemetryResourceDetector))
-            .with_attribute(KeyValue::new("service.version", version))
-            // Two servers (a restart, a sibling) must not feed one series:
-            // each start is an instance of its own. OTEL_RESOURCE_ATTRIBUTES,
-            // added after, can still name them otherwise.
-            .with_attributes(instance_attributes())
-            .with_attributes(
-                config
-                    .resource_attributes
-                    .iter()
-                    .map(|(k, v)| KeyValue::new(k.clone(), v.clone())),
-            )
-            .with_service_name(config.service_name.clone())
-            .build();
+        let resource = resource(config);
         let scope = InstrumentationScope::builder(TOOL)
-            .with_version(version)
+            .with_version(env!("CARGO_PKG_VERSION"))
             .build();
         let mut inner = Inner::default();
         // Metrics first: the other exporters and the SDK's batch processors
@@ -604,6 +589,25 @@ fn now_rfc3339() -> String {
     let now = time::OffsetDateTime::now_utc();
     now.format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default()
+}
+
+/// Who exports: this service, its version, and this start of it (two
+/// servers, a restart or a sibling, must not feed one series: each start is
+/// an instance of its own; the operator's attributes, added after, can
+/// still name them otherwise).
+fn resource(config: &TelemetryConfig) -> Resource {
+    Resource::builder_empty()
+        .with_detector(Box::new(TelemetryResourceDetector))
+        .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
+        .with_attributes(instance_attributes())
+        .with_attributes(
+            config
+                .resource_attributes
+                .iter()
+                .map(|(k, v)| KeyValue::new(k.clone(), v.clone())),
+        )
+        .with_service_name(config.service_name.clone())
+        .build()
 }
 
 /// `service.instance.id` (random, per start), `host.name`, `process.pid`.
