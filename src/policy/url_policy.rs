@@ -226,21 +226,7 @@ impl UrlPolicy {
             path: path.to_owned(),
             message,
         };
-        let value: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
-        // serde would read a struct from an array, positionally: refuse that.
-        if !value.is_object() {
-            return Err(invalid("the policy must be a JSON object".into()));
-        }
-        for section in ["open", "redact", "reply"] {
-            if value.get(section).is_some_and(|v| !v.is_object()) {
-                return Err(invalid(format!("{section}: must be a JSON object")));
-            }
-        }
-        let file: PolicyFile = serde_path_to_error::deserialize(value).map_err(|e| {
-            let path = e.path().to_string();
-            invalid(format!("{path}: {}", e.into_inner()))
-        })?;
+        let file = policy_file(text).map_err(&invalid)?;
         let secret_query_params = file.redact.secret_query_params.unwrap_or_default();
         if let Some(bad) = secret_query_params.iter().find(|p| p.trim().is_empty()) {
             return Err(invalid(format!(
@@ -251,22 +237,10 @@ impl UrlPolicy {
         let defaults = Self::default();
         let allow_schemes =
             schemes(open.allow_schemes, defaults.allow_schemes).map_err(&invalid)?;
-        let hosts =
-            |key: &str, list: Option<Vec<String>>| -> Result<Option<Vec<String>>, PolicyError> {
-                list.map(|items| {
-                    items
-                        .iter()
-                        .map(|h| {
-                            normalize_host_entry(h)
-                                .map_err(|why| invalid(format!("open.{key}: {h:?}: {why}")))
-                        })
-                        .collect()
-                })
-                .transpose()
-            };
-        let allow_hosts = hosts("allow_hosts", open.allow_hosts)?;
-        let allow_host_suffixes =
-            hosts("allow_host_suffixes", open.allow_host_suffixes)?.map(|list| {
+        let allow_hosts = host_list("allow_hosts", open.allow_hosts).map_err(&invalid)?;
+        let allow_host_suffixes = host_list("allow_host_suffixes", open.allow_host_suffixes)
+            .map_err(&invalid)?
+            .map(|list| {
                 list.into_iter()
                     .map(|s| {
                         if s.starts_with('.') {
@@ -277,7 +251,9 @@ impl UrlPolicy {
                     })
                     .collect()
             });
-        let deny_hosts = hosts("deny_hosts", open.deny_hosts)?.unwrap_or_default();
+        let deny_hosts = host_list("deny_hosts", open.deny_hosts)
+            .map_err(&invalid)?
+            .unwrap_or_default();
         let allow_private_cidrs =
             cidrs(open.allow_private_cidrs.unwrap_or_default()).map_err(&invalid)?;
         let dns_timeout = match open.dns_timeout_ms {
@@ -549,6 +525,36 @@ fn host_key(host: &Host<&str>) -> String {
         Host::Ipv4(v4) => v4.to_string(),
         Host::Ipv6(v6) => v6.to_string(),
     }
+}
+
+/// The policy file's JSON as its sections: an object whose sections are
+/// objects (serde would read a struct from an array, positionally), each
+/// key known; a message naming where it is not.
+fn policy_file(text: &str) -> Result<PolicyFile, String> {
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    if !value.is_object() {
+        return Err("the policy must be a JSON object".into());
+    }
+    for section in ["open", "redact", "reply"] {
+        if value.get(section).is_some_and(|v| !v.is_object()) {
+            return Err(format!("{section}: must be a JSON object"));
+        }
+    }
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        format!("{path}: {}", e.into_inner())
+    })
+}
+
+/// A list of host entries of `open.<key>`, each normalised.
+fn host_list(key: &str, list: Option<Vec<String>>) -> Result<Option<Vec<String>>, String> {
+    list.map(|items| {
+        items
+            .iter()
+            .map(|h| normalize_host_entry(h).map_err(|why| format!("open.{key}: {h:?}: {why}")))
+            .collect()
+    })
+    .transpose()
 }
 
 /// Normalize a host written in the policy file the same way URLs are.
