@@ -123,19 +123,15 @@ impl ServeArgs {
             identities.range(),
             &dirs.state,
         )?;
-        let policy =
-            self.confinement_policy(&agent_browser, &dirs.state, &dirs.output, gate.port())?;
-        self.check_evidence_outside(&policy, &self.audit_key_path(), "--audit-key")?;
-        self.check_evidence_outside(&policy, &self.checkpoint_key_path(), "--checkpoint-key")?;
-        let trampoline_file = self.trampoline_file()?;
-        let trampoline = trampoline_from(trampoline_file.as_deref(), &policy)?;
+        let Confined {
+            trampoline_file,
+            trampoline,
+            prepared: confinement,
+        } = self.confine(&agent_browser, &dirs, gate.port())?;
         let idle_timeout_ms = self.idle_timeout_sec * 1000;
-        // This side's confinement and the socket dir are opened before any
-        // child runs: a child (the self-test's, too) can replace what is at
-        // those paths, and a path found missing would fail the start.
-        let confinement = Arc::new(
-            hardening::prepare(&policy).context("cannot confine agent-browser on this machine")?,
-        );
+        // The socket dir is opened before any child runs, as the
+        // confinement was: a child (the self-test's, too) can replace what
+        // is at its path.
         let socket_dir = crate::daemons::SocketDir::open(&dirs.socket)
             .with_context(|| format!("cannot open the socket dir {}", dirs.socket.display()))?;
         // Every check that may refuse to run agent-browser is behind us: the
@@ -184,14 +180,45 @@ impl ServeArgs {
                 output_dir: dirs.output,
                 max_output_bytes: usize::try_from(self.max_output_bytes).unwrap_or(usize::MAX),
                 max_image_bytes: self.max_image_bytes,
-                pool: crate::server::pool::PoolSettings {
-                    size: self.pool.size(self.max_sessions as usize),
-                    idle: Duration::from_secs(self.pool_idle_sec),
-                },
+                pool: self.pool_settings(),
             },
             self_test,
             agent_browser: self.agent_browser.clone(),
         })
+    }
+
+    /// agent-browser's confinement, checked against the files the server
+    /// trusts (neither key may be in the child's reach), prepared on this
+    /// side, and the trampoline that applies it. Before any child runs: a
+    /// child (the self-test's, too) can replace what is at those paths, and
+    /// a path found missing would fail the start.
+    fn confine(
+        &self,
+        agent_browser: &Path,
+        dirs: &StateDirs,
+        gate_port: u16,
+    ) -> anyhow::Result<Confined> {
+        let policy =
+            self.confinement_policy(agent_browser, &dirs.state, &dirs.output, gate_port)?;
+        self.check_evidence_outside(&policy, &self.audit_key_path(), "--audit-key")?;
+        self.check_evidence_outside(&policy, &self.checkpoint_key_path(), "--checkpoint-key")?;
+        let trampoline_file = self.trampoline_file()?;
+        let trampoline = trampoline_from(trampoline_file.as_deref(), &policy)?;
+        let prepared = Arc::new(
+            hardening::prepare(&policy).context("cannot confine agent-browser on this machine")?,
+        );
+        Ok(Confined {
+            trampoline_file,
+            trampoline,
+            prepared,
+        })
+    }
+
+    fn pool_settings(&self) -> crate::server::pool::PoolSettings {
+        crate::server::pool::PoolSettings {
+            size: self.pool.size(self.max_sessions as usize),
+            idle: Duration::from_secs(self.pool_idle_sec),
+        }
     }
 
     /// The policy, the secrets and the redaction key, as every call decides
@@ -518,6 +545,13 @@ fn executable_file(path: &Path, missing: &str) -> anyhow::Result<()> {
         bail!("{} is not an executable file", path.display());
     }
     Ok(())
+}
+
+/// What [`ServeArgs::confine`] makes.
+struct Confined {
+    trampoline_file: Option<PathBuf>,
+    trampoline: hardening::Trampoline,
+    prepared: Arc<hardening::Prepared>,
 }
 
 /// The trampoline run from `file` (pinned: opened now), or from this
