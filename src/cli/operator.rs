@@ -191,23 +191,8 @@ fn run_probe(
     prepared: &crate::server::Parts,
     policy: &hardening::Policy,
 ) -> anyhow::Result<Vec<hardening::probe::Outcome>> {
-    // The probe is this binary: the probe's policy adds exec of itself and
-    // the system libraries (a plain `cargo build` links it dynamically) to
-    // agent-browser's, and the random devices: linked statically, it finds
-    // no `getrandom` in libc (the getrandom crate looks it up with dlsym), so
-    // it polls /dev/random until the pool is ready and reads /dev/urandom.
     let me = std::env::current_exe().context("cannot locate this binary")?;
-    let mut probe_policy = policy.clone();
-    probe_policy.read_exec_paths.extend(
-        ["/usr", "/lib", "/lib64"]
-            .into_iter()
-            .map(PathBuf::from)
-            .filter(|p| p.exists())
-            .chain(me.parent().map(PathBuf::from)),
-    );
-    probe_policy
-        .read_paths
-        .extend(["/dev/random", "/dev/urandom"].map(PathBuf::from));
+    let probe_policy = probe_policy(policy, &me);
     // Prepared here only to fail early and plainly; the child prepares it
     // again for itself, through the same trampoline every call's child uses.
     hardening::prepare(&probe_policy)?;
@@ -266,6 +251,27 @@ fn run_probe(
             })
             .collect();
     Ok(results)
+}
+
+/// agent-browser's policy as the probe needs it: the probe is this binary,
+/// so it adds exec of itself and the system libraries (a plain `cargo
+/// build` links it dynamically), and the random devices: linked
+/// statically, it finds no `getrandom` in libc (the getrandom crate looks
+/// it up with dlsym), so it polls /dev/random until the pool is ready and
+/// reads /dev/urandom.
+fn probe_policy(policy: &hardening::Policy, me: &std::path::Path) -> hardening::Policy {
+    let mut probe_policy = policy.clone();
+    probe_policy.read_exec_paths.extend(
+        ["/usr", "/lib", "/lib64"]
+            .into_iter()
+            .map(PathBuf::from)
+            .filter(|p| p.exists())
+            .chain(me.parent().map(PathBuf::from)),
+    );
+    probe_policy
+        .read_paths
+        .extend(["/dev/random", "/dev/urandom"].map(PathBuf::from));
+    probe_policy
 }
 
 /// Each probe's result against its expectation; true when all matched.
