@@ -266,22 +266,8 @@ pub fn verify_with(
                 line: i + 1,
             };
             let Ok(Value::Object(record)) = serde_json::from_slice::<Value>(raw) else {
-                let is_last = i + 1 == count;
-                let torn = (is_last && !ends_with_newline) || looks_torn(raw);
-                if torn {
-                    v.torn.push(at);
-                } else {
-                    note(
-                        &mut v,
-                        Break {
-                            at,
-                            seq: None,
-                            check: "json",
-                            expected: "a JSON object".into(),
-                            found: excerpt(raw),
-                        },
-                    );
-                }
+                let unterminated = i + 1 == count && !ends_with_newline;
+                not_a_record(&mut v, at, raw, unterminated);
                 continue;
             };
             v.records += 1;
@@ -290,40 +276,7 @@ pub fn verify_with(
             if let Some(hash) = record.get("hash").and_then(Value::as_str) {
                 hashes_by_seq.insert(seq, hash.to_owned());
             }
-            let call_id = record
-                .get("call_id")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned();
-            let outcome = record.get("outcome").and_then(Value::as_str);
-            server_life(&mut v, &record, seq, outcome);
-            match crate::event::counted_phase(record.get("phase").and_then(Value::as_str), outcome)
-            {
-                Some("intent") => {
-                    let session_id = record
-                        .get("session_id")
-                        .and_then(Value::as_str)
-                        .map(str::to_owned);
-                    intents.insert(
-                        call_id.clone(),
-                        Dangling {
-                            at,
-                            seq,
-                            call_id,
-                            session_id,
-                        },
-                    );
-                }
-                Some("outcome") => {
-                    intents.remove(&call_id);
-                }
-                Some("rotation") => {
-                    if let Some(kept) = record.get("kept_from_seq").and_then(Value::as_u64) {
-                        v.kept_from = Some((kept, seq));
-                    }
-                }
-                _ => {}
-            }
+            follow(&mut v, &mut intents, &record, at, seq);
         }
     }
     v.dangling = intents.into_values().collect();
@@ -335,6 +288,63 @@ pub fn verify_with(
         .map(|anchor| check_anchor(anchor, &hashes_by_seq, v.seq_range))
         .collect();
     Ok(v)
+}
+
+/// A line that is not a JSON object: torn (the last line, unterminated, or
+/// one that looks cut) or a break.
+fn not_a_record(v: &mut Verification, at: Location, raw: &[u8], unterminated: bool) {
+    if unterminated || looks_torn(raw) {
+        v.torn.push(at);
+    } else {
+        note(
+            v,
+            Break {
+                at,
+                seq: None,
+                check: "json",
+                expected: "a JSON object".into(),
+                found: excerpt(raw),
+            },
+        );
+    }
+}
+
+/// What a record says beyond its own integrity: a server's life, a call's
+/// intent (open until its outcome), a rotation's kept range.
+fn follow(
+    v: &mut Verification,
+    intents: &mut BTreeMap<String, Dangling>,
+    record: &Map<String, Value>,
+    at: Location,
+    seq: u64,
+) {
+    let text = |key: &str| record.get(key).and_then(Value::as_str);
+    let call_id = text("call_id").unwrap_or_default().to_owned();
+    let outcome = text("outcome");
+    server_life(v, record, seq, outcome);
+    match crate::event::counted_phase(text("phase"), outcome) {
+        Some("intent") => {
+            let session_id = text("session_id").map(str::to_owned);
+            intents.insert(
+                call_id.clone(),
+                Dangling {
+                    at,
+                    seq,
+                    call_id,
+                    session_id,
+                },
+            );
+        }
+        Some("outcome") => {
+            intents.remove(&call_id);
+        }
+        Some("rotation") => {
+            if let Some(kept) = record.get("kept_from_seq").and_then(Value::as_u64) {
+                v.kept_from = Some((kept, seq));
+            }
+        }
+        _ => {}
+    }
 }
 
 /// What a server's own `started` or `stopped` record tells about the
@@ -411,91 +421,72 @@ fn check_record(
     prev: &mut Option<(u64, String)>,
 ) {
     let seq = record.get("seq").and_then(Value::as_u64);
-    let hash = record
-        .get("hash")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    let prev_hash = record
-        .get("prev_hash")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
+    let text = |key: &str| {
+        record
+            .get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let (hash, prev_hash) = (text("hash"), text("prev_hash"));
     let recomputed = record_hash(record);
     if recomputed != hash {
-        note(
-            v,
-            Break {
-                at: at.clone(),
-                seq,
-                check: "hash",
-                expected: recomputed,
-                found: hash.clone(),
-            },
-        );
+        broke(v, &at, seq, "hash", recomputed, hash.clone());
     }
     match (prev.as_ref(), seq) {
         (Some((prev_seq, prev_h)), Some(seq)) => {
             if seq != prev_seq + 1 {
-                note(
-                    v,
-                    Break {
-                        at: at.clone(),
-                        seq: Some(seq),
-                        check: "seq",
-                        expected: (prev_seq + 1).to_string(),
-                        found: seq.to_string(),
-                    },
-                );
+                let expected = (prev_seq + 1).to_string();
+                broke(v, &at, Some(seq), "seq", expected, seq.to_string());
             }
             if &prev_hash != prev_h {
-                note(
-                    v,
-                    Break {
-                        at: at.clone(),
-                        seq: Some(seq),
-                        check: "prev_hash",
-                        expected: prev_h.clone(),
-                        found: prev_hash.clone(),
-                    },
-                );
+                broke(v, &at, Some(seq), "prev_hash", prev_h.clone(), prev_hash);
             }
         }
         (None, Some(seq)) => {
             if seq == 1 && prev_hash != GENESIS {
-                note(
-                    v,
-                    Break {
-                        at: at.clone(),
-                        seq: Some(seq),
-                        check: "prev_hash",
-                        expected: GENESIS.into(),
-                        found: prev_hash.clone(),
-                    },
-                );
+                broke(v, &at, Some(seq), "prev_hash", GENESIS.into(), prev_hash);
             }
             if seq != 1 {
                 v.starts_mid_chain = true;
             }
         }
-        (_, None) => {
-            note(
-                v,
-                Break {
-                    at: at.clone(),
-                    seq: None,
-                    check: "seq",
-                    expected: "a sequence number".into(),
-                    found: "none".into(),
-                },
-            );
-        }
+        (_, None) => broke(
+            v,
+            &at,
+            None,
+            "seq",
+            "a sequence number".into(),
+            "none".into(),
+        ),
     }
     if let Some(seq) = seq {
         let first = v.seq_range.map_or(seq, |(first, _)| first);
         v.seq_range = Some((first, seq));
         *prev = Some((seq, hash));
     }
+}
+
+/// Note that the record at `at` fails `check`: it should hold `expected`.
+fn broke(
+    v: &mut Verification,
+    at: &Location,
+    seq: Option<u64>,
+    check: &'static str,
+    expected: String,
+    found: String,
+) {
+    let at = at.clone();
+    note(
+        v,
+        Break {
+            at,
+            seq,
+            check,
+            expected,
+            found,
+        },
+    );
 }
 
 fn check_checkpoint(
