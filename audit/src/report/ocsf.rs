@@ -207,37 +207,11 @@ fn lifecycle(record: &Value, outcome: Option<&str>) -> Value {
 
 /// API Activity (6003): a call, a refusal, or the server acting on a session.
 fn api_activity(record: &Value, phase: &str, outcome: Option<&str>, argv: Option<&Value>) -> Value {
-    let denied = str_of(record, "verdict") == Some("denied");
-    let blocked = denied || matches!(outcome, Some("navigation_blocked" | "page_unreadable"));
-    let blocked = blocked || outcome == Some("refused");
-    let failed = record
-        .get("exit_code")
-        .and_then(Value::as_i64)
-        .is_some_and(|c| c != 0);
-    let failed = failed
-        || matches!(
-            outcome,
-            Some("error" | "timeout" | "cancelled" | "spawn_failed" | "audit_unavailable")
-        );
-    // An intent is written before the command runs: its result is the
-    // outcome's to tell, or nobody's when the server died mid-call.
-    let pending = phase == "intent" && !blocked;
-    let (status_id, status) = if blocked || failed {
-        (2, "Failure")
-    } else if pending {
-        (0, "Unknown")
-    } else {
-        (1, "Success")
-    };
-    let (severity_id, severity) = if outcome == Some("audit_unavailable") {
-        (4, "High")
-    } else if blocked {
-        (3, "Medium")
-    } else if failed {
-        (2, "Low")
-    } else {
-        (1, "Informational")
-    };
+    let Classified {
+        blocked,
+        status: (status_id, status),
+        severity: (severity_id, severity),
+    } = classify(record, phase, outcome);
     let subcommand = argv
         .and_then(|a| a.get(0))
         .and_then(Value::as_str)
@@ -283,6 +257,64 @@ fn api_activity(record: &Value, phase: &str, outcome: Option<&str>, argv: Option
         api["request"] = json!({"uid": id});
     }
     put(e, "api", Some(api));
+    put_actor_and_resources(e, record, phase);
+    put_endpoints(e, record, argv);
+    put_trace(e, record);
+    event
+}
+
+/// How an event ended, in OCSF's terms.
+struct Classified {
+    blocked: bool,
+    status: (u8, &'static str),
+    severity: (u8, &'static str),
+}
+
+/// Blocked (a denial, a refusal, a page the guard stopped), failed (a
+/// nonzero exit, a timeout, …), still pending (an intent), or a success;
+/// and how severe.
+fn classify(record: &Value, phase: &str, outcome: Option<&str>) -> Classified {
+    let denied = str_of(record, "verdict") == Some("denied");
+    let blocked = denied || matches!(outcome, Some("navigation_blocked" | "page_unreadable"));
+    let blocked = blocked || outcome == Some("refused");
+    let failed = record
+        .get("exit_code")
+        .and_then(Value::as_i64)
+        .is_some_and(|c| c != 0);
+    let failed = failed
+        || matches!(
+            outcome,
+            Some("error" | "timeout" | "cancelled" | "spawn_failed" | "audit_unavailable")
+        );
+    // An intent is written before the command runs: its result is the
+    // outcome's to tell, or nobody's when the server died mid-call.
+    let pending = phase == "intent" && !blocked;
+    let status = if blocked || failed {
+        (2, "Failure")
+    } else if pending {
+        (0, "Unknown")
+    } else {
+        (1, "Success")
+    };
+    let severity = if outcome == Some("audit_unavailable") {
+        (4, "High")
+    } else if blocked {
+        (3, "Medium")
+    } else if failed {
+        (2, "Low")
+    } else {
+        (1, "Informational")
+    };
+    Classified {
+        blocked,
+        status,
+        severity,
+    }
+}
+
+/// Who acted: the server on its own (a lifecycle or rotation record, on the
+/// session as a resource) or the agent through a session; and the page.
+fn put_actor_and_resources(e: &mut Value, record: &Value, phase: &str) {
     let mut resources = Vec::new();
     if phase == "lifecycle" || phase == "rotation" {
         // The server acted on its own: it is the actor; the session is what it acted on.
@@ -293,7 +325,6 @@ fn api_activity(record: &Value, phase: &str, outcome: Option<&str>, argv: Option
     } else {
         put(e, "actor", Some(actor(record)));
     }
-    put_endpoints(e, record, argv);
     if let Some(page) = str_of(record, "page_url") {
         resources
             .push(json!({"type": "web_page", "name": page, "data": {"url": url_object(page)}}));
@@ -301,8 +332,6 @@ fn api_activity(record: &Value, phase: &str, outcome: Option<&str>, argv: Option
     if !resources.is_empty() {
         put(e, "resources", Some(Value::Array(resources)));
     }
-    put_trace(e, record);
-    event
 }
 
 /// Where the call came from (the host) and went (the URL it was given,
