@@ -14,6 +14,54 @@ impl Report {
     pub fn to_table(&self) -> String {
         let mut out = String::new();
         let p = |s: &str| printable(s).into_owned();
+        self.integrity_lines(&mut out);
+        for s in &self.sources {
+            let _ = writeln!(
+                out,
+                "file: {} ({} bytes, sha256 {})",
+                p(&s.file),
+                s.bytes,
+                s.sha256
+            );
+        }
+        if let Some((first, last)) = &self.time_range {
+            let _ = writeln!(
+                out,
+                "time range: {} .. {}",
+                p(&short_time(first)),
+                p(&short_time(last))
+            );
+        }
+        let _ = writeln!(out, "servers:");
+        for s in &self.servers {
+            let _ = writeln!(out, "  {}", p(&server_line(s)));
+        }
+        self.policy_lines(&mut out);
+        // Each session's summary, then every row once, in log order (`--session`
+        // selects one session's rows).
+        for session in self.sessions.keys() {
+            let name = if session.is_empty() {
+                Cow::Borrowed("(none)")
+            } else {
+                printable(session)
+            };
+            let _ = writeln!(out, "\nsession {name}");
+            if let Some(summary) = self.sessions.get(session) {
+                session_summary(&mut out, summary);
+            }
+        }
+        let _ = writeln!(out, "\ntimeline (all sessions, log order):");
+        header(&mut out);
+        for row in &self.timeline {
+            self.row(&mut out, row);
+        }
+        self.totals_lines(&mut out);
+        out
+    }
+
+    /// What verification found, and what the reader may trust.
+    fn integrity_lines(&self, out: &mut String) {
+        let p = |s: &str| printable(s).into_owned();
         match &self.integrity {
             Some(i) => {
                 let _ = writeln!(out, "verification: {}", p(&i.headline()));
@@ -40,27 +88,11 @@ impl Report {
                 let _ = writeln!(out, "verification: NOT VERIFIED");
             }
         }
-        for s in &self.sources {
-            let _ = writeln!(
-                out,
-                "file: {} ({} bytes, sha256 {})",
-                p(&s.file),
-                s.bytes,
-                s.sha256
-            );
-        }
-        if let Some((first, last)) = &self.time_range {
-            let _ = writeln!(
-                out,
-                "time range: {} .. {}",
-                p(&short_time(first)),
-                p(&short_time(last))
-            );
-        }
-        let _ = writeln!(out, "servers:");
-        for s in &self.servers {
-            let _ = writeln!(out, "  {}", p(&server_line(s)));
-        }
+    }
+
+    /// Every policy that decided a call, where it came from, and how many.
+    fn policy_lines(&self, out: &mut String) {
+        let p = |s: &str| printable(s).into_owned();
         let _ = writeln!(out, "policies:");
         for policy in &self.policies {
             let source = match (&policy.file, &policy.source) {
@@ -82,26 +114,6 @@ impl Report {
                 let _ = writeln!(out, "    {}", p(event));
             }
         }
-        // Each session's summary, then every row once, in log order (`--session`
-        // selects one session's rows).
-        for session in self.sessions.keys() {
-            let name = if session.is_empty() {
-                Cow::Borrowed("(none)")
-            } else {
-                printable(session)
-            };
-            let _ = writeln!(out, "\nsession {name}");
-            if let Some(summary) = self.sessions.get(session) {
-                session_summary(&mut out, summary);
-            }
-        }
-        let _ = writeln!(out, "\ntimeline (all sessions, log order):");
-        header(&mut out);
-        for row in &self.timeline {
-            self.row(&mut out, row);
-        }
-        self.totals_lines(&mut out);
-        out
     }
 
     /// The totals, the refusals by rule and where every session went.
