@@ -126,7 +126,8 @@ impl Report {
              placeholder=\"URL, digest, reason…\"></label><span id=\"shown\" class=\"muted\"></span></form>",
         );
         self.table(&mut o, self.timeline.iter(), "timeline");
-        self.servers_and_policies(&mut o);
+        self.servers_table(&mut o);
+        self.policies_table(&mut o);
         let _ = writeln!(o, "</main><script>{SCRIPT}</script></body></html>");
         o
     }
@@ -246,7 +247,9 @@ impl Report {
         sessions::destinations(o, &self.destinations, "all");
     }
 
-    fn servers_and_policies(&self, o: &mut String) {
+    /// Every server whose records are here: its binaries and their digests,
+    /// its confinement, its life.
+    fn servers_table(&self, o: &mut String) {
         o.push_str(
             "<h2>Servers</h2><table><tr><th>server</th><th>browser-shell</th><th>agent-browser</th>\
              <th>confinement</th><th>life</th><th class=\"num\">records</th></tr>",
@@ -295,8 +298,14 @@ impl Report {
                 s.records,
             );
         }
+        o.push_str("</table>");
+    }
+
+    /// Every policy that decided a call: its digest, where it came from,
+    /// its changes and its effective content.
+    fn policies_table(&self, o: &mut String) {
         o.push_str(
-            "</table><h2>Policies</h2><table><tr><th>policy sha256</th><th>source</th>\
+            "<h2>Policies</h2><table><tr><th>policy sha256</th><th>source</th>\
              <th>in force</th><th class=\"num\">decided</th></tr>",
         );
         for p in &self.policies {
