@@ -103,16 +103,7 @@ impl ServeArgs {
     /// caller can do its own preparation meanwhile.
     pub(crate) fn start(&self) -> anyhow::Result<Starting> {
         raise_open_files_limit();
-        let agent_browser = self.agent_browser_path()?;
-        let dirs = self.prepare_dirs()?;
-        // Before the policy and the key are read: a file the child could
-        // have written is not to be trusted even once.
-        self.check_inputs_outside(&child_policy::writable_roots(&dirs.state, &dirs.output))?;
-        // Checked before the audit log is opened; loaded for good below.
-        UrlPolicy::load(&self.policy)?;
-        // The log's directory exists before the evidence is checked, so
-        // that its path is checked resolved.
-        self.audit_dir()?;
+        let (agent_browser, dirs) = self.checked_inputs()?;
         let gate = self.bind_gate(&dirs.state)?;
         let identities = Arc::new(super::child_uids::identities(
             self.child_uids,
@@ -185,6 +176,21 @@ impl ServeArgs {
             self_test,
             agent_browser: self.agent_browser.clone(),
         })
+    }
+
+    /// agent-browser's binary and the server's dirs, made; every file the
+    /// server trusts checked out of the child's reach before the policy and
+    /// the key are read (a file the child could have written is not to be
+    /// trusted even once); the policy checked before the audit log is opened
+    /// (loaded for good later); the log's directory made, so that the
+    /// evidence's paths are checked resolved.
+    fn checked_inputs(&self) -> anyhow::Result<(PathBuf, StateDirs)> {
+        let agent_browser = self.agent_browser_path()?;
+        let dirs = self.prepare_dirs()?;
+        self.check_inputs_outside(&child_policy::writable_roots(&dirs.state, &dirs.output))?;
+        UrlPolicy::load(&self.policy)?;
+        self.audit_dir()?;
+        Ok((agent_browser, dirs))
     }
 
     /// agent-browser's confinement, checked against the files the server

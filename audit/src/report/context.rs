@@ -160,6 +160,12 @@ pub(super) fn policies(records: &[Value], rows: &[Row]) -> Vec<Policy> {
             _ => {}
         }
     }
+    count_decided(&mut policies, rows);
+    policies
+}
+
+/// How many calls and refusals each policy decided.
+fn count_decided(policies: &mut [Policy], rows: &[Row]) {
     let mut decided: BTreeMap<&str, u64> = BTreeMap::new();
     for r in rows {
         if matches!(r.kind.as_str(), "call" | "refusal" | "gate")
@@ -168,8 +174,7 @@ pub(super) fn policies(records: &[Value], rows: &[Row]) -> Vec<Policy> {
             *decided.entry(sha).or_insert(0) += 1;
         }
     }
-    for p in &mut policies {
+    for p in policies {
         p.decided = decided.get(p.sha256.as_str()).copied().unwrap_or(0);
     }
-    policies
 }
