@@ -195,6 +195,20 @@ pub(crate) fn denylist_rules(
         vec![SeccompRule::new(vec![cond(0, SeccompCmpOp::Ne, 0)?]).map_err(compile_err)?],
     );
 
+    rules.insert(libc::SYS_socket, socket_rules(families)?);
+    rules.insert(
+        libc::SYS_socketpair,
+        vec![
+            SeccompRule::new(vec![cond(0, SeccompCmpOp::Ne, domain(SocketFamily::Unix))?])
+                .map_err(compile_err)?,
+        ],
+    );
+    Ok(rules)
+}
+
+/// socket(domain, type, protocol): what is denied of it, given the
+/// families the policy allows.
+fn socket_rules(families: &[SocketFamily]) -> Result<Vec<SeccompRule>, PrepareError> {
     // socket(domain, type, protocol): deny every domain not listed...
     let mut socket_rules = vec![
         SeccompRule::new(
@@ -245,15 +259,7 @@ pub(crate) fn denylist_rules(
             .map_err(compile_err)?,
         );
     }
-    rules.insert(libc::SYS_socket, socket_rules);
-    rules.insert(
-        libc::SYS_socketpair,
-        vec![
-            SeccompRule::new(vec![cond(0, SeccompCmpOp::Ne, domain(SocketFamily::Unix))?])
-                .map_err(compile_err)?,
-        ],
-    );
-    Ok(rules)
+    Ok(socket_rules)
 }
 
 /// The type bits of `socket(2)`'s type argument (the rest are
