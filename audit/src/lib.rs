@@ -56,6 +56,6 @@ pub use sink::{
     AppendStep, AuditError, DEFERRED_SYNC_WITHIN, Durability, Rotation, Sealed, Sink, rotated,
 };
 pub use verify::{
-    Anchor, Break, Dangling, Location, Promised, Start, Unstopped, Verification, verify,
-    verify_with,
+    Anchor, Break, Dangling, Location, Promised, Start, Unstopped, Verification, VouchFailure,
+    verify, verify_with,
 };

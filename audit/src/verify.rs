@@ -26,7 +26,21 @@ use crate::{
 
 /// What a failed checkpoint or anchor check says when the log was cut
 /// short: [`crate::report::Integrity`] calls such a log truncated.
-pub(crate) const REMOVED_FROM_THE_END: &str = "records were removed from the end";
+const REMOVED_FROM_THE_END: &str = "records were removed from the end";
+
+/// Why a checkpoint or an anchor does not vouch for the log. The report
+/// names a truncation as one; every other failure it quotes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VouchFailure {
+    /// The log ends before the record vouched for: records were removed
+    /// from the end (the message says which seqs).
+    #[error("{0}")]
+    Truncated(String),
+    /// Rewritten, missing from the files given, unreadable or not signed by
+    /// the key: said in full.
+    #[error("{0}")]
+    Other(String),
+}
 
 /// Where in which file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,11 +124,11 @@ pub struct Verification {
     /// Intents without an outcome.
     pub dangling: Vec<Dangling>,
     /// What the checkpoint check found, when a checkpoint was given.
-    pub checkpoint: Option<Result<String, String>>,
+    pub checkpoint: Option<Result<String, VouchFailure>>,
     /// The chain does not start at the genesis (older files not given).
     pub starts_mid_chain: bool,
     /// What each anchor check found, in the order given.
-    pub anchors: Vec<Result<String, String>>,
+    pub anchors: Vec<Result<String, VouchFailure>>,
     /// The last rotation record's `kept_from_seq` and its own `seq`: the
     /// records before the former were deleted by rotation.
     pub kept_from: Option<(u64, u64)>,
@@ -393,24 +407,27 @@ fn check_anchor(
     anchor: &Anchor,
     hashes: &BTreeMap<u64, String>,
     range: Option<(u64, u64)>,
-) -> Result<String, String> {
+) -> Result<String, VouchFailure> {
     let (first, last) = range.unwrap_or((0, 0));
     match hashes.get(&anchor.seq) {
         Some(hash) if *hash == anchor.hash => Ok(format!("seq {} matches", anchor.seq)),
-        Some(hash) => Err(format!(
+        Some(hash) => Err(VouchFailure::Other(format!(
             "seq {} has hash {hash} in the log, the anchor says {}: the record was rewritten",
             anchor.seq, anchor.hash
-        )),
-        None if anchor.seq > last => Err(format!(
+        ))),
+        None if anchor.seq > last => Err(VouchFailure::Truncated(format!(
             "the log ends at seq {last} but the anchor vouches for seq {}: {REMOVED_FROM_THE_END} \
              (a deleted or rolled-back checkpoint cannot hide this)",
             anchor.seq
-        )),
+        ))),
         None if anchor.seq < first => Ok(format!(
             "seq {} precedes the files given; not checked (give the rotated files too)",
             anchor.seq
         )),
-        None => Err(format!("seq {} is not in the files given", anchor.seq)),
+        None => Err(VouchFailure::Other(format!(
+            "seq {} is not in the files given",
+            anchor.seq
+        ))),
     }
 }
 
@@ -494,35 +511,36 @@ fn check_checkpoint(
     key: &CheckpointKey,
     hashes: &BTreeMap<u64, String>,
     range: Option<(u64, u64)>,
-) -> Result<String, String> {
-    let cp = Checkpoint::read(path)
-        .map_err(|e| format!("unreadable checkpoint {}: {e}", path.display()))?;
+) -> Result<String, VouchFailure> {
+    let cp = Checkpoint::read(path).map_err(|e| {
+        VouchFailure::Other(format!("unreadable checkpoint {}: {e}", path.display()))
+    })?;
     cp.authenticate(key)
-        .map_err(|why| format!("checkpoint {}: {why}", path.display()))?;
+        .map_err(|why| VouchFailure::Other(format!("checkpoint {}: {why}", path.display())))?;
     let last = range.map_or(0, |(_, last)| last);
     match hashes.get(&cp.seq) {
         Some(hash) if *hash == cp.hash => Ok(format!(
             "checkpoint at seq {} ({}) matches; the log reaches seq {last}",
             cp.seq, cp.time
         )),
-        Some(hash) => Err(format!(
+        Some(hash) => Err(VouchFailure::Other(format!(
             "checkpoint says seq {} has hash {}, the log has {hash}",
             cp.seq, cp.hash
-        )),
+        ))),
         // The checkpoint lags the log by up to 100 ms: just after a rotation
         // it may still name the tail of a file not given here.
         None if range.is_some_and(|(first, _)| cp.seq < first) => Ok(format!(
             "checkpoint at seq {} ({}) precedes the files given; not checked (give the rotated files too)",
             cp.seq, cp.time
         )),
-        None if cp.seq > last => Err(format!(
+        None if cp.seq > last => Err(VouchFailure::Truncated(format!(
             "the log ends at seq {last} but the checkpoint of {} vouches for seq {}: {REMOVED_FROM_THE_END}",
             cp.time, cp.seq
-        )),
-        None => Err(format!(
+        ))),
+        None => Err(VouchFailure::Other(format!(
             "seq {} of the checkpoint is not in the files given",
             cp.seq
-        )),
+        ))),
     }
 }
 

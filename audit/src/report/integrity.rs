@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::verify::{Anchor, Promised, REMOVED_FROM_THE_END, Start, Verification};
+use crate::verify::{Anchor, Promised, Start, Verification, VouchFailure};
 
 /// What a verification was given besides the records, and what the
 /// caller found beside them.
@@ -166,13 +166,12 @@ pub fn assess(v: &Verification, evidence: &Evidence) -> Integrity {
     for (anchor, result) in evidence.anchors.iter().zip(&v.anchors) {
         match result {
             Ok(msg) => out.lines.push(format!("anchor {}: ok, {msg}", anchor.seq)),
-            Err(msg) => {
+            Err(failure) => {
                 out.lines
-                    .push(format!("anchor {}: FAILED, {msg}", anchor.seq));
-                out.problems.push(if msg.contains(REMOVED_FROM_THE_END) {
-                    format!("truncated: {msg}")
-                } else {
-                    format!("anchor seq {} failed: {msg}", anchor.seq)
+                    .push(format!("anchor {}: FAILED, {failure}", anchor.seq));
+                out.problems.push(match failure {
+                    VouchFailure::Truncated(msg) => format!("truncated: {msg}"),
+                    VouchFailure::Other(msg) => format!("anchor seq {} failed: {msg}", anchor.seq),
                 });
             }
         }
@@ -357,12 +356,11 @@ fn checkpoint(v: &Verification, evidence: &Evidence, out: &mut Integrity) {
             }
             None => out.lines.push(format!("checkpoint: ok, {msg}")),
         },
-        (Some(Err(msg)), _) => {
-            out.lines.push(format!("checkpoint: FAILED, {msg}"));
-            out.problems.push(if msg.contains(REMOVED_FROM_THE_END) {
-                format!("truncated: {msg}")
-            } else {
-                format!("checkpoint failed: {msg}")
+        (Some(Err(failure)), _) => {
+            out.lines.push(format!("checkpoint: FAILED, {failure}"));
+            out.problems.push(match failure {
+                VouchFailure::Truncated(msg) => format!("truncated: {msg}"),
+                VouchFailure::Other(msg) => format!("checkpoint failed: {msg}"),
             });
         }
         (None, cp) => unchecked(cp.as_deref(), promised, out),
