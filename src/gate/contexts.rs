@@ -9,6 +9,7 @@
 //! and may touch no other. Ending the session disposes of the context, and
 //! nothing of it outlives the session (docs/design.md, "Browser contexts").
 
+use super::error::GateError;
 use std::{
     collections::HashMap,
     path::PathBuf,
@@ -22,7 +23,7 @@ use tokio::sync::OnceCell;
 use super::{Shared, lock};
 
 /// A session's context, made once by whichever connection needs it first.
-type Made = Arc<OnceCell<Result<String, String>>>;
+type Made = Arc<OnceCell<Result<String, GateError>>>;
 
 /// The sessions' contexts, by daemon name.
 #[derive(Debug)]
@@ -131,7 +132,11 @@ impl Contexts {
 
     /// `session`'s context id, made now (with its egress listener) unless
     /// it exists.
-    pub(super) async fn of(&self, shared: &Arc<Shared>, session: &str) -> Result<String, String> {
+    pub(super) async fn of(
+        &self,
+        shared: &Arc<Shared>,
+        session: &str,
+    ) -> Result<String, GateError> {
         let cell = Arc::clone(lock(&self.made).entry(session.to_owned()).or_default());
         let made = cell
             .get_or_init(|| async {
@@ -196,13 +201,20 @@ impl Contexts {
     pub(super) fn session_of(&self, context: &str) -> Option<String> {
         lock(&self.made)
             .iter()
-            .find(|(_, cell)| cell.get().is_some_and(|m| m.as_deref() == Ok(context)))
+            .find(|(_, cell)| {
+                cell.get()
+                    .is_some_and(|m| m.as_deref().ok() == Some(context))
+            })
             .map(|(session, _)| session.clone())
     }
 
     /// Dispose of `session`'s context (closing everything in it) and close
     /// its egress listener.
-    pub(super) async fn dispose(&self, shared: &Arc<Shared>, session: &str) -> Result<(), String> {
+    pub(super) async fn dispose(
+        &self,
+        shared: &Arc<Shared>,
+        session: &str,
+    ) -> Result<(), GateError> {
         let made = lock(&self.made).remove(session);
         let context = made
             .and_then(|cell| cell.get().and_then(|m| m.as_ref().ok().cloned()))
@@ -290,7 +302,7 @@ impl Contexts {
 }
 
 /// The browser context a target is in, as Chromium says.
-pub(super) async fn context_of(shared: &Arc<Shared>, target: &str) -> Result<String, String> {
+pub(super) async fn context_of(shared: &Arc<Shared>, target: &str) -> Result<String, GateError> {
     let info = shared
         .warden
         .browser_call(shared, "Target.getTargetInfo", json!({"targetId": target}))
@@ -298,7 +310,7 @@ pub(super) async fn context_of(shared: &Arc<Shared>, target: &str) -> Result<Str
     info.pointer("/targetInfo/browserContextId")
         .and_then(Value::as_str)
         .map(str::to_owned)
-        .ok_or_else(|| "the target is in no browser context".to_owned())
+        .ok_or_else(|| GateError::from("the target is in no browser context"))
 }
 
 /// Is the target `info` (a CDP `TargetInfo`) in `context`? Targets that
@@ -311,7 +323,7 @@ pub(super) fn in_context(info: &Value, context: Option<&str>) -> bool {
 /// A new context whose every connection goes through `session`'s egress
 /// listener: loopback included (Chromium bypasses it by default), and it
 /// stays when the warden's connection drops (only the gate disposes of it).
-async fn make(shared: &Arc<Shared>, session: &str) -> Result<(String, u16), String> {
+async fn make(shared: &Arc<Shared>, session: &str) -> Result<(String, u16), GateError> {
     let port = shared
         .egress
         .open(session)
@@ -345,14 +357,14 @@ async fn make(shared: &Arc<Shared>, session: &str) -> Result<(String, u16), Stri
         .await;
     if let Err(e) = denied {
         let _ = dispose_context(shared, context).await;
-        return Err(format!(
+        return Err(GateError::Failed(format!(
             "downloads could not be denied in the new context: {e}"
-        ));
+        )));
     }
     Ok((context.to_owned(), port))
 }
 
-pub(super) async fn dispose_context(shared: &Arc<Shared>, context: &str) -> Result<(), String> {
+pub(super) async fn dispose_context(shared: &Arc<Shared>, context: &str) -> Result<(), GateError> {
     shared
         .warden
         .browser_call(

@@ -101,7 +101,7 @@ fn refused_url(
     let (raw, why) = match how {
         Treatment::Pass => None,
         Treatment::CheckUrl(param) => {
-            url_of(param).and_then(|raw| check_navigation(&raw, shared).err().map(|why| (raw, why)))
+            url_of(param).and_then(|raw| navigation_refused(&raw, shared).map(|why| (raw, why)))
         }
         Treatment::BlankOnly(param) => url_of(param)
             .filter(|raw| !raw.is_empty() && raw != "about:blank")
@@ -163,12 +163,7 @@ async fn check_typing(
                 .get(cdp_session)
                 .map(|a| a.target_id.clone())
         });
-    check_typing_frame(&names, target.as_deref(), shared)
-        .await
-        .map_err(|why| Judgement::Refuse {
-            rule: Rule::SecretHost,
-            why,
-        })
+    check_typing_frame(&names, target.as_deref(), shared).await
 }
 
 /// A message for a tab goes to it only once the tab is policed. Every CDP
@@ -236,7 +231,7 @@ async fn target_exists(shared: &Arc<Shared>, target: &str) -> bool {
         .await
     {
         Ok(_) => true,
-        Err(why) => !why.contains("No target with given id"),
+        Err(e) => !e.is_unknown_target(),
     }
 }
 
@@ -247,22 +242,29 @@ async fn check_typing_frame(
     names: &[String],
     target: Option<&str>,
     shared: &Arc<Shared>,
-) -> Result<(), String> {
-    let target =
-        target.ok_or("text input for no tab this connection attached; nothing was typed")?;
+) -> Result<(), Judgement> {
+    let refuse = |why: String| Judgement::Refuse {
+        rule: Rule::SecretHost,
+        why,
+    };
+    let target = target.ok_or_else(|| {
+        refuse("text input for no tab this connection attached; nothing was typed".to_owned())
+    })?;
     let frame = shared
         .warden
         .focused_frame(shared, target)
         .await
         .map_err(|e| {
-            format!("the frame of the focused field could not be told ({e}); nothing was typed")
+            refuse(format!(
+                "the frame of the focused field could not be told ({e}); nothing was typed"
+            ))
         })?;
     shared
         .rules
         .get()
         .secrets
         .check_frame(names, &frame)
-        .map_err(|refusal| refusal.message)
+        .map_err(|refusal| refuse(refusal.message))
 }
 
 /// A new tab opens in the session's context, whatever the child asked;
@@ -341,17 +343,20 @@ async fn screen_request(
 /// see and decide as a request (an allowed scheme), or `about:blank`.
 /// Host and addresses are left to the warden, which checks the request the
 /// browser actually makes (no second DNS lookup on every `open`).
-fn check_navigation(raw: &str, shared: &Shared) -> Result<(), String> {
-    let url = Url::parse(raw).map_err(|e| format!("not a valid URL: {e}"))?;
+/// Why the gate refuses it, if it does.
+fn navigation_refused(raw: &str, shared: &Shared) -> Option<String> {
+    let url = match Url::parse(raw) {
+        Ok(url) => url,
+        Err(e) => return Some(format!("not a valid URL: {e}")),
+    };
     let rules = shared.rules.get();
     let blank = url.as_str() == "about:blank" && rules.url.allow_about_blank;
-    if blank || rules.url.allow_schemes.iter().any(|s| s == url.scheme()) {
-        Ok(())
-    } else {
-        Err(format!(
+    let allowed = blank || rules.url.allow_schemes.iter().any(|s| s == url.scheme());
+    (!allowed).then(|| {
+        format!(
             "[{}] the {}: scheme is not allowed",
             Rule::UrlScheme,
             url.scheme()
-        ))
-    }
+        )
+    })
 }

@@ -6,6 +6,7 @@
 //! session, so the window's tab strip says whose it is. The session's own
 //! pages are never touched.
 
+use super::error::GateError;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -19,7 +20,7 @@ pub(super) async fn show_session(
     shared: &Arc<Shared>,
     daemon: &str,
     session: &str,
-) -> Result<(), String> {
+) -> Result<(), GateError> {
     let context = shared
         .contexts
         .known(daemon)

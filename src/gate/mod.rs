@@ -31,6 +31,7 @@ mod caller;
 mod clipboard;
 mod connection;
 mod contexts;
+mod error;
 mod failed_loads;
 mod in_flight;
 mod judge;
@@ -43,6 +44,7 @@ mod tab_cap;
 mod typing;
 mod warden;
 
+pub(crate) use error::GateError;
 pub(crate) use failed_loads::PAGE_WORD_WITHIN;
 
 pub(crate) use typing::SecretTyping;
@@ -65,7 +67,7 @@ impl Handle {
     /// Dispose of `daemon`'s browser context: every tab, popup, worker,
     /// cookie and cache entry of the session goes with it, and its egress
     /// listener closes. Returns what could not be done.
-    pub(crate) async fn end_session(&self, daemon: &str) -> Result<(), String> {
+    pub(crate) async fn end_session(&self, daemon: &str) -> Result<(), GateError> {
         match self.serving.get() {
             Some(shared) => shared.contexts.dispose(shared, daemon).await,
             None => Ok(()),
@@ -224,7 +226,7 @@ type ChromiumSocket =
 
 impl Shared {
     /// A connection of browser-shell's own to Chromium's browser endpoint.
-    async fn connect_browser(&self) -> Result<ChromiumSocket, String> {
+    async fn connect_browser(&self) -> Result<ChromiumSocket, GateError> {
         let url = self.browser_url().await?;
         let (socket, _) = tokio_tungstenite::connect_async_with_config(
             url.as_str(),
@@ -240,7 +242,7 @@ impl Shared {
 
     /// Chromium's browser-level DevTools WebSocket URL (it changes when
     /// Chromium restarts, so it is asked for each connection).
-    async fn browser_url(&self) -> Result<String, String> {
+    async fn browser_url(&self) -> Result<String, GateError> {
         let url = format!("http://127.0.0.1:{}/json/version", self.upstream_port);
         let answer = self
             .http

@@ -10,6 +10,7 @@
 //! a tab that closes before Chromium answers it is answered by the gate
 //! ([`super::in_flight`]).
 
+use super::error::GateError;
 use std::sync::Arc;
 
 use futures_util::{SinkExt, StreamExt, stream::SplitSink};
@@ -186,7 +187,7 @@ fn refusal_answer(request: &Value, rule: Rule, why: &str) -> String {
 }
 
 /// The relay's own connection to Chromium's browser endpoint.
-async fn connect(shared: &Shared) -> Result<(ChromiumSink, ChromiumStream), String> {
+async fn connect(shared: &Shared) -> Result<(ChromiumSink, ChromiumStream), GateError> {
     Ok(shared.connect_browser().await?.split())
 }
 

@@ -13,6 +13,7 @@
 //! connection keeps the warden's sessions, ids and events apart from
 //! agent-browser's, which the relay forwards untouched.
 
+use super::error::GateError;
 use std::{
     collections::HashMap,
     sync::{
@@ -52,7 +53,7 @@ fn intercept_documents() -> Value {
 }
 
 /// A tab's policing, set up once by whichever message reaches it first.
-type Ward = Arc<OnceCell<Result<(), String>>>;
+type Ward = Arc<OnceCell<Result<(), GateError>>>;
 
 /// The warden of one server: lazily connected, reconnected after a loss.
 pub(super) struct Warden {
@@ -63,7 +64,7 @@ pub(super) struct Warden {
 struct Link {
     tx: mpsc::UnboundedSender<Message>,
     next_id: AtomicU64,
-    pending: Mutex<HashMap<u64, oneshot::Sender<Result<Value, String>>>>,
+    pending: Mutex<HashMap<u64, oneshot::Sender<Result<Value, GateError>>>>,
     /// Tabs put under the policy (by target id), each decided once.
     wards: Mutex<HashMap<String, Ward>>,
     /// The warden's CDP sessions, and the browser-shell session each
@@ -89,7 +90,7 @@ impl Warden {
         shared: &Arc<Shared>,
         target_id: &str,
         session: &str,
-    ) -> Result<(), String> {
+    ) -> Result<(), GateError> {
         let link = self.link(shared).await?;
         let cell = {
             let mut wards = lock(&link.wards);
@@ -115,7 +116,7 @@ impl Warden {
         &self,
         shared: &Arc<Shared>,
         target_id: &str,
-    ) -> Result<String, String> {
+    ) -> Result<String, GateError> {
         let link = self.link(shared).await?;
         let mut session = link
             .session_of(target_id)
@@ -178,11 +179,13 @@ impl Warden {
                         .pointer("/result/value")
                         .and_then(Value::as_str)
                         .map(str::to_owned)
-                        .ok_or_else(|| "the frame's URL could not be read".to_owned());
+                        .ok_or_else(|| GateError::from("the frame's URL could not be read"));
                 }
             }
         }
-        Err(format!("frames nested deeper than {MAX_FRAME_DEPTH}"))
+        Err(GateError::Failed(format!(
+            "frames nested deeper than {MAX_FRAME_DEPTH}"
+        )))
     }
 
     /// One command to the tab `target_id`, on the warden's own connection:
@@ -194,7 +197,7 @@ impl Warden {
         session: &str,
         method: &str,
         params: Value,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, GateError> {
         self.ward(shared, target_id, session).await?;
         let link = self.link(shared).await?;
         let cdp_session = link
@@ -209,11 +212,11 @@ impl Warden {
         shared: &Arc<Shared>,
         method: &str,
         params: Value,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, GateError> {
         self.link(shared).await?.call(None, method, params).await
     }
 
-    async fn link(&self, shared: &Arc<Shared>) -> Result<Arc<Link>, String> {
+    async fn link(&self, shared: &Arc<Shared>) -> Result<Arc<Link>, GateError> {
         let mut slot = self.link.lock().await;
         if let Some(link) = slot.as_ref().filter(|l| !l.alive.is_cancelled()) {
             return Ok(Arc::clone(link));
@@ -225,7 +228,7 @@ impl Warden {
 }
 
 impl Link {
-    async fn connect(shared: &Arc<Shared>) -> Result<Arc<Self>, String> {
+    async fn connect(shared: &Arc<Shared>) -> Result<Arc<Self>, GateError> {
         let (mut sink, mut stream) = shared
             .connect_browser()
             .await
@@ -261,7 +264,7 @@ impl Link {
             }
             reader.alive.cancel();
             for (_, waiter) in lock(&reader.pending).drain() {
-                let _ = waiter.send(Err("the warden's connection to Chromium closed".into()));
+                let _ = waiter.send(Err(GateError::Closed));
             }
         });
         // Chromium is not confined: a download is a write of the page's
@@ -291,7 +294,7 @@ impl Link {
         session: Option<&str>,
         method: &str,
         params: Value,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, GateError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         lock(&self.pending).insert(id, tx);
@@ -301,14 +304,14 @@ impl Link {
         }
         if self.tx.send(Message::text(message.to_string())).is_err() {
             lock(&self.pending).remove(&id);
-            return Err("the warden's connection to Chromium closed".into());
+            return Err(GateError::Closed);
         }
         match tokio::time::timeout(COMMAND_TIMEOUT, rx).await {
             Ok(Ok(answer)) => answer,
-            Ok(Err(_)) => Err("the warden's connection to Chromium closed".into()),
+            Ok(Err(_)) => Err(GateError::Closed),
             Err(_) => {
                 lock(&self.pending).remove(&id);
-                Err(format!("Chromium did not answer {method} in time"))
+                Err(GateError::TimedOut(method.to_owned()))
             }
         }
     }
@@ -328,18 +331,18 @@ impl Link {
     }
 
     /// The id of the main frame of the target behind `cdp_session`.
-    async fn main_frame(&self, cdp_session: &str) -> Result<String, String> {
+    async fn main_frame(&self, cdp_session: &str) -> Result<String, GateError> {
         let tree = self
             .call(Some(cdp_session), "Page.getFrameTree", json!({}))
             .await?;
         tree.pointer("/frameTree/frame/id")
             .and_then(Value::as_str)
             .map(str::to_owned)
-            .ok_or_else(|| "the target has no main frame".to_owned())
+            .ok_or_else(|| GateError::from("the target has no main frame"))
     }
 
     /// Attach to a tab and police it.
-    async fn attach(self: &Arc<Self>, target_id: &str, session: &str) -> Result<(), String> {
+    async fn attach(self: &Arc<Self>, target_id: &str, session: &str) -> Result<(), GateError> {
         let attached = self
             .call(
                 None,
@@ -362,7 +365,7 @@ impl Link {
     /// Its log, too: a page reports each load that failed there, which
     /// tells a refused connection of the page's from one Chromium made
     /// (`failed_loads`). Not waited for: nothing is decided on it.
-    async fn police(&self, cdp_session: &str) -> Result<(), String> {
+    async fn police(&self, cdp_session: &str) -> Result<(), GateError> {
         self.send(cdp_session, "Log.enable", json!({}));
         self.call(Some(cdp_session), "Fetch.enable", intercept_documents())
             .await?;
@@ -381,7 +384,7 @@ impl Link {
         if let Some(id) = message.get("id").and_then(Value::as_u64) {
             if let Some(waiter) = lock(&self.pending).remove(&id) {
                 let answer = match message.get("error") {
-                    Some(error) => Err(format!("Chromium refused: {error}")),
+                    Some(error) => Err(GateError::Refused(error.clone())),
                     None => Ok(message.get("result").cloned().unwrap_or(Value::Null)),
                 };
                 let _ = waiter.send(answer);
@@ -512,10 +515,10 @@ impl Link {
             .get("resourceType")
             .and_then(Value::as_str)
             .unwrap_or("Other");
-        let verdict = judge_document(raw, shared).await;
-        let (method, answer) = match verdict {
-            Ok(()) => ("Fetch.continueRequest", json!({"requestId": request_id})),
-            Err(why) => {
+        let refused = document_refused(raw, shared).await;
+        let (method, answer) = match refused {
+            None => ("Fetch.continueRequest", json!({"requestId": request_id})),
+            Some(why) => {
                 let owner = lock(&self.owners).get(cdp_session).cloned();
                 shared.reporter.report(
                     BrowserRefusal::new(
@@ -552,13 +555,16 @@ fn frame_owned(described: &Value) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// The whole policy's verdict on a document (a tab's or a frame's: the
-/// warden pauses nothing else). Schemes that load nothing
-/// from the network or the disk (`data:`, `blob:`, `about:`) pass.
-async fn judge_document(raw: &str, shared: &Shared) -> Result<(), String> {
-    let url = Url::parse(raw).map_err(|e| format!("its URL does not parse: {e}"))?;
+/// Why the whole policy refuses a document (a tab's or a frame's: the
+/// warden pauses nothing else), if it does. Schemes that load nothing from
+/// the network or the disk (`data:`, `blob:`, `about:`) pass.
+async fn document_refused(raw: &str, shared: &Shared) -> Option<String> {
+    let url = match Url::parse(raw) {
+        Ok(url) => url,
+        Err(e) => return Some(format!("its URL does not parse: {e}")),
+    };
     if matches!(url.scheme(), "data" | "blob" | "about") {
-        return Ok(());
+        return None;
     }
     shared
         .rules
@@ -566,8 +572,8 @@ async fn judge_document(raw: &str, shared: &Shared) -> Result<(), String> {
         .url
         .check_url(&url, shared.resolver.as_ref())
         .await
-        .map(|_| ())
-        .map_err(|refusal| format!("[{}] {}", refusal.rule, refusal.message))
+        .err()
+        .map(|refusal| format!("[{}] {}", refusal.rule, refusal.message))
 }
 
 /// Where a request to `raw` was going, if it names a host.
