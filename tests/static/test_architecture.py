@@ -213,3 +213,65 @@ def test_tests_longer_than_sixty_lines_live_in_a_sibling_file() -> None:
             inline[str(path.relative_to(SRC.parent))] = text[at:].count("\n")
     assert inline, "no inline test module found: the check would prove nothing"
     assert not {f: n for f, n in inline.items() if n > 60}, inline
+
+
+def string_errors(code: str) -> list[str]:
+    """Every `Result<T, String>` in `code`, nested generics included."""
+    found = []
+    for m in re.finditer(r"\bResult<", code):
+        depth, i, top_comma = 1, m.end(), None
+        while i < len(code) and depth:
+            c = code[i]
+            depth += c == "<"
+            depth -= c == ">"
+            if c == "," and depth == 1:
+                top_comma = i
+            i += 1
+        if top_comma is not None and code[top_comma + 1:i - 1].strip() == "String":
+            found.append(code[m.start():i])
+    return found
+
+
+# Errors that stay words, each for one of four reasons. Where code branches on a failure, it is a type
+# (gate::GateError, audit::VouchFailure, audit::AuditError, policy::PolicyError, …); these are only ever
+# read, by a person or a record.
+A_PERSONS_WORDS = "a parser's or validator's message, which its caller wraps with the file or flag it read"
+STOPS_THE_START = "a start-up step whose failure stops the start, with its message"
+BEST_EFFORT = "a best-effort step whose failure is logged or recorded as it is, never branched on"
+CROSSES_EXEC = "the trampoline's failure line, which crosses an exec and is read back as text"
+WORDS_FOR_A_REASON = {
+    "src/policy/address.rs": A_PERSONS_WORDS,
+    "src/policy/url_policy.rs": A_PERSONS_WORDS,
+    "src/policy/secrets.rs": A_PERSONS_WORDS,
+    "src/daemons/uid_claim.rs": A_PERSONS_WORDS,
+    "src/daemons/identities.rs": A_PERSONS_WORDS,
+    "src/runner/child_policy.rs": A_PERSONS_WORDS,
+    "src/call/png_scale.rs": A_PERSONS_WORDS,
+    "audit/src/report/mod.rs": A_PERSONS_WORDS,
+    "audit/src/checkpoint.rs": A_PERSONS_WORDS,
+    "src/runner/spawn.rs": STOPS_THE_START,
+    "src/runner/mod.rs": STOPS_THE_START + "; and " + BEST_EFFORT,
+    "src/runner/cdp.rs": BEST_EFFORT,
+    "src/server/pool.rs": BEST_EFFORT,
+    "src/policy/outputs.rs": BEST_EFFORT,
+    "src/call/deny.rs": BEST_EFFORT,
+    "src/call/intent.rs": BEST_EFFORT,
+    "audit/src/report/build.rs": BEST_EFFORT,
+    "audit/src/report/counts.rs": BEST_EFFORT,
+    "hardening/src/trampoline.rs": CROSSES_EXEC,
+}
+
+
+def test_errors_outside_cli_are_types_but_for_words_kept_for_a_reason() -> None:
+    assert string_errors("fn f() -> Result<Vec<Option<u8>>, String> {}") == ["Result<Vec<Option<u8>>, String>"]
+    assert not string_errors("Mutex<HashMap<u64, Sender<Result<Value, GateError>>>>, map: HashMap<String, String>")
+    found = {}
+    for path in production_files():
+        name = str(path.relative_to(SRC.parent))
+        if not name.startswith("src/cli/") and (errors := string_errors(production_code(path))):
+            found[name] = errors
+    unreasoned = {f: e for f, e in found.items() if f not in WORDS_FOR_A_REASON}
+    assert not unreasoned, unreasoned
+    # The list stays honest: a file whose words became a type leaves it.
+    assert not set(WORDS_FOR_A_REASON) - set(found), set(WORDS_FOR_A_REASON) - set(found)
+
