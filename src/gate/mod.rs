@@ -40,6 +40,7 @@ mod label;
 mod methods;
 mod relay;
 mod screen;
+mod shared;
 mod tab_cap;
 mod typing;
 mod warden;
@@ -48,6 +49,8 @@ pub(crate) use error::GateError;
 pub(crate) use failed_loads::PAGE_WORD_WITHIN;
 
 pub(crate) use typing::SecretTyping;
+
+use shared::{ChromiumSocket, Shared};
 
 /// What the rest of the server asks of the gate once it serves: which
 /// sessions type secrets, and ending a session's browser context.
@@ -189,97 +192,6 @@ const MAX_CONNECTIONS_PER_SESSION: usize = 4;
 /// A bound on one message from agent-browser (its largest are `fill` and
 /// `type` texts, bounded by the tool's own argv limits).
 const MAX_DAEMON_MESSAGE: usize = 1 << 20;
-
-/// What every connection of the gate shares.
-struct Shared {
-    upstream_port: u16,
-    /// The rules in force, read per decision (a reload applies at once).
-    rules: Arc<rules::Current>,
-    resolver: Arc<dyn Resolve>,
-    reporter: Reporter,
-    warden: warden::Warden,
-    /// Each session's browser context.
-    contexts: contexts::Contexts,
-    /// Each session's open pages, at most `--max-tabs`.
-    tab_cap: tab_cap::TabCap,
-    /// The loads the sessions' pages said failed.
-    failed_loads: failed_loads::FailedLoads,
-    /// Where each context's connections go out.
-    egress: Egress,
-    /// Sessions whose call is typing secrets: their text input waits for
-    /// the focused frame's check.
-    typing: SecretTyping,
-    /// The daemons' socket dir, where each writes its pinned tab's id.
-    socket_dir: crate::daemons::SocketDir,
-    /// Each daemon's uid: who may name which session.
-    identities: Arc<crate::daemons::Identities>,
-    /// Room for more connections ([`MAX_CONNECTIONS`]).
-    connections: Arc<tokio::sync::Semaphore>,
-    /// Connections per session ([`MAX_CONNECTIONS_PER_SESSION`]).
-    per_session: Mutex<std::collections::HashMap<String, usize>>,
-    http: reqwest::Client,
-}
-
-/// A WebSocket to Chromium's browser endpoint.
-type ChromiumSocket =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
-impl Shared {
-    /// A connection of browser-shell's own to Chromium's browser endpoint.
-    async fn connect_browser(&self) -> Result<ChromiumSocket, GateError> {
-        let url = self.browser_url().await?;
-        let (socket, _) = tokio_tungstenite::connect_async_with_config(
-            url.as_str(),
-            Some(upstream_config()),
-            // Small CDP messages, answered one by one: Nagle would hold each
-            // for a delayed ACK (40 ms).
-            true,
-        )
-        .await
-        .map_err(|e| format!("cannot reach Chromium's DevTools: {e}"))?;
-        Ok(socket)
-    }
-
-    /// Chromium's browser-level DevTools WebSocket URL (it changes when
-    /// Chromium restarts, so it is asked for each connection).
-    async fn browser_url(&self) -> Result<String, GateError> {
-        let url = format!("http://127.0.0.1:{}/json/version", self.upstream_port);
-        let answer = self
-            .http
-            .get(&url)
-            .timeout(Duration::from_secs(2))
-            .send()
-            .await
-            .map_err(|e| {
-                format!(
-                    "Chromium's DevTools on port {} did not answer: {e}",
-                    self.upstream_port
-                )
-            })?;
-        let body = answer
-            .bytes()
-            .await
-            .map_err(|e| format!("Chromium's /json/version could not be read: {e}"))?;
-        let version: serde_json::Value = serde_json::from_slice(&body)
-            .map_err(|e| format!("Chromium's /json/version is not JSON: {e}"))?;
-        let ws = version
-            .get("webSocketDebuggerUrl")
-            .and_then(serde_json::Value::as_str)
-            .ok_or("Chromium's /json/version has no webSocketDebuggerUrl")?;
-        // Only ever loopback: the port is Chromium's, the path its browser id.
-        let path = ws
-            .split_once("/devtools/browser/")
-            .map(|(_, id)| id)
-            .filter(|id| {
-                !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-            })
-            .ok_or("Chromium's webSocketDebuggerUrl is not a browser endpoint")?;
-        Ok(format!(
-            "ws://127.0.0.1:{}/devtools/browser/{path}",
-            self.upstream_port
-        ))
-    }
-}
 
 /// The gate's listener, bound before the child's confinement is built (its
 /// port is the one TCP port the child may connect to).
@@ -514,12 +426,6 @@ fn daemon_config() -> WebSocketConfig {
     WebSocketConfig::default()
         .max_message_size(Some(MAX_DAEMON_MESSAGE))
         .max_frame_size(Some(MAX_DAEMON_MESSAGE))
-}
-
-/// Chromium's messages carry screenshots; tungstenite's default bound
-/// (64 MiB) is kept for them.
-fn upstream_config() -> WebSocketConfig {
-    WebSocketConfig::default()
 }
 
 #[cfg(test)]
