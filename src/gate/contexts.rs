@@ -20,7 +20,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
-use super::{Shared, lock};
+use super::Shared;
+use crate::sync::lock;
 
 /// A session's context, made once by whichever connection needs it first.
 type Made = Arc<OnceCell<Result<String, GateError>>>;

@@ -18,7 +18,8 @@ use std::{
 
 use serde_json::{Value, json};
 
-use super::{Shared, lock};
+use super::Shared;
+use crate::sync::lock;
 use crate::{
     browser_refusals::{BrowserRefusal, Requester},
     policy::url_policy::shown,

@@ -13,7 +13,7 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use super::lock;
+use crate::sync::lock;
 
 /// Sessions typing secrets, by daemon name, with the secrets' names.
 #[derive(Debug, Clone, Default)]

@@ -29,7 +29,8 @@ use tokio::sync::{OnceCell, mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message;
 use url::Url;
 
-use super::{Shared, lock};
+use super::Shared;
+use crate::sync::lock;
 use crate::{
     browser_refusals::{BrowserRefusal, Destination, Requester},
     policy::url_policy::shown,
