@@ -25,8 +25,74 @@ pub(crate) struct SessionId {
     id: String,
     /// The id's own name: its daemon's unless bound to a pooled one, and
     /// always its output directory.
-    own_name: String,
-    daemon_name: String,
+    own_name: DaemonName,
+    daemon_name: DaemonName,
+}
+
+/// The name of an agent-browser daemon (its `--session`): it names the
+/// daemon's socket, its uid, its browser context and that context's egress
+/// listener, in the runner, the gate and the egress alike. Not a session id:
+/// an agent's id maps to one ([`SessionId::parse`]), a pooled daemon has one
+/// before any session does, and a name read back from a file the child could
+/// write is one only once checked ([`DaemonName::checked`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(transparent)]
+pub(crate) struct DaemonName(String);
+
+impl DaemonName {
+    /// `name`, if it could be a daemon name [`SessionId::parse`] produced
+    /// (see [`is_daemon_name`]).
+    pub(crate) fn checked(name: &str) -> Option<Self> {
+        is_daemon_name(name).then(|| Self(name.to_owned()))
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for DaemonName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Read back from a file the server wrote (a memo in the state dir): taken
+/// in only if it is a daemon name.
+impl<'de> serde::Deserialize<'de> for DaemonName {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        Self::checked(&name)
+            .ok_or_else(|| serde::de::Error::custom(format!("not a daemon name: {name:?}")))
+    }
+}
+
+/// Read as the text it is (a path segment, a file name, an argv item):
+/// the type only guards where a name is taken in.
+impl std::ops::Deref for DaemonName {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq<str> for DaemonName {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for DaemonName {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+/// Maps keyed by daemon name are looked up by a name read off the wire.
+impl std::borrow::Borrow<str> for DaemonName {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
 }
 
 impl SessionId {
@@ -50,11 +116,11 @@ impl SessionId {
                 format!("session_id may contain only A-Z a-z 0-9 . _ - (found {bad:?})"),
             ));
         }
-        let daemon_name = if !is_safe_name(id) {
+        let daemon_name = DaemonName(if !is_safe_name(id) {
             format!("_{}", audit::sha256_hex(id.as_bytes()))
         } else {
             id.to_owned()
-        };
+        });
         Ok(Self {
             id: id.to_owned(),
             own_name: daemon_name.clone(),
@@ -63,19 +129,19 @@ impl SessionId {
     }
 
     /// A pooled daemon's own identity (it serves no agent yet).
-    pub(crate) fn pooled(name: &str) -> Self {
+    pub(crate) fn pooled(name: &DaemonName) -> Self {
         Self {
-            id: name.to_owned(),
-            own_name: name.to_owned(),
-            daemon_name: name.to_owned(),
+            id: name.to_string(),
+            own_name: name.clone(),
+            daemon_name: name.clone(),
         }
     }
 
     /// The same session, run by the daemon called `daemon_name` (its own,
     /// or the pooled one it was bound to).
-    pub(crate) fn run_by(&self, daemon_name: &str) -> Self {
+    pub(crate) fn run_by(&self, daemon_name: &DaemonName) -> Self {
         Self {
-            daemon_name: daemon_name.to_owned(),
+            daemon_name: daemon_name.clone(),
             ..self.clone()
         }
     }
@@ -86,13 +152,13 @@ impl SessionId {
     }
 
     /// The `--session` value for agent-browser.
-    pub(crate) fn daemon_name(&self) -> &str {
+    pub(crate) fn daemon_name(&self) -> &DaemonName {
         &self.daemon_name
     }
 
     /// The name the id maps to on its own: its output subdirectory, and its
     /// daemon's name unless it is bound to a pooled one.
-    pub(crate) fn own_name(&self) -> &str {
+    pub(crate) fn own_name(&self) -> &DaemonName {
         &self.own_name
     }
 }
@@ -103,7 +169,11 @@ pub(crate) const POOL_PREFIX: &str = "pool-";
 /// A fresh pooled daemon name: 65 characters not starting with `_`, so no
 /// session id maps to it (pass-through names have at most 64, hashed ones
 /// start with `_`), and random, so a previous server's cannot be reused.
-pub(crate) fn new_pool_name() -> String {
+pub(crate) fn new_pool_name() -> DaemonName {
+    DaemonName(random_pool_name())
+}
+
+fn random_pool_name() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let mut bytes = [0u8; 30];

@@ -27,7 +27,7 @@ fn ids_that_read_as_flags_never_reach_argv() {
     let ids = ["-h", "--help", "-V", "--version", "-x", "-", "--"];
     let names: Vec<String> = ids
         .iter()
-        .map(|id| SessionId::parse(id).unwrap().daemon_name().to_owned())
+        .map(|id| SessionId::parse(id).unwrap().daemon_name().to_string())
         .collect();
     for (id, name) in ids.iter().zip(&names) {
         assert!(!name.starts_with('-'), "{id:?} -> {name:?}");
@@ -54,7 +54,7 @@ fn no_session_id_maps_to_a_pool_name() {
     let hashed = SessionId::parse(&format!("pool.{}", "a".repeat(59))).unwrap();
     assert!(!is_pool_name(hashed.daemon_name()));
     let bound = longest.run_by(&pool);
-    assert_eq!(bound.daemon_name(), pool);
+    assert_eq!(bound.daemon_name(), &pool);
     assert_eq!(bound.own_name(), longest.own_name());
     assert_eq!(bound.as_str(), longest.as_str());
 }

@@ -31,6 +31,12 @@ pub(super) const OTHER_SESSION: &str = "gate_other_session";
 /// The session the probes name at the gate.
 pub(super) const SESSION: &str = "hardening-check";
 
+/// [`SESSION`] as the daemon name the gate and the runner know it by.
+pub(super) fn session() -> anyhow::Result<crate::session_id::DaemonName> {
+    crate::session_id::DaemonName::checked(SESSION)
+        .ok_or_else(|| anyhow::anyhow!("{SESSION} is not a daemon name"))
+}
+
 /// The child's part of the egress probe: `sent` once the page's fetch ran.
 pub(super) const EGRESS_FETCH: &str = "egress_page_fetch";
 

@@ -73,10 +73,14 @@ fn egress_outcome(
     } else {
         format!("not attempted: {sent}")
     };
-    if let Err(e) = gate
-        .runtime
-        .block_on(gate.handle.end_session(super::gate_probe::SESSION))
-    {
+    let ended = match super::gate_probe::session() {
+        Ok(session) => gate
+            .runtime
+            .block_on(gate.handle.end_session(&session))
+            .map_err(anyhow::Error::from),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = ended {
         tracing::warn!(error = %e, "the self-probe's browser context was not disposed of");
     }
     hardening::probe::Outcome {
@@ -215,7 +219,10 @@ fn run_probe(
             "--forbid",
             &args.cdp_port.to_string(),
             "--gate",
-            &crate::daemons::gate_endpoint(prepared.runner.gate_port(), super::gate_probe::SESSION),
+            &crate::daemons::gate_endpoint(
+                prepared.runner.gate_port(),
+                &super::gate_probe::session()?,
+            ),
             "--writable",
         ])
         .arg(if uid.is_some() {
@@ -359,7 +366,9 @@ pub(super) fn hardening_exec(args: &ServeArgs, argv: &[String]) -> anyhow::Resul
     }
     let mut prepared = args.prepare()?;
     let _served = serve_gate(&mut prepared)?;
-    let endpoint = crate::daemons::gate_endpoint(prepared.runner.gate_port(), "hardening-exec");
+    let exec = crate::session_id::DaemonName::checked("hardening-exec")
+        .context("hardening-exec is not a daemon name")?;
+    let endpoint = crate::daemons::gate_endpoint(prepared.runner.gate_port(), &exec);
     let mut command = prepared
         .runner
         .confined_command("hardening-exec")

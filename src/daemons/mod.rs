@@ -12,6 +12,8 @@ mod uid_claim;
 
 use futures_util::future::BoxFuture;
 
+use crate::session_id::DaemonName;
+
 pub(crate) use identities::{ChildUid, Identities, UidRange};
 pub(crate) use socket_dir::{SocketDir, SocketFile, SocketIdentity};
 pub(crate) use uid_claim::{ChildUids, claim as claim_child_uids, why_not as why_no_child_uids};
@@ -37,7 +39,7 @@ pub(crate) fn write_memo(path: &std::path::Path, bytes: &[u8]) -> std::io::Resul
 pub(crate) const GATE_PATH_PREFIX: &str = "/devtools/browser/";
 
 /// The `--cdp` value for a daemon: the gate on 127.0.0.1, with its name.
-pub(crate) fn gate_endpoint(gate_port: u16, daemon_name: &str) -> String {
+pub(crate) fn gate_endpoint(gate_port: u16, daemon_name: &DaemonName) -> String {
     format!("ws://127.0.0.1:{gate_port}{GATE_PATH_PREFIX}{daemon_name}")
 }
 
@@ -45,7 +47,7 @@ pub(crate) fn gate_endpoint(gate_port: u16, daemon_name: &str) -> String {
 ///
 /// The daemon writes `<socket dir>/<name>.target`; its content is not
 /// trusted beyond being a hex target id, only ever used to address that tab.
-pub(crate) fn pinned_target(socket_dir: &SocketDir, daemon_name: &str) -> Option<String> {
+pub(crate) fn pinned_target(socket_dir: &SocketDir, daemon_name: &DaemonName) -> Option<String> {
     let text = socket_dir.read(&format!("{daemon_name}.target"))?;
     let value: serde_json::Value = serde_json::from_str(&text).ok()?;
     let id = value.get("targetId")?.as_str()?;
@@ -60,13 +62,13 @@ pub(crate) trait Tabs: Send + Sync + std::fmt::Debug {
     /// child's to write: a compromised child could name another session's
     /// tab in it, so the server brings a tab forward, stops its loading or
     /// closes it only once this says the tab is the daemon's own.
-    fn owns<'a>(&'a self, daemon: &'a str, target: &'a str) -> BoxFuture<'a, bool>;
+    fn owns<'a>(&'a self, daemon: &'a DaemonName, target: &'a str) -> BoxFuture<'a, bool>;
 
     /// Show `session`'s id in the window `daemon`'s context has, for a
     /// person watching the screen: in agent-browser's spare tab (it keeps
     /// one beside the tab it works in), never in the session's pages.
     /// Best effort; says whether it was done.
-    fn label<'a>(&'a self, daemon: &'a str, session: &'a str) -> BoxFuture<'a, bool>;
+    fn label<'a>(&'a self, daemon: &'a DaemonName, session: &'a str) -> BoxFuture<'a, bool>;
 }
 
 /// What a pooled daemon's window says until a session is bound to it.
@@ -78,11 +80,11 @@ pub(crate) const WAITING_LABEL: &str = "(ready for a new session)";
 pub(crate) struct NoTabs;
 
 impl Tabs for NoTabs {
-    fn owns<'a>(&'a self, _daemon: &'a str, _target: &'a str) -> BoxFuture<'a, bool> {
+    fn owns<'a>(&'a self, _daemon: &'a DaemonName, _target: &'a str) -> BoxFuture<'a, bool> {
         Box::pin(std::future::ready(false))
     }
 
-    fn label<'a>(&'a self, _daemon: &'a str, _session: &'a str) -> BoxFuture<'a, bool> {
+    fn label<'a>(&'a self, _daemon: &'a DaemonName, _session: &'a str) -> BoxFuture<'a, bool> {
         Box::pin(std::future::ready(false))
     }
 }
@@ -94,7 +96,7 @@ mod tests {
     #[test]
     fn a_daemons_endpoint_is_a_loopback_websocket_url_on_the_gate_path() {
         assert_eq!(
-            gate_endpoint(4242, "u1"),
+            gate_endpoint(4242, &DaemonName::checked("u1").unwrap()),
             "ws://127.0.0.1:4242/devtools/browser/u1"
         );
     }

@@ -41,6 +41,10 @@ impl Resolve for Rebinding {
 
 /// An egress for policy `policy`, with `resolver`; its refusals come out of
 /// the receiver. The tempdir holds the policy file and audit key.
+fn daemon(name: &str) -> DaemonName {
+    DaemonName::checked(name).unwrap()
+}
+
 fn egress(
     policy: &str,
     resolver: Arc<dyn Resolve>,
@@ -120,7 +124,7 @@ const ALLOW_127_0_0_1: &str = r#"{"open":{"allow_private_cidrs":["127.0.0.1/32"]
 async fn a_rebinding_name_reaches_only_the_address_that_was_checked() {
     let resolver = Rebinding::new();
     let (egress, _refusals, _dir) = egress(ALLOW_127_0_0_1, Arc::clone(&resolver) as _);
-    let proxy = egress.open("s1").expect("listener");
+    let proxy = egress.open(&daemon("s1")).expect("listener");
     let (port, allowed, forbidden) = twin_listeners().await;
     let first = ask(
         proxy,
@@ -156,7 +160,7 @@ async fn a_rebinding_name_reaches_only_the_address_that_was_checked() {
 #[tokio::test]
 async fn a_forbidden_connection_is_refused_reported_and_never_made() {
     let (egress, mut refusals, _dir) = egress(ALLOW_127_0_0_1, Rebinding::new());
-    let proxy = egress.open("s1").expect("listener");
+    let proxy = egress.open(&daemon("s1")).expect("listener");
     let (port, _allowed, forbidden) = twin_listeners().await;
     for head in [
         format!("CONNECT 127.0.0.2:{port} HTTP/1.1\r\nhost: 127.0.0.2:{port}\r\n\r\n"),
@@ -189,7 +193,7 @@ async fn a_forbidden_connection_is_refused_reported_and_never_made() {
 #[tokio::test]
 async fn an_allowed_absolute_form_request_is_sent_on_in_origin_form() {
     let (egress, _refusals, _dir) = egress(ALLOW_127_0_0_1, Rebinding::new());
-    let proxy = egress.open("s1").expect("listener");
+    let proxy = egress.open(&daemon("s1")).expect("listener");
     let (port, allowed, _forbidden) = twin_listeners().await;
     let answer = ask(
         proxy,
@@ -203,8 +207,8 @@ async fn an_allowed_absolute_form_request_is_sent_on_in_origin_form() {
 #[tokio::test]
 async fn a_page_cannot_reach_a_listener_of_the_proxy_in_any_address_form() {
     let (egress, mut refusals, _dir) = egress(ALLOW_127_0_0_1, Rebinding::new());
-    let mine = egress.open("a").expect("listener");
-    let theirs = egress.open("b").expect("listener");
+    let mine = egress.open(&daemon("a")).expect("listener");
+    let theirs = egress.open(&daemon("b")).expect("listener");
     // Another session's listener (a page would borrow its name), and its
     // own (a tunnel to itself), as IPv4 and in the IPv4-mapped forms.
     for port in [theirs, mine] {
@@ -226,7 +230,7 @@ async fn a_page_cannot_reach_a_listener_of_the_proxy_in_any_address_form() {
 #[tokio::test]
 async fn the_host_sent_on_is_the_checked_urls() {
     let (egress, _refusals, _dir) = egress(ALLOW_127_0_0_1, Rebinding::new());
-    let proxy = egress.open("s1").expect("listener");
+    let proxy = egress.open(&daemon("s1")).expect("listener");
     let site = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let port = site.local_addr().expect("addr").port();
     let seen = tokio::spawn(async move {
@@ -255,8 +259,8 @@ async fn the_host_sent_on_is_the_checked_urls() {
 #[tokio::test]
 async fn a_closed_sessions_listener_accepts_nothing() {
     let (egress, _refusals, _dir) = egress(ALLOW_127_0_0_1, Rebinding::new());
-    let port = egress.open("a").expect("listener");
-    assert_eq!(egress.open("a").expect("same listener"), port);
+    let port = egress.open(&daemon("a")).expect("listener");
+    assert_eq!(egress.open(&daemon("a")).expect("same listener"), port);
     egress.close("a");
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(TcpStream::connect(("127.0.0.1", port)).await.is_err());
@@ -265,7 +269,7 @@ async fn a_closed_sessions_listener_accepts_nothing() {
 #[tokio::test]
 async fn open_tunnels_are_capped_per_session_until_they_close() {
     let (egress, _refusals, _dir) = egress(ALLOW_127_0_0_1, Rebinding::new());
-    let proxy = egress.open("s1").expect("listener");
+    let proxy = egress.open(&daemon("s1")).expect("listener");
     // A destination that holds every connection open, as a WebSocket server would.
     let held = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let port = held.local_addr().expect("addr").port();

@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     browser_refusals::Reporter,
     policy::{resolve::Resolve, rules},
+    session_id::DaemonName,
     sync::lock,
 };
 
@@ -55,7 +56,7 @@ struct Inner {
     resolver: Arc<dyn Resolve>,
     reporter: Reporter,
     /// Each session's listener: its port, and what stops it.
-    listeners: Mutex<HashMap<String, Listening>>,
+    listeners: Mutex<HashMap<DaemonName, Listening>>,
 }
 
 struct Listening {
@@ -81,13 +82,13 @@ impl Egress {
 
     /// The port of `session`'s listener on 127.0.0.1, opened now unless it
     /// is open already. Must be called inside the server's runtime.
-    pub(crate) fn open(&self, session: &str) -> std::io::Result<u16> {
+    pub(crate) fn open(&self, session: &DaemonName) -> std::io::Result<u16> {
         self.open_on(session, 0)
     }
 
     /// As [`Self::open`], on `port` (0: any free one): a context a previous
     /// server made names its listener's port for good.
-    pub(crate) fn open_on(&self, session: &str, port: u16) -> std::io::Result<u16> {
+    pub(crate) fn open_on(&self, session: &DaemonName, port: u16) -> std::io::Result<u16> {
         let mut listeners = lock(&self.inner.listeners);
         if let Some(listening) = listeners.get(session) {
             return Ok(listening.port);
@@ -98,14 +99,14 @@ impl Egress {
         let listener = tokio::net::TcpListener::from_std(listener)?;
         let stop = CancellationToken::new();
         listeners.insert(
-            session.to_owned(),
+            session.clone(),
             Listening {
                 port,
                 stop: stop.clone(),
             },
         );
         let room = Arc::new(proxy::Room {
-            session: session.to_owned(),
+            session: session.clone(),
             egress: self.clone(),
             connections: Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS_PER_SESSION)),
             tunnels: Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS_PER_SESSION)),

@@ -24,13 +24,14 @@ use crate::{
     browser_refusals::{BrowserRefusal, Destination, Requester},
     policy::{address::canonical, url_policy::shown},
     refusal::{Refusal, Rule},
+    session_id::DaemonName,
 };
 
 type Body = BoxBody<Bytes, hyper::Error>;
 
 /// What every connection of one session's listener shares.
 pub(super) struct Room {
-    pub(super) session: String,
+    pub(super) session: DaemonName,
     pub(super) egress: Egress,
     /// Room for more connections ([`MAX_CONNECTIONS_PER_SESSION`]).
     pub(super) connections: Arc<Semaphore>,
@@ -279,7 +280,7 @@ fn refuse(
     tracing::info!(session = %room.session, rule = %refusal.rule, what, "the egress proxy refused; the audit record names the target");
     room.egress.inner.reporter.report(
         BrowserRefusal::new(
-            room.session.clone(),
+            room.session.to_string(),
             Rule::RequestBlocked,
             reason,
             Requester::Unconfirmed {

@@ -11,6 +11,7 @@ use std::{
 use serde_json::Value;
 
 use super::in_flight::InFlight;
+use crate::session_id::DaemonName;
 use crate::sync::lock;
 
 /// A tab (or frame, or worker) agent-browser is attached to.
@@ -31,7 +32,7 @@ pub(super) enum Awaited {
 
 /// What the relay knows of one daemon's connection.
 pub(super) struct Connection {
-    pub(super) session: String,
+    pub(super) session: DaemonName,
     /// agent-browser's CDP sessions, by id.
     pub(super) attached: Mutex<HashMap<String, Attached>>,
     /// CDP sessions on tabs the relay hid (another session claimed the tab
@@ -48,7 +49,7 @@ pub(super) struct Connection {
 }
 
 impl Connection {
-    pub(super) fn new(session: String) -> Self {
+    pub(super) fn new(session: DaemonName) -> Self {
         Self {
             session,
             attached: Mutex::default(),

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
 use super::Shared;
-use crate::sync::lock;
+use crate::{session_id::DaemonName, sync::lock};
 
 /// A session's context, made once by whichever connection needs it first.
 type Made = Arc<OnceCell<Result<String, GateError>>>;
@@ -29,7 +29,7 @@ type Made = Arc<OnceCell<Result<String, GateError>>>;
 /// The sessions' contexts, by daemon name.
 #[derive(Debug)]
 pub(super) struct Contexts {
-    made: Mutex<HashMap<String, Made>>,
+    made: Mutex<HashMap<DaemonName, Made>>,
     memo: Memo,
     /// Where a new context's window goes: over the browser's first window.
     window: OnceCell<Option<Value>>,
@@ -49,7 +49,7 @@ struct Remembered {
 #[derive(Debug)]
 struct Memo {
     file: Option<PathBuf>,
-    entries: Mutex<HashMap<String, Remembered>>,
+    entries: Mutex<HashMap<DaemonName, Remembered>>,
 }
 
 impl Memo {
@@ -65,13 +65,13 @@ impl Memo {
         }
     }
 
-    fn get(&self, session: &str) -> Option<Remembered> {
+    fn get(&self, session: &DaemonName) -> Option<Remembered> {
         lock(&self.entries).get(session).cloned()
     }
 
     /// Remember (or, with `None`, forget) `session`'s context; the file is
     /// replaced whole, so a crash leaves the old version or the new one.
-    fn set(&self, session: &str, remembered: Option<Remembered>) {
+    fn set(&self, session: &DaemonName, remembered: Option<Remembered>) {
         let mut entries = lock(&self.entries);
         match remembered {
             Some(r) => entries.insert(session.to_owned(), r),
@@ -136,7 +136,7 @@ impl Contexts {
     pub(super) async fn of(
         &self,
         shared: &Arc<Shared>,
-        session: &str,
+        session: &DaemonName,
     ) -> Result<String, GateError> {
         let cell = Arc::clone(lock(&self.made).entry(session.to_owned()).or_default());
         let made = cell
@@ -160,7 +160,7 @@ impl Contexts {
     }
 
     /// Every context made here, with its session.
-    pub(super) fn all_known(&self) -> Vec<(String, String)> {
+    pub(super) fn all_known(&self) -> Vec<(DaemonName, String)> {
         lock(&self.made)
             .iter()
             .filter_map(|(session, cell)| {
@@ -171,23 +171,23 @@ impl Contexts {
 
     /// The context and proxy port a previous server remembered for
     /// `session`.
-    pub(super) fn remembered(&self, session: &str) -> Option<(String, u16)> {
+    pub(super) fn remembered(&self, session: &DaemonName) -> Option<(String, u16)> {
         self.memo.get(session).map(|r| (r.context, r.port))
     }
 
     /// `context`, a previous server's, is `session`'s now.
-    pub(super) fn adopt(&self, session: &str, context: &str) {
+    pub(super) fn adopt(&self, session: &DaemonName, context: &str) {
         let made = Arc::new(OnceCell::new_with(Some(Ok(context.to_owned()))));
         lock(&self.made).insert(session.to_owned(), made);
     }
 
     /// No context of `session`'s is remembered any more.
-    pub(super) fn forget(&self, session: &str) {
+    pub(super) fn forget(&self, session: &DaemonName) {
         self.memo.set(session, None);
     }
 
     /// `session`'s context id, if it has been made.
-    pub(super) fn known(&self, session: &str) -> Option<String> {
+    pub(super) fn known(&self, session: &DaemonName) -> Option<String> {
         let cell = lock(&self.made).get(session).cloned()?;
         cell.get()?.as_ref().ok().cloned()
     }
@@ -199,7 +199,7 @@ impl Contexts {
 
     /// The session whose context `context` is, if it is one of this
     /// server's.
-    pub(super) fn session_of(&self, context: &str) -> Option<String> {
+    pub(super) fn session_of(&self, context: &str) -> Option<DaemonName> {
         lock(&self.made)
             .iter()
             .find(|(_, cell)| {
@@ -214,7 +214,7 @@ impl Contexts {
     pub(super) async fn dispose(
         &self,
         shared: &Arc<Shared>,
-        session: &str,
+        session: &DaemonName,
     ) -> Result<(), GateError> {
         let made = lock(&self.made).remove(session);
         let context = made
@@ -232,8 +232,8 @@ impl Contexts {
     /// Dispose of the contexts a previous server remembered for daemons
     /// that are not running any more (`running`: those that are): no
     /// daemon will come back for them.
-    pub(super) async fn dispose_unclaimed(&self, shared: &Arc<Shared>, running: &[String]) {
-        let unclaimed: Vec<(String, Remembered)> = lock(&self.memo.entries)
+    pub(super) async fn dispose_unclaimed(&self, shared: &Arc<Shared>, running: &[DaemonName]) {
+        let unclaimed: Vec<(DaemonName, Remembered)> = lock(&self.memo.entries)
             .iter()
             .filter(|(session, _)| !running.contains(session))
             .map(|(session, r)| (session.clone(), r.clone()))
@@ -257,7 +257,7 @@ impl Contexts {
     /// gone, nothing in it could load); the daemon opens a new tab. The pin
     /// file is the child's to write, so a context of this server's is never
     /// touched on its word.
-    pub(super) async fn adopt_or_drop(&self, shared: &Arc<Shared>, session: &str) {
+    pub(super) async fn adopt_or_drop(&self, shared: &Arc<Shared>, session: &DaemonName) {
         if self.known(session).is_some() {
             return;
         }
@@ -324,7 +324,7 @@ pub(super) fn in_context(info: &Value, context: Option<&str>) -> bool {
 /// A new context whose every connection goes through `session`'s egress
 /// listener: loopback included (Chromium bypasses it by default), and it
 /// stays when the warden's connection drops (only the gate disposes of it).
-async fn make(shared: &Arc<Shared>, session: &str) -> Result<(String, u16), GateError> {
+async fn make(shared: &Arc<Shared>, session: &DaemonName) -> Result<(String, u16), GateError> {
     let port = shared
         .egress
         .open(session)

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::{Shared, contexts};
+use crate::session_id::DaemonName;
 
 /// As the server stops keeping its sessions: every page of every context
 /// it made, frozen.
@@ -27,7 +28,7 @@ pub(super) async fn freeze(shared: &Arc<Shared>) {
 /// At start, for the daemons adopted from a previous server: take each
 /// remembered context's port back and let its pages run; dispose of a
 /// context whose port another process holds now.
-pub(super) async fn reclaim(shared: &Arc<Shared>, adopted: &[String]) {
+pub(super) async fn reclaim(shared: &Arc<Shared>, adopted: &[DaemonName]) {
     let existing = shared
         .warden
         .browser_call(shared, "Target.getBrowserContexts", json!({}))

@@ -12,13 +12,14 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::Shared;
+use crate::session_id::DaemonName;
 
 /// Put a page naming `session` in the spare tab of `daemon`'s context, or
 /// rename the one there (a pooled daemon's window says it waits until a
 /// session is bound to it: renaming starts no renderer).
 pub(super) async fn show_session(
     shared: &Arc<Shared>,
-    daemon: &str,
+    daemon: &DaemonName,
     session: &str,
 ) -> Result<(), GateError> {
     let context = shared

@@ -70,7 +70,7 @@ impl Handle {
     /// Dispose of `daemon`'s browser context: every tab, popup, worker,
     /// cookie and cache entry of the session goes with it, and its egress
     /// listener closes. Returns what could not be done.
-    pub(crate) async fn end_session(&self, daemon: &str) -> Result<(), GateError> {
+    pub(crate) async fn end_session(&self, daemon: &DaemonName) -> Result<(), GateError> {
         match self.serving.get() {
             Some(shared) => shared.contexts.dispose(shared, daemon).await,
             None => Ok(()),
@@ -91,7 +91,7 @@ impl Handle {
     }
 
     /// Is `target` in `daemon`'s own browser context, as Chromium says?
-    async fn owns_tab(&self, daemon: &str, target: &str) -> bool {
+    async fn owns_tab(&self, daemon: &DaemonName, target: &str) -> bool {
         let Some(shared) = self.serving.get() else {
             return false;
         };
@@ -113,7 +113,7 @@ impl Handle {
 
     /// At start, for the daemons adopted from a previous server: each
     /// context's proxy port is taken back and its pages run again.
-    pub(crate) async fn reclaim_kept(&self, adopted: &[String]) {
+    pub(crate) async fn reclaim_kept(&self, adopted: &[DaemonName]) {
         if let Some(shared) = self.serving.get() {
             kept::reclaim(shared, adopted).await;
         }
@@ -121,7 +121,7 @@ impl Handle {
 
     /// At start: dispose of the browser contexts a previous server kept for
     /// daemons that are no longer running (`running` names those that are).
-    pub(crate) async fn end_unclaimed(&self, running: &[String]) {
+    pub(crate) async fn end_unclaimed(&self, running: &[DaemonName]) {
         if let Some(shared) = self.serving.get() {
             shared.contexts.dispose_unclaimed(shared, running).await;
         }
@@ -131,7 +131,7 @@ impl Handle {
 impl crate::daemons::Tabs for Handle {
     fn owns<'a>(
         &'a self,
-        daemon: &'a str,
+        daemon: &'a DaemonName,
         target: &'a str,
     ) -> futures_util::future::BoxFuture<'a, bool> {
         Box::pin(self.owns_tab(daemon, target))
@@ -139,7 +139,7 @@ impl crate::daemons::Tabs for Handle {
 
     fn label<'a>(
         &'a self,
-        daemon: &'a str,
+        daemon: &'a DaemonName,
         session: &'a str,
     ) -> futures_util::future::BoxFuture<'a, bool> {
         Box::pin(async move {
@@ -173,6 +173,7 @@ use crate::{
     browser_refusals::{BrowserRefusal, Reporter},
     egress::Egress,
     policy::{resolve::Resolve, rules},
+    session_id::DaemonName,
     sync::lock,
 };
 
@@ -392,10 +393,9 @@ impl Drop for SessionSlot {
     }
 }
 
-/// The session named by a gate path, when the path is the gate's.
-fn session_of(path: &str) -> Option<String> {
-    let name = path.strip_prefix(crate::daemons::GATE_PATH_PREFIX)?;
-    crate::session_id::is_daemon_name(name).then(|| name.to_owned())
+/// The daemon named by a gate path, when the path is the gate's.
+fn session_of(path: &str) -> Option<DaemonName> {
+    DaemonName::checked(path.strip_prefix(crate::daemons::GATE_PATH_PREFIX)?)
 }
 
 fn not_found() -> ErrorResponse {

@@ -28,6 +28,7 @@ use super::{
     judge::{Judgement, judge},
     screen::{Screened, screen},
 };
+use crate::session_id::DaemonName;
 use crate::{
     browser_refusals::{BrowserRefusal, Requester},
     refusal::Rule,
@@ -39,7 +40,7 @@ type ChromiumStream = futures_util::stream::SplitStream<ChromiumSocket>;
 
 pub(super) async fn relay(
     client: WebSocketStream<TcpStream>,
-    session: String,
+    session: DaemonName,
     shared: Arc<Shared>,
 ) {
     shared.contexts.adopt_or_drop(&shared, &session).await;

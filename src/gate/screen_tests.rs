@@ -15,6 +15,10 @@ use crate::{
 const OWN: &str = "CTX-OWN";
 const OTHER: &str = "CTX-OTHER";
 
+fn daemon() -> crate::session_id::DaemonName {
+    crate::session_id::DaemonName::checked("s1").unwrap()
+}
+
 fn own() -> Option<String> {
     Some(OWN.to_owned())
 }
@@ -38,7 +42,7 @@ fn kept(screened: &Screened) -> &'static str {
 
 #[test]
 fn a_message_that_names_no_target_passes_without_asking_whose_context_it_is() {
-    let conn = Connection::new("s1".to_owned());
+    let conn = Connection::new(daemon());
     let asked = Cell::new(false);
     let message = json!({"method": "Page.loadEventFired", "params": {"timestamp": 1.0}});
     let out = screen(&message.to_string(), &conn, || {
@@ -51,7 +55,7 @@ fn a_message_that_names_no_target_passes_without_asking_whose_context_it_is() {
 
 #[test]
 fn a_target_list_keeps_only_the_sessions_own_targets_and_shows_them() {
-    let conn = Connection::new("s1".to_owned());
+    let conn = Connection::new(daemon());
     lock(&conn.awaited).insert(7, Awaited::TargetList);
     let answer =
         json!({"id": 7, "result": {"targetInfos": [info("T-OWN", OWN), info("T-OTHER", OTHER)]}});
@@ -72,7 +76,7 @@ fn a_target_list_keeps_only_the_sessions_own_targets_and_shows_them() {
 
 #[test]
 fn a_session_whose_context_is_not_known_is_shown_no_target() {
-    let conn = Connection::new("s1".to_owned());
+    let conn = Connection::new(daemon());
     lock(&conn.awaited).insert(1, Awaited::TargetList);
     let answer = json!({"id": 1, "result": {"targetInfos": [info("T-OWN", OWN)]}});
     let Screened::Rewritten(list) = screen(&answer.to_string(), &conn, || None) else {
@@ -90,7 +94,7 @@ fn a_session_whose_context_is_not_known_is_shown_no_target() {
 
 #[test]
 fn a_target_created_in_another_context_is_dropped_and_one_in_its_own_is_shown() {
-    let conn = Connection::new("s1".to_owned());
+    let conn = Connection::new(daemon());
     let created = |i: Value| json!({"method": "Target.targetCreated", "params": {"targetInfo": i}});
     assert_eq!(
         kept(&screened(&conn, &created(info("T-OTHER", OTHER)))),
@@ -108,7 +112,7 @@ fn a_target_created_in_another_context_is_dropped_and_one_in_its_own_is_shown() 
 
 #[test]
 fn a_target_destroyed_is_passed_only_if_it_was_shown_and_then_forgotten() {
-    let conn = Connection::new("s1".to_owned());
+    let conn = Connection::new(daemon());
     lock(&conn.shown).insert("T-OWN".to_owned());
     let destroyed =
         |t: &str| json!({"method": "Target.targetDestroyed", "params": {"targetId": t}});
@@ -121,7 +125,7 @@ fn a_target_destroyed_is_passed_only_if_it_was_shown_and_then_forgotten() {
 
 #[test]
 fn an_auto_attach_to_another_sessions_tab_is_dropped_and_its_cdp_session_hidden() {
-    let conn = Connection::new("s1".to_owned());
+    let conn = Connection::new(daemon());
     let attached = json!({"method": "Target.attachedToTarget",
         "params": {"sessionId": "CDP-1", "targetInfo": info("T-OTHER", OTHER), "waitingForDebugger": false}});
     assert_eq!(kept(&screened(&conn, &attached)), "dropped");
@@ -134,7 +138,7 @@ fn an_auto_attach_to_another_sessions_tab_is_dropped_and_its_cdp_session_hidden(
 
 #[test]
 fn an_attach_in_its_own_context_maps_the_cdp_session_to_its_target() {
-    let conn = Connection::new("s1".to_owned());
+    let conn = Connection::new(daemon());
     let attached = json!({"method": "Target.attachedToTarget",
         "params": {"sessionId": "CDP-1", "targetInfo": info("T-OWN", OWN), "waitingForDebugger": false}});
     assert_eq!(kept(&screened(&conn, &attached)), "unchanged");
@@ -147,7 +151,7 @@ fn an_attach_in_its_own_context_maps_the_cdp_session_to_its_target() {
 
 #[test]
 fn a_detach_owes_an_answer_for_each_command_left_on_its_cdp_session() {
-    let conn = Connection::new("s1".to_owned());
+    let conn = Connection::new(daemon());
     let attached = json!({"method": "Target.attachedToTarget",
         "params": {"sessionId": "CDP-1", "targetInfo": info("T-OWN", OWN), "waitingForDebugger": false}});
     screened(&conn, &attached);
@@ -172,7 +176,7 @@ fn a_detach_owes_an_answer_for_each_command_left_on_its_cdp_session() {
 
 #[test]
 fn the_answer_to_a_new_tab_shows_the_tab_it_opened() {
-    let conn = Connection::new("s1".to_owned());
+    let conn = Connection::new(daemon());
     lock(&conn.awaited).insert(9, Awaited::NewTab);
     let answer = json!({"id": 9, "result": {"targetId": "T-NEW"}});
     assert_eq!(kept(&screened(&conn, &answer)), "unchanged");

@@ -115,9 +115,12 @@ pub(super) fn on_created(shared: &Arc<Shared>, info: &Value) {
             Ok(_) => reason,
             Err(e) => format!("{reason} (closing it failed: {e})"),
         };
-        shared
-            .reporter
-            .report(BrowserRefusal::new(session, Rule::Tabs, reason, requester));
+        shared.reporter.report(BrowserRefusal::new(
+            session.to_string(),
+            Rule::Tabs,
+            reason,
+            requester,
+        ));
     });
 }
 

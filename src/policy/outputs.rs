@@ -58,12 +58,12 @@ pub(crate) fn resolve(
     session: &SessionId,
     requested: Option<&str>,
 ) -> Result<Target, Refusal> {
-    let dir = root.join(session.own_name());
+    let dir = root.join(session.own_name().as_str());
     let relative = match requested {
         None => PathBuf::from(generated_name()),
         Some(name) => relative_inside(&dir, name)?,
     };
-    let within = Path::new(session.own_name()).join(&relative);
+    let within = Path::new(session.own_name().as_str()).join(&relative);
     let (Some(parent), Some(name)) = (within.parent(), within.file_name()) else {
         return Err(Refusal::new(Rule::OutputPath, "no file name"));
     };

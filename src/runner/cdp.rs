@@ -11,7 +11,7 @@ use futures_util::{SinkExt, StreamExt};
 use tokio_tungstenite::tungstenite::Message;
 
 use super::Runner;
-use crate::session_id::SessionId;
+use crate::session_id::{DaemonName, SessionId};
 
 /// How long stopping a tab's loading may take, connection included.
 const STOP_LOADING_TIMEOUT: Duration = Duration::from_secs(2);
@@ -111,7 +111,7 @@ impl Runner {
 
     /// Close the session's pinned tab, if it has one of its own (any other
     /// tab of its context goes when the gate disposes of the context).
-    pub(super) async fn close_tab(&self, daemon_name: &str) -> Result<(), String> {
+    pub(super) async fn close_tab(&self, daemon_name: &DaemonName) -> Result<(), String> {
         match self.own_tab(daemon_name).await {
             Some(target) => self.devtools(&format!("close/{target}")).await,
             None => Ok(()),
@@ -127,7 +127,7 @@ impl Runner {
     /// waits for the slow server (docs/design.md, "Sessions and their
     /// daemons"). Chromium handles the command itself, without the page's
     /// renderer, so it answers while that navigation is pending.
-    pub(super) async fn stop_loading(&self, daemon_name: &str) -> Result<(), String> {
+    pub(super) async fn stop_loading(&self, daemon_name: &DaemonName) -> Result<(), String> {
         let Some(target) = self.own_tab(daemon_name).await else {
             // No pinned tab of its own yet: the command never reached a page.
             return Ok(());
@@ -155,12 +155,12 @@ impl Runner {
 
     /// The tab the daemon pinned, if the gate vouches that it is in the
     /// daemon's own browser context: the pin file is the child's to write.
-    async fn own_tab(&self, daemon_name: &str) -> Option<String> {
+    async fn own_tab(&self, daemon_name: &DaemonName) -> Option<String> {
         let target = crate::daemons::pinned_target(&self.socket_dir, daemon_name)?;
         if self.tabs.owns(daemon_name, &target).await {
             return Some(target);
         }
-        tracing::warn!(daemon = daemon_name, %target, "the gate does not vouch for the daemon's pinned tab (another context's, or its context is not known yet); not acted on");
+        tracing::warn!(daemon = %daemon_name, %target, "the gate does not vouch for the daemon's pinned tab (another context's, or its context is not known yet); not acted on");
         None
     }
 }

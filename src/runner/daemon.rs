@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::Runner;
 use crate::daemons::SocketFile;
-use crate::session_id::{SessionId, is_daemon_name};
+use crate::session_id::{DaemonName, SessionId, is_daemon_name};
 
 impl Runner {
     /// The name of one of a session's files in the socket dir.
@@ -207,7 +207,7 @@ impl Runner {
     /// not be done is returned.
     pub(crate) async fn retire(
         &self,
-        daemon_name: &str,
+        daemon_name: &DaemonName,
         output_name: Option<&str>,
         output_dir: &std::path::Path,
     ) -> Vec<String> {
@@ -217,10 +217,6 @@ impl Runner {
             labelled.remove(daemon_name);
         }
         let mut problems = Vec::new();
-        if !is_daemon_name(daemon_name) {
-            problems.push(format!("not a session name: {daemon_name:?}"));
-            return problems;
-        }
         self.kill_daemon(daemon_name).await;
         if let Err(e) = self.close_tab(daemon_name).await {
             problems.push(format!("tab not closed: {e}"));
@@ -260,16 +256,16 @@ impl Runner {
     /// Daemons listening in our socket dir when the server starts (left by a
     /// previous server, or a sibling one): each with its name and whether it
     /// is confined.
-    pub(crate) async fn running_daemons(&self) -> Vec<(String, bool)> {
+    pub(crate) async fn running_daemons(&self) -> Vec<(DaemonName, bool)> {
         let mut found = Vec::new();
         for name in self.socket_dir.names() {
-            let Some(daemon_name) = name.strip_suffix(".sock").filter(|n| is_daemon_name(n)) else {
+            let Some(daemon_name) = name.strip_suffix(".sock").and_then(DaemonName::checked) else {
                 continue;
             };
-            if let Some(pid) = self.daemon_pid(daemon_name).await {
+            if let Some(pid) = self.daemon_pid(&daemon_name).await {
                 // A daemon gone since the connect needs no decision.
-                if let Some(confined) = self.is_confined(pid, daemon_name) {
-                    found.push((daemon_name.to_owned(), confined));
+                if let Some(confined) = self.is_confined(pid, &daemon_name) {
+                    found.push((daemon_name, confined));
                 }
             }
         }

@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     daemons::{SocketDir, SocketIdentity},
-    session_id::SessionId,
+    session_id::{DaemonName, SessionId},
 };
 use capture::{Captured, capture, join_capture};
 pub(crate) use spawn::{Launch, SelfTest};
@@ -82,17 +82,17 @@ pub(crate) struct Runner {
     http: reqwest::Client,
     /// Session sockets whose listening daemon was found confined, by the
     /// socket file's identity (see `Runner::evict_unconfined_daemon`).
-    verified_sockets: Arc<std::sync::Mutex<HashMap<String, SocketIdentity>>>,
+    verified_sockets: Arc<std::sync::Mutex<HashMap<DaemonName, SocketIdentity>>>,
     /// Children spawned ahead of each session's next call.
     standbys: Arc<Standbys>,
     /// The daemon whose tab came forward last (see `Runner::forward_again`).
-    in_front: Arc<std::sync::Mutex<Option<String>>>,
+    in_front: Arc<std::sync::Mutex<Option<DaemonName>>>,
     /// The gate's part in a daemon's tabs (once the server is built; until
     /// then no tab is acted on).
     tabs: Arc<dyn crate::daemons::Tabs>,
     /// Daemons whose window names their session already.
     /// The id each daemon's window shows (a pooled daemon's says it waits).
-    labelled: Arc<std::sync::Mutex<HashMap<String, String>>>,
+    labelled: Arc<std::sync::Mutex<HashMap<DaemonName, String>>>,
 }
 
 /// How the child ended.

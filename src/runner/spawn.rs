@@ -35,7 +35,7 @@ impl Runner {
             crate::daemons::gate_endpoint(self.gate_port, session.daemon_name()),
             "--json".into(),
             "--session".into(),
-            session.daemon_name().into(),
+            session.daemon_name().to_string(),
             "--pin-tab".into(),
             "batch".into(),
             "--bail".into(),

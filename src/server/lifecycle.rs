@@ -7,7 +7,7 @@ use std::sync::Arc;
 use audit::Outcome;
 
 use super::{registry::Retiring, sessions::Sessions};
-use crate::obs::journal::new_call_id;
+use crate::{obs::journal::new_call_id, session_id::DaemonName};
 
 impl Sessions {
     /// Record why (`reaped`, `evicted`), then end `retiring`'s session for
@@ -101,7 +101,7 @@ impl Sessions {
     /// daemon of that server can reach Chromium again: all are closed.
     pub(crate) async fn adopt_orphans(&self, gate_kept: bool) {
         let running = self.runner.running_daemons().await;
-        let names: Vec<String> = running.iter().map(|(name, _)| name.clone()).collect();
+        let names: Vec<DaemonName> = running.iter().map(|(name, _)| name.clone()).collect();
         self.gate.end_unclaimed(&names).await;
         let mut adopted = Vec::new();
         for (name, confined) in running {

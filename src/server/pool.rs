@@ -33,7 +33,7 @@ use super::{
 use crate::{
     obs::journal::new_call_id,
     runner::{Bounds, Termination},
-    session_id::{SessionId, new_pool_name},
+    session_id::{DaemonName, SessionId, new_pool_name},
 };
 
 /// How long a warm-up (daemon start, CDP attach, new tab, `get url`) may
@@ -65,7 +65,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(60);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Pooled {
     /// Its `--session` name (`pool-` and 60 hex digits).
-    pub(crate) name: String,
+    pub(crate) name: DaemonName,
     /// The CDP target id of its tab.
     pub(crate) tab: String,
     /// The daemon's pid, as the kernel reported the socket's listener.
@@ -78,7 +78,7 @@ impl Pooled {
     #[cfg(test)]
     pub(crate) fn for_test(name: &str) -> Self {
         Self {
-            name: name.to_owned(),
+            name: DaemonName::checked(name).unwrap(),
             tab: "0123456789abcdef".to_owned(),
             pid: std::process::id(),
             ready_at: Instant::now(),
@@ -143,7 +143,7 @@ struct Inner {
     arrivals: Arrivals,
     /// Daemons being warmed: a stop cuts their warm-up short, and what it
     /// started must still be closed.
-    warming: Vec<String>,
+    warming: Vec<DaemonName>,
 }
 
 impl Pool {
@@ -256,11 +256,11 @@ impl Pool {
         self.lock().ready.push_back(pooled);
     }
 
-    fn begin_warming(&self, name: &str) {
-        self.lock().warming.push(name.to_owned());
+    fn begin_warming(&self, name: &DaemonName) {
+        self.lock().warming.push(name.clone());
     }
 
-    fn end_warming(&self, name: &str) {
+    fn end_warming(&self, name: &DaemonName) {
         self.lock().warming.retain(|n| n != name);
     }
 
@@ -423,8 +423,8 @@ impl Sessions {
         warmed
     }
 
-    async fn warm(&self, name: &str, sizing: Sizing) -> Result<Pooled, String> {
-        let name = name.to_owned();
+    async fn warm(&self, name: &DaemonName, sizing: Sizing) -> Result<Pooled, String> {
+        let name = name.clone();
         let session = SessionId::pooled(&name);
         let started = Instant::now();
         let mut event = pool_event(
@@ -500,7 +500,11 @@ impl Sessions {
 
     /// Did the warm-up leave a running daemon on a tab of its own that is
     /// still `about:blank`? Its tab id and pid, or why not.
-    async fn check_warmed(&self, name: &str, stdout: &[u8]) -> Result<(String, u32), String> {
+    async fn check_warmed(
+        &self,
+        name: &DaemonName,
+        stdout: &[u8],
+    ) -> Result<(String, u32), String> {
         let items: Value = serde_json::from_slice(stdout)
             .map_err(|e| format!("the warm-up's reply is not JSON: {e}"))?;
         let url = items.pointer("/0/result/url").and_then(Value::as_str);

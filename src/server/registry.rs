@@ -17,7 +17,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::session_id::SessionId;
+use crate::session_id::{DaemonName, SessionId};
 
 /// What to do with a new session when the cap is reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,7 +63,7 @@ impl OnExit {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Known {
     /// The `--session` name.
-    pub daemon_name: String,
+    pub daemon_name: DaemonName,
     /// The agent's session id (the daemon name for adopted orphans).
     pub session_id: String,
     /// The session's output directory name (the id's own name).
@@ -138,13 +138,13 @@ pub(crate) enum Arrival {
 /// pooled daemon the session was bound to just now, if it was.
 pub(crate) struct Turn {
     pub lock: Arc<tokio::sync::Mutex<()>>,
-    pub daemon_name: String,
+    pub daemon_name: DaemonName,
     pub bound: Option<super::pool::Pooled>,
 }
 
-type SharedMap = Arc<Mutex<HashMap<String, Entry>>>;
+type SharedMap = Arc<Mutex<HashMap<DaemonName, Entry>>>;
 
-fn lock_map(registry: &SharedMap) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+fn lock_map(registry: &SharedMap) -> std::sync::MutexGuard<'_, HashMap<DaemonName, Entry>> {
     crate::sync::lock(registry)
 }
 
@@ -185,7 +185,7 @@ fn is_idle(entry: &Entry) -> bool {
 }
 
 /// Mark `entry` retiring and take its turn (free: it is idle).
-fn start_retiring(registry: &SharedMap, name: &str, entry: &mut Entry) -> Option<Retiring> {
+fn start_retiring(registry: &SharedMap, name: &DaemonName, entry: &mut Entry) -> Option<Retiring> {
     let turn = Arc::clone(&entry.lock).try_lock_owned().ok()?;
     entry.retiring = true;
     Some(Retiring {
@@ -195,9 +195,9 @@ fn start_retiring(registry: &SharedMap, name: &str, entry: &mut Entry) -> Option
     })
 }
 
-fn known(daemon_name: &str, entry: &Entry) -> Known {
+fn known(daemon_name: &DaemonName, entry: &Entry) -> Known {
     Known {
-        daemon_name: daemon_name.to_owned(),
+        daemon_name: daemon_name.clone(),
         session_id: entry.session_id.clone(),
         own_name: entry.own_name.clone(),
         pooled: entry.pooled,
@@ -214,7 +214,7 @@ impl Registry {
         }
     }
 
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<DaemonName, Entry>> {
         lock_map(&self.map)
     }
 
@@ -233,7 +233,7 @@ impl Registry {
         // Its own name (one lookup, the usual case), or the pooled daemon it
         // was bound to.
         let known = if map.contains_key(own) {
-            Some(own.to_owned())
+            Some(own.clone())
         } else {
             map.iter()
                 .find(|(_, e)| e.pooled && e.session_id == session.as_str())
@@ -273,12 +273,12 @@ impl Registry {
         // a session that runs under its own name again looks first.
         let bound = pool();
         let reopens = bound.is_none() && self.reopens_a_closed_tab(own);
-        let daemon_name = bound.as_ref().map_or(own, |p| p.name.as_str()).to_owned();
+        let daemon_name = bound.as_ref().map_or(own, |p| &p.name).clone();
         map.insert(
             daemon_name.clone(),
             Entry {
                 session_id: session.as_str().to_owned(),
-                own_name: own.to_owned(),
+                own_name: own.to_string(),
                 pooled: bound.is_some(),
                 lock: Arc::clone(&lock),
                 last_used: Instant::now(),
@@ -328,8 +328,8 @@ impl Registry {
     /// may still be there — unless it ran on a pooled daemon, whose tab no
     /// later session takes up (the caller closes it). Returns what it was.
     pub(crate) fn forget(&self, daemon_name: &str) -> Option<Known> {
-        let entry = self.map().remove(daemon_name)?;
-        let gone = known(daemon_name, &entry);
+        let (name, entry) = self.map().remove_entry(daemon_name)?;
+        let gone = known(&name, &entry);
         if !entry.pooled {
             self.remember_closed(daemon_name);
         }
@@ -365,12 +365,12 @@ impl Registry {
     }
 
     /// Track a daemon found running at start (an orphan of a previous server).
-    pub(crate) fn adopt(&self, daemon_name: &str) {
+    pub(crate) fn adopt(&self, daemon_name: &DaemonName) {
         self.map()
-            .entry(daemon_name.to_owned())
+            .entry(daemon_name.clone())
             .or_insert_with(|| Entry {
-                session_id: daemon_name.to_owned(),
-                own_name: daemon_name.to_owned(),
+                session_id: daemon_name.to_string(),
+                own_name: daemon_name.to_string(),
                 pooled: false,
                 lock: Arc::new(tokio::sync::Mutex::new(())),
                 last_used: Instant::now(),
