@@ -23,8 +23,34 @@ use tokio::sync::OnceCell;
 use super::Shared;
 use crate::{session_id::DaemonName, sync::lock};
 
+/// A browser context's id, as Chromium named it when the gate made it (or
+/// when a previous server did): not a daemon's name, not a target's id.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub(super) struct ContextId(String);
+
+impl ContextId {
+    /// The id Chromium gave a context (in an answer or a `TargetInfo`).
+    pub(super) fn from_chromium(id: &str) -> Self {
+        Self(id.to_owned())
+    }
+}
+
+impl std::ops::Deref for ContextId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for ContextId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// A session's context, made once by whichever connection needs it first.
-type Made = Arc<OnceCell<Result<String, GateError>>>;
+type Made = Arc<OnceCell<Result<ContextId, GateError>>>;
 
 /// The sessions' contexts, by daemon name.
 #[derive(Debug)]
@@ -40,7 +66,7 @@ pub(super) struct Contexts {
 /// only a later server that listens on it again can serve.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct Remembered {
-    context: String,
+    context: ContextId,
     port: u16,
 }
 
@@ -137,7 +163,7 @@ impl Contexts {
         &self,
         shared: &Arc<Shared>,
         session: &DaemonName,
-    ) -> Result<String, GateError> {
+    ) -> Result<ContextId, GateError> {
         let cell = Arc::clone(lock(&self.made).entry(session.to_owned()).or_default());
         let made = cell
             .get_or_init(|| async {
@@ -160,7 +186,7 @@ impl Contexts {
     }
 
     /// Every context made here, with its session.
-    pub(super) fn all_known(&self) -> Vec<(DaemonName, String)> {
+    pub(super) fn all_known(&self) -> Vec<(DaemonName, ContextId)> {
         lock(&self.made)
             .iter()
             .filter_map(|(session, cell)| {
@@ -171,12 +197,12 @@ impl Contexts {
 
     /// The context and proxy port a previous server remembered for
     /// `session`.
-    pub(super) fn remembered(&self, session: &DaemonName) -> Option<(String, u16)> {
+    pub(super) fn remembered(&self, session: &DaemonName) -> Option<(ContextId, u16)> {
         self.memo.get(session).map(|r| (r.context, r.port))
     }
 
     /// `context`, a previous server's, is `session`'s now.
-    pub(super) fn adopt(&self, session: &DaemonName, context: &str) {
+    pub(super) fn adopt(&self, session: &DaemonName, context: &ContextId) {
         let made = Arc::new(OnceCell::new_with(Some(Ok(context.to_owned()))));
         lock(&self.made).insert(session.to_owned(), made);
     }
@@ -187,25 +213,22 @@ impl Contexts {
     }
 
     /// `session`'s context id, if it has been made.
-    pub(super) fn known(&self, session: &DaemonName) -> Option<String> {
+    pub(super) fn known(&self, session: &DaemonName) -> Option<ContextId> {
         let cell = lock(&self.made).get(session).cloned()?;
         cell.get()?.as_ref().ok().cloned()
     }
 
     /// Does `context` belong to any session of this server?
-    fn is_ours(&self, context: &str) -> bool {
+    fn is_ours(&self, context: &ContextId) -> bool {
         self.session_of(context).is_some()
     }
 
     /// The session whose context `context` is, if it is one of this
     /// server's.
-    pub(super) fn session_of(&self, context: &str) -> Option<DaemonName> {
+    pub(super) fn session_of(&self, context: &ContextId) -> Option<DaemonName> {
         lock(&self.made)
             .iter()
-            .find(|(_, cell)| {
-                cell.get()
-                    .is_some_and(|m| m.as_deref().ok() == Some(context))
-            })
+            .find(|(_, cell)| cell.get().is_some_and(|m| m.as_ref().ok() == Some(context)))
             .map(|(session, _)| session.clone())
     }
 
@@ -303,28 +326,28 @@ impl Contexts {
 }
 
 /// The browser context a target is in, as Chromium says.
-pub(super) async fn context_of(shared: &Arc<Shared>, target: &str) -> Result<String, GateError> {
+pub(super) async fn context_of(shared: &Arc<Shared>, target: &str) -> Result<ContextId, GateError> {
     let info = shared
         .warden
         .browser_call(shared, "Target.getTargetInfo", json!({"targetId": target}))
         .await?;
     info.pointer("/targetInfo/browserContextId")
         .and_then(Value::as_str)
-        .map(str::to_owned)
+        .map(ContextId::from_chromium)
         .ok_or_else(|| GateError::from("the target is in no browser context"))
 }
 
 /// Is the target `info` (a CDP `TargetInfo`) in `context`? Targets that
 /// name none are no session's.
-pub(super) fn in_context(info: &Value, context: Option<&str>) -> bool {
+pub(super) fn in_context(info: &Value, context: Option<&ContextId>) -> bool {
     let named = info.get("browserContextId").and_then(Value::as_str);
-    named.is_some() && named == context
+    named.is_some() && named == context.map(|c| c.0.as_str())
 }
 
 /// A new context whose every connection goes through `session`'s egress
 /// listener: loopback included (Chromium bypasses it by default), and it
 /// stays when the warden's connection drops (only the gate disposes of it).
-async fn make(shared: &Arc<Shared>, session: &DaemonName) -> Result<(String, u16), GateError> {
+async fn make(shared: &Arc<Shared>, session: &DaemonName) -> Result<(ContextId, u16), GateError> {
     let port = shared
         .egress
         .open(session)
@@ -344,6 +367,7 @@ async fn make(shared: &Arc<Shared>, session: &DaemonName) -> Result<(String, u16
     let context = made
         .get("browserContextId")
         .and_then(Value::as_str)
+        .map(ContextId::from_chromium)
         .ok_or("Chromium made no browser context")?;
     // The warden's denial covers the default context only: each context
     // denies downloads itself (Chromium is not confined; a download is a
@@ -353,25 +377,28 @@ async fn make(shared: &Arc<Shared>, session: &DaemonName) -> Result<(String, u16
         .browser_call(
             shared,
             "Browser.setDownloadBehavior",
-            json!({"behavior": "deny", "browserContextId": context, "eventsEnabled": true}),
+            json!({"behavior": "deny", "browserContextId": *context, "eventsEnabled": true}),
         )
         .await;
     if let Err(e) = denied {
-        let _ = dispose_context(shared, context).await;
+        let _ = dispose_context(shared, &context).await;
         return Err(GateError::Failed(format!(
             "downloads could not be denied in the new context: {e}"
         )));
     }
-    Ok((context.to_owned(), port))
+    Ok((context, port))
 }
 
-pub(super) async fn dispose_context(shared: &Arc<Shared>, context: &str) -> Result<(), GateError> {
+pub(super) async fn dispose_context(
+    shared: &Arc<Shared>,
+    context: &ContextId,
+) -> Result<(), GateError> {
     shared
         .warden
         .browser_call(
             shared,
             "Target.disposeBrowserContext",
-            json!({"browserContextId": context}),
+            json!({"browserContextId": **context}),
         )
         .await
         .map(|_| ())
@@ -384,11 +411,11 @@ mod tests {
     #[test]
     fn a_target_is_a_sessions_only_when_it_names_that_sessions_context() {
         let page = json!({"targetId": "T1", "type": "page", "browserContextId": "C1"});
-        assert!(in_context(&page, Some("C1")));
-        assert!(!in_context(&page, Some("C2")));
+        assert!(in_context(&page, Some(&ContextId::from_chromium("C1"))));
+        assert!(!in_context(&page, Some(&ContextId::from_chromium("C2"))));
         assert!(!in_context(&page, None));
         let unnamed = json!({"targetId": "B", "type": "browser"});
-        assert!(!in_context(&unnamed, Some("C1")));
+        assert!(!in_context(&unnamed, Some(&ContextId::from_chromium("C1"))));
         assert!(!in_context(&unnamed, None));
     }
 }

@@ -12,7 +12,7 @@ use url::Url;
 use super::{
     Shared,
     connection::{Awaited, Connection},
-    contexts::context_of,
+    contexts::{ContextId, context_of},
     methods::{Treatment, treatment},
 };
 use crate::{policy::url_policy::shown, refusal::Rule, sync::lock};
@@ -270,9 +270,12 @@ async fn check_typing_frame(
 /// A new tab opens in the session's context, whatever the child asked;
 /// given `window` (headed, the context's first tab), in a new window over
 /// the browser's first one.
-fn in_own_context(request: &mut Value, context: String, window: Option<&Value>) {
+fn in_own_context(request: &mut Value, context: ContextId, window: Option<&Value>) {
     if let Some(params) = request.get_mut("params").and_then(Value::as_object_mut) {
-        params.insert("browserContextId".to_owned(), Value::String(context));
+        params.insert(
+            "browserContextId".to_owned(),
+            Value::String(context.to_string()),
+        );
         // Chromium places only a new window.
         if let Some(window) = window {
             params.insert("newWindow".to_owned(), Value::Bool(true));

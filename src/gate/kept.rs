@@ -71,7 +71,7 @@ pub(super) async fn reclaim(shared: &Arc<Shared>, adopted: &[DaemonName]) {
 
 /// Put every page of `context` in the web lifecycle `state` (`frozen`,
 /// `active`). Best effort: a page gone meanwhile needs nothing.
-async fn set_pages(shared: &Arc<Shared>, daemon: &str, context: &str, state: &str) {
+async fn set_pages(shared: &Arc<Shared>, daemon: &str, context: &contexts::ContextId, state: &str) {
     let Ok(listed) = shared
         .warden
         .browser_call(shared, "Target.getTargets", json!({}))

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::{
     connection::{Attached, Awaited, Connection},
-    contexts::in_context,
+    contexts::{ContextId, in_context},
     in_flight::session_gone_answer,
 };
 use crate::sync::lock;
@@ -29,7 +29,7 @@ pub(super) enum Screened {
 pub(super) fn screen(
     text: &str,
     conn: &Connection,
-    own_context: impl Fn() -> Option<String>,
+    own_context: impl Fn() -> Option<ContextId>,
 ) -> Screened {
     // Cheap test first: most messages are none of these.
     let awaiting = !lock(&conn.awaited).is_empty();
@@ -103,7 +103,7 @@ fn screen_answer(
     id: u64,
     mut message: Value,
     conn: &Connection,
-    own_context: impl Fn() -> Option<String>,
+    own_context: impl Fn() -> Option<ContextId>,
 ) -> Screened {
     let awaited = lock(&conn.awaited).remove(&id);
     match awaited {
@@ -125,9 +125,9 @@ fn screen_answer(
 
 /// Is the target `info` in the session's context? If so, this connection
 /// has been shown it.
-fn visible(info: &Value, conn: &Connection, own_context: impl Fn() -> Option<String>) -> bool {
+fn visible(info: &Value, conn: &Connection, own_context: impl Fn() -> Option<ContextId>) -> bool {
     let context = own_context();
-    let shown = in_context(info, context.as_deref());
+    let shown = in_context(info, context.as_ref());
     if shown && let Some(target) = info.get("targetId").and_then(Value::as_str) {
         lock(&conn.shown).insert(target.to_owned());
     }

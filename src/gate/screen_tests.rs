@@ -8,7 +8,10 @@ use serde_json::{Value, json};
 
 use super::{Screened, screen};
 use crate::{
-    gate::connection::{Awaited, Connection},
+    gate::{
+        connection::{Awaited, Connection},
+        contexts::ContextId,
+    },
     sync::lock,
 };
 
@@ -19,8 +22,8 @@ fn daemon() -> crate::session_id::DaemonName {
     crate::session_id::DaemonName::checked("s1").unwrap()
 }
 
-fn own() -> Option<String> {
-    Some(OWN.to_owned())
+fn own() -> Option<ContextId> {
+    Some(ContextId::from_chromium(OWN))
 }
 
 fn info(target: &str, context: &str) -> Value {

@@ -88,7 +88,10 @@ pub(super) fn on_created(shared: &Arc<Shared>, info: &Value) {
     else {
         return;
     };
-    let Some(session) = shared.contexts.session_of(context) else {
+    let Some(session) = shared
+        .contexts
+        .session_of(&super::contexts::ContextId::from_chromium(context))
+    else {
         return;
     };
     let Place::OverCap { open } = shared.tab_cap.opened(target, context) else {
