@@ -48,10 +48,7 @@ pub(super) async fn relay(
     let (to_daemon, mut from_daemon) = client.split();
     let (daemon_tx, writer) = spawn_writer(to_daemon);
     let budget = Arc::new(Semaphore::new(MAX_QUEUED_BYTES));
-    // Connected on the first message that is forwarded: a refusal needs no
-    // browser.
-    let mut chromium: Option<ChromiumSink> = None;
-    let mut reader = None;
+    let mut upstream = Upstream::default();
     while let Some(Ok(message)) = from_daemon.next().await {
         let text = match message {
             Message::Text(text) => text,
@@ -66,35 +63,23 @@ pub(super) async fn relay(
         };
         let answer = match judge(request.clone(), &conn, &shared).await {
             Judgement::Forward(request) => {
-                conn.sent(&request);
-                tracing::trace!(session = %conn.session, message = %request, "the browser gate forwards");
-                if chromium.is_none() {
-                    match connect(&shared).await {
-                        Ok((sink, stream)) => {
-                            chromium = Some(sink);
-                            reader = Some(tokio::spawn(from_chromium(
-                                stream,
-                                (daemon_tx.clone(), Arc::clone(&budget)),
-                                Arc::clone(&conn),
-                                Arc::clone(&shared),
-                            )));
-                        }
-                        Err(why) => {
-                            tracing::warn!(%why, "a daemon's browser connection was not relayed");
-                            break;
-                        }
-                    }
+                let back = (daemon_tx.clone(), Arc::clone(&budget));
+                if upstream.forward(request, &conn, &shared, back).await {
+                    continue;
                 }
-                let Some(sink) = chromium.as_mut() else { break };
-                if sink.send(Message::text(request.to_string())).await.is_err() {
-                    break;
-                }
-                continue;
+                break;
             }
-            not_forwarded => match gate_answer(not_forwarded, &request, &conn.session, &shared) {
-                Some(answer) => answer,
-                None => continue,
-            },
+            Judgement::Refuse { rule, why } => {
+                report_refused(&shared, &conn.session, rule, &why);
+                refusal_answer(&request, rule, &why)
+            }
+            Judgement::Decline { why } => {
+                tracing::debug!(session = %conn.session, "the browser gate declined a CDP message");
+                refusal_answer(&request, Rule::CdpRefused, &why)
+            }
+            Judgement::SessionGone { cdp_session } => {
+                session_gone_answer(request.get("id").cloned(), &cdp_session)
+            }
         };
         // A daemon that sends refused messages and never reads the answers
         // has its connection closed, not a queue that grows.
@@ -106,12 +91,7 @@ pub(super) async fn relay(
             break;
         }
     }
-    if let Some(mut sink) = chromium {
-        let _ = sink.close().await;
-    }
-    if let Some(reader) = reader {
-        reader.abort();
-    }
+    upstream.close().await;
     drop(daemon_tx);
     let _ = writer.await;
 }
@@ -135,30 +115,56 @@ fn spawn_writer(
     (daemon_tx, writer)
 }
 
-/// What the gate answers itself to a message it does not forward: a
-/// refusal (audited), a decline (routine, not audited), or the answer
-/// Chromium would give on a tab that has closed. None for a message that is
-/// forwarded: Chromium answers it.
-fn gate_answer(
-    judgement: Judgement,
-    request: &Value,
-    session: &str,
-    shared: &Shared,
-) -> Option<String> {
-    match judgement {
-        Judgement::Refuse { rule, why } => {
-            report_refused(shared, session, rule, &why);
-            Some(refusal_answer(request, rule, &why))
+/// The relay's own connection to Chromium, made on the first message that
+/// is forwarded (a refusal needs no browser), and the task reading it.
+#[derive(Default)]
+struct Upstream {
+    sink: Option<ChromiumSink>,
+    reader: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Upstream {
+    /// Send `request` to Chromium, connecting first if need be; false when
+    /// the connection cannot be made or is gone (the daemon's ends too).
+    async fn forward(
+        &mut self,
+        request: Value,
+        conn: &Arc<Connection>,
+        shared: &Arc<Shared>,
+        back: (mpsc::UnboundedSender<Queued>, Arc<Semaphore>),
+    ) -> bool {
+        conn.sent(&request);
+        tracing::trace!(session = %conn.session, message = %request, "the browser gate forwards");
+        if self.sink.is_none() {
+            match connect(shared).await {
+                Ok((sink, stream)) => {
+                    self.sink = Some(sink);
+                    self.reader = Some(tokio::spawn(from_chromium(
+                        stream,
+                        back,
+                        Arc::clone(conn),
+                        Arc::clone(shared),
+                    )));
+                }
+                Err(why) => {
+                    tracing::warn!(%why, "a daemon's browser connection was not relayed");
+                    return false;
+                }
+            }
         }
-        Judgement::Decline { why } => {
-            tracing::debug!(%session, "the browser gate declined a CDP message");
-            Some(refusal_answer(request, Rule::CdpRefused, &why))
+        match self.sink.as_mut() {
+            Some(sink) => sink.send(Message::text(request.to_string())).await.is_ok(),
+            None => false,
         }
-        Judgement::SessionGone { cdp_session } => Some(session_gone_answer(
-            request.get("id").cloned(),
-            &cdp_session,
-        )),
-        Judgement::Forward(_) => None,
+    }
+
+    async fn close(self) {
+        if let Some(mut sink) = self.sink {
+            let _ = sink.close().await;
+        }
+        if let Some(reader) = self.reader {
+            reader.abort();
+        }
     }
 }
 
