@@ -43,3 +43,23 @@ impl From<&str> for GateError {
         Self::Failed(why.to_owned())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn only_chromiums_own_no_such_target_answer_means_the_tab_is_gone() {
+        let gone =
+            GateError::Refused(json!({"code": -32602, "message": "No target with given id found"}));
+        assert!(gone.is_unknown_target());
+        let other = GateError::Refused(json!({"code": -32000, "message": "Not allowed"}));
+        assert!(!other.is_unknown_target());
+        // Words that merely mention it, from the gate or a dead connection, do not count.
+        assert!(!GateError::Failed("No target with given id".into()).is_unknown_target());
+        assert!(!GateError::Closed.is_unknown_target());
+        assert!(!GateError::TimedOut("Target.getTargetInfo".into()).is_unknown_target());
+    }
+}
