@@ -35,7 +35,7 @@ pub(crate) struct SessionId {
 /// an agent's id maps to one ([`SessionId::parse`]), a pooled daemon has one
 /// before any session does, and a name read back from a file the child could
 /// write is one only once checked ([`DaemonName::checked`]).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(transparent)]
 pub(crate) struct DaemonName(String);
 

@@ -18,8 +18,10 @@ unsafe extern "C" {
 
 /// Makes this process resolve host names with `files` then `dns` whatever
 /// the host's nsswitch.conf says. Idempotent; the first call must come before
-/// any lookup (glibc does not lock the table against one running), which the
-/// resolver's constructor ensures.
+/// any lookup (glibc does not lock the table against one running): the
+/// server makes it first thing in `main`, before any thread starts, and its
+/// resolver's constructor makes it again (then a no-op) so no lookup can
+/// precede it.
 pub fn hosts_from_builtin_modules() -> io::Result<()> {
     static PINNED: OnceLock<Result<(), i32>> = OnceLock::new();
     match PINNED.get_or_init(pin) {
@@ -31,8 +33,8 @@ pub fn hosts_from_builtin_modules() -> io::Result<()> {
 #[cfg(target_env = "gnu")]
 fn pin() -> Result<(), i32> {
     // SAFETY: both arguments are NUL-terminated literals that outlive the
-    // call; glibc copies what it keeps. No lookup runs concurrently: the one
-    // caller is the resolver's constructor, before its first lookup.
+    // call; glibc copies what it keeps. It runs once (the `OnceLock` above),
+    // from `main` before any thread exists, so no lookup runs concurrently.
     let rc = unsafe { __nss_configure_lookup(c"hosts".as_ptr(), c"files dns".as_ptr()) };
     if rc == 0 {
         Ok(())

@@ -342,11 +342,11 @@ async fn screen_request(
     }
 }
 
-/// A URL agent-browser asks Chromium to load: only what the warden will
-/// see and decide as a request (an allowed scheme), or `about:blank`.
-/// Host and addresses are left to the warden, which checks the request the
-/// browser actually makes (no second DNS lookup on every `open`).
-/// Why the gate refuses it, if it does.
+/// Why the gate refuses a URL agent-browser asks Chromium to load, if it
+/// does: it lets through only what the warden will see and decide as a
+/// request (an allowed scheme), or `about:blank`. Host and addresses are
+/// left to the warden, which checks the request the browser actually makes
+/// (no second DNS lookup on every `open`).
 fn navigation_refused(raw: &str, shared: &Shared) -> Option<String> {
     let url = match Url::parse(raw) {
         Ok(url) => url,

@@ -2,9 +2,9 @@
 //!
 //! Production uses the system resolver (getaddrinfo through tokio) with a
 //! timeout, through glibc's built-in `files` and `dns` only (see
-//! [`hardening::nss`]). `localhost` and `*.localhost` never reach it: RFC 6761 reserves
-//! them for loopback and Chromium resolves them that way itself, so the
-//! policy sees the addresses the browser will use.
+//! [`hardening::nss`]). `localhost` and `*.localhost` never reach it: RFC
+//! 6761 reserves them for loopback and Chromium resolves them that way
+//! itself, so the policy sees the addresses the browser will use.
 
 use std::{
     future::Future,
