@@ -76,6 +76,32 @@ pub struct Checkpoint {
     pub mac: Option<String>,
 }
 
+/// Why a checkpoint does not authenticate, in a reviewer's words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotAuthentic {
+    /// A `/2` checkpoint whose signature is missing or does not verify.
+    #[error(
+        "its signature does not verify under the public key {fingerprint} (forged, edited, or \
+         signed by another key)"
+    )]
+    Signature {
+        /// The public key's fingerprint it was checked under.
+        fingerprint: String,
+    },
+    /// A `/1` checkpoint whose MAC is missing or wrong.
+    #[error("it has a bad MAC (forged or wrong key)")]
+    Mac,
+    /// A `/2` checkpoint checked with the audit key.
+    #[error("it is signed; check it with the public key (--public-key), not the audit key")]
+    SignedNotMaced,
+    /// A `/1` checkpoint checked with a public key.
+    #[error("it is a /1 checkpoint, MAC'd under the audit key; check it with --key")]
+    MacedNotSigned,
+    /// A schema no verifier of this version knows.
+    #[error("its schema {0:?} is not one this verifier knows")]
+    Schema(String),
+}
+
 impl Checkpoint {
     /// A checkpoint for `seq`/`hash`, signed with `key`.
     pub fn new(key: &SigningKey, file: &str, seq: u64, hash: &str, time: &str) -> Self {
@@ -102,35 +128,25 @@ impl Checkpoint {
         canonical_json(&value).into_bytes()
     }
 
-    /// Is it what its schema says, authenticated under `key`? The error
-    /// says why not, in a reviewer's words.
+    /// Is it what its schema says, authenticated under `key`?
     ///
     /// # Errors
     /// A bad or missing signature or MAC, or a key of the other kind.
-    pub fn authenticate(&self, key: &CheckpointKey) -> Result<(), String> {
+    pub fn authenticate(&self, key: &CheckpointKey) -> Result<(), NotAuthentic> {
         match (self.schema.as_str(), key) {
             (CHECKPOINT_SCHEMA, CheckpointKey::Public(public)) => match &self.signature {
                 Some(signature) if public.verifies(&self.signed_bytes(), signature) => Ok(()),
-                _ => Err(format!(
-                    "its signature does not verify under the public key {} (forged, edited, or \
-                     signed by another key)",
-                    public.fingerprint()
-                )),
+                _ => Err(NotAuthentic::Signature {
+                    fingerprint: public.fingerprint(),
+                }),
             },
             (CHECKPOINT_SCHEMA_V1, CheckpointKey::Legacy(key)) => match &self.mac {
                 Some(mac) if *mac == key.checkpoint_mac(&self.signed_bytes()) => Ok(()),
-                _ => Err("it has a bad MAC (forged or wrong key)".into()),
+                _ => Err(NotAuthentic::Mac),
             },
-            (CHECKPOINT_SCHEMA, CheckpointKey::Legacy(_)) => Err(
-                "it is signed; check it with the public key (--public-key), not the audit key"
-                    .into(),
-            ),
-            (CHECKPOINT_SCHEMA_V1, CheckpointKey::Public(_)) => {
-                Err("it is a /1 checkpoint, MAC'd under the audit key; check it with --key".into())
-            }
-            (other, _) => Err(format!(
-                "its schema {other:?} is not one this verifier knows"
-            )),
+            (CHECKPOINT_SCHEMA, CheckpointKey::Legacy(_)) => Err(NotAuthentic::SignedNotMaced),
+            (CHECKPOINT_SCHEMA_V1, CheckpointKey::Public(_)) => Err(NotAuthentic::MacedNotSigned),
+            (other, _) => Err(NotAuthentic::Schema(other.to_owned())),
         }
     }
 

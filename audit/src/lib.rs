@@ -45,7 +45,8 @@ mod verify;
 
 pub use canonical::{GENESIS, canonical_json, record_hash, sha256_hex, sha256_reader};
 pub use checkpoint::{
-    CHECKPOINT_SCHEMA, CHECKPOINT_SCHEMA_V1, Checkpoint, CheckpointKey, checkpoint_path,
+    CHECKPOINT_SCHEMA, CHECKPOINT_SCHEMA_V1, Checkpoint, CheckpointKey, NotAuthentic,
+    checkpoint_path,
 };
 pub use event::{Event, Outcome, Phase, SCHEMA, Verdict};
 pub use intent::{IntentSynced, IntentWritten};

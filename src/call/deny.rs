@@ -63,6 +63,15 @@ pub(crate) fn refuse(
     }
 }
 
+/// A refusal the audit log did not take: the call is refused all the same,
+/// and the client is told both.
+#[derive(Debug, thiserror::Error)]
+#[error("audit unavailable ({error}); the call was refused: {refusal}")]
+pub(crate) struct UnrecordedRefusal {
+    error: audit::AuditError,
+    refusal: Refusal,
+}
+
 /// Audit a call of a tool this server does not have (answered with a
 /// JSON-RPC error). Returns the audit failure, if any.
 pub(crate) fn refuse_unknown_tool(
@@ -71,7 +80,7 @@ pub(crate) fn refuse_unknown_tool(
     rules: &rules::Current,
     ctx: &CallContext,
     asked: (&str, Option<&serde_json::Map<String, serde_json::Value>>),
-) -> Result<(), String> {
+) -> Result<(), UnrecordedRefusal> {
     let (tool, arguments) = asked;
     let session = super::request::session_hint(arguments);
     let active = span::start(
@@ -119,7 +128,7 @@ pub(crate) fn refuse_unknown_tool(
     });
     written.map_err(|e| {
         tracing::error!(error = %e, "audit record of a refusal not written");
-        format!("audit unavailable ({e}); the call was refused: {refusal}")
+        UnrecordedRefusal { error: e, refusal }
     })
 }
 

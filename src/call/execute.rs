@@ -112,7 +112,7 @@ async fn released(
     waited: &mut Option<String>,
 ) -> Result<audit::IntentSynced, Withheld> {
     let intent = intent.durable().await.map_err(|why| Withheld {
-        why: Withhold::Audit(why),
+        why: Withhold::Audit(why.to_string()),
         intent: None,
     })?;
     let (runner, session) = (services.runner, &request.session);

@@ -54,6 +54,16 @@ pub(crate) fn write(
     }
 }
 
+/// Why an intent did not become durable: nothing may run.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum NotDurable {
+    #[error(transparent)]
+    Sync(AuditError),
+    /// The blocking thread that synced it panicked or was cancelled.
+    #[error("the audit sync did not finish: {0}")]
+    Unfinished(tokio::task::JoinError),
+}
+
 /// A sync under way, or none needed.
 enum Pending {
     Ready(IntentSynced),
@@ -64,7 +74,7 @@ impl Intent {
     /// The proof, once the intent is durable. A pending sync starts now, on
     /// a blocking thread, not at the future's first poll: it overlaps the
     /// child's spawn.
-    pub(crate) fn durable(self) -> impl Future<Output = Result<IntentSynced, String>> {
+    pub(crate) fn durable(self) -> impl Future<Output = Result<IntentSynced, NotDurable>> {
         let pending = match self {
             Self::Synced(proof) => Pending::Ready(proof),
             Self::Written(written) => {
@@ -76,8 +86,8 @@ impl Intent {
                 Pending::Ready(proof) => Ok(proof),
                 Pending::Syncing(sync) => match sync.await {
                     Ok(Ok(proof)) => Ok(proof),
-                    Ok(Err(e)) => Err(e.to_string()),
-                    Err(e) => Err(format!("the audit sync did not finish: {e}")),
+                    Ok(Err(e)) => Err(NotDurable::Sync(e)),
+                    Err(e) => Err(NotDurable::Unfinished(e)),
                 },
             }
         }

@@ -36,9 +36,9 @@ pub(crate) enum ShrinkError {
 }
 
 /// The width and height a PNG's header claims.
-pub(crate) fn dimensions<R: BufRead + Seek>(input: R) -> Result<(u32, u32), String> {
+pub(crate) fn dimensions<R: BufRead + Seek>(input: R) -> Result<(u32, u32), png::DecodingError> {
     let mut decoder = png::Decoder::new_with_limits(input, limits());
-    let info = decoder.read_header_info().map_err(|e| e.to_string())?;
+    let info = decoder.read_header_info()?;
     Ok((info.width, info.height))
 }
 

@@ -222,9 +222,11 @@ fn a_command_stopped_early_says_what_was_stopped_with_it() {
     assert!(
         stopped(Some(Ok(()))).contains("the session's daemon and the page's loading were stopped")
     );
-    let failed = stopped(Some(Err("no answer".into())));
+    let failed = stopped(Some(Err(crate::runner::cdp::TabActError::NoAnswer(
+        std::time::Duration::from_secs(2),
+    ))));
     assert!(
-        failed.contains("the page's loading could not be (no answer)"),
+        failed.contains("the page's loading could not be (no answer within 2s)"),
         "{failed}"
     );
     assert!(

@@ -155,7 +155,7 @@ impl ServeArgs {
             trampoline,
             identities,
         })
-        .map_err(|e| anyhow::anyhow!(e))?;
+        .context("cannot build the HTTP client for Chromium's DevTools")?;
         let resolver = crate::policy::resolve::SystemResolver::new(rules.get().url.dns_timeout)
             .context("cannot keep host-name lookups to glibc's files and dns")?;
         Ok(Starting {

@@ -100,17 +100,37 @@ pub(crate) fn resolve(
     })
 }
 
+/// Why a file under the output root was not handed over or opened. The
+/// child writes there, so each of these may be its doing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum OutputFileError {
+    #[error("no file name")]
+    NoFileName,
+    #[error("the output directory could not be given to uid {owner}: {errno}")]
+    NotHandedOver { owner: u32, errno: Errno },
+    #[error("its directory cannot be opened without following a link: {0}")]
+    Directory(Errno),
+    #[error("it is a symbolic link")]
+    Symlink,
+    #[error("it cannot be opened: {0}")]
+    Open(Errno),
+    #[error("it cannot be examined: {0}")]
+    Stat(Errno),
+    #[error("it is not a regular file")]
+    NotRegular,
+}
+
 /// Give the target's directories, from the session's own down, and the
 /// file if one is there already, to `owner` (the daemon's uid): the server
 /// made them, the child writes in them. Each level is opened without
 /// following a link, as everywhere in this tree.
-pub(crate) fn hand_over(root: &Path, target: &Target, owner: u32) -> Result<(), String> {
+pub(crate) fn hand_over(root: &Path, target: &Target, owner: u32) -> Result<(), OutputFileError> {
     let (Some(parent), Some(name)) = (target.within.parent(), target.within.file_name()) else {
-        return Err("no file name".into());
+        return Err(OutputFileError::NoFileName);
     };
     let uid = Some(rustix::process::Uid::from_raw(owner));
     let gid = Some(rustix::process::Gid::from_raw(owner));
-    let fail = |e: Errno| format!("the output directory could not be given to uid {owner}: {e}");
+    let fail = |e: Errno| OutputFileError::NotHandedOver { owner, errno: e };
     let mut fd = open_dir(CWD, root).map_err(fail)?;
     for component in parent.components() {
         let Component::Normal(level) = component else {
@@ -146,13 +166,16 @@ pub(crate) fn remove(root: &Path, target: &Target) -> bool {
 /// its size as `fstat` gives it (the caller bounds the read by it). The
 /// child may have planted a FIFO or a device there: `O_NONBLOCK` keeps the
 /// open from waiting on one, and the file type is checked on the open fd.
-pub(crate) fn open_written(root: &Path, target: &Target) -> Result<(std::fs::File, u64), String> {
+pub(crate) fn open_written(
+    root: &Path,
+    target: &Target,
+) -> Result<(std::fs::File, u64), OutputFileError> {
     let (Some(parent), Some(name)) = (target.within.parent(), target.within.file_name()) else {
-        return Err("no file name".to_owned());
+        return Err(OutputFileError::NoFileName);
     };
     let dir = open_dir(CWD, root)
         .and_then(|root| open_within(root.as_fd(), parent))
-        .map_err(|e| format!("its directory cannot be opened without following a link: {e}"))?;
+        .map_err(OutputFileError::Directory)?;
     let fd = openat(
         &dir,
         name,
@@ -160,12 +183,12 @@ pub(crate) fn open_written(root: &Path, target: &Target) -> Result<(std::fs::Fil
         Mode::empty(),
     )
     .map_err(|e| match e {
-        Errno::LOOP => "it is a symbolic link".to_owned(),
-        e => format!("it cannot be opened: {e}"),
+        Errno::LOOP => OutputFileError::Symlink,
+        e => OutputFileError::Open(e),
     })?;
-    let stat = rustix::fs::fstat(&fd).map_err(|e| format!("it cannot be examined: {e}"))?;
+    let stat = rustix::fs::fstat(&fd).map_err(OutputFileError::Stat)?;
     if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
-        return Err("it is not a regular file".to_owned());
+        return Err(OutputFileError::NotRegular);
     }
     let size = u64::try_from(stat.st_size).unwrap_or(0);
     Ok((std::fs::File::from(fd), size))

@@ -324,10 +324,9 @@ fn reading_a_screenshot_back_opens_only_the_regular_file_the_call_named() {
     fs::write(&victim, b"secret").unwrap();
     fs::remove_file(&target.path).unwrap();
     symlink(&victim, &target.path).unwrap();
-    assert!(
-        open_written(root.path(), &target)
-            .unwrap_err()
-            .contains("symbolic link")
+    assert_eq!(
+        open_written(root.path(), &target).unwrap_err(),
+        OutputFileError::Symlink
     );
 
     // Nor a symlinked directory on the way.
@@ -351,6 +350,6 @@ fn reading_a_screenshot_back_opens_only_the_regular_file_the_call_named() {
     .unwrap();
     assert_eq!(
         open_written(root.path(), &target).unwrap_err(),
-        "it is not a regular file"
+        OutputFileError::NotRegular
     );
 }

@@ -16,6 +16,27 @@ use crate::session_id::{DaemonName, SessionId};
 /// How long stopping a tab's loading may take, connection included.
 const STOP_LOADING_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// Why something the server did to a session's tab itself did not happen.
+/// Only ever logged or recorded: each of these acts is best effort.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum TabActError {
+    /// The DevTools HTTP endpoint answered with this status.
+    #[error("DevTools answered {0}")]
+    Status(reqwest::StatusCode),
+    /// The endpoint (HTTP or the tab's WebSocket) could not be reached.
+    #[error("cannot reach the tab's DevTools: {0}")]
+    Unreachable(String),
+    /// Chromium answered the CDP command with an error.
+    #[error("{method} failed: {error}")]
+    Refused { method: &'static str, error: String },
+    /// The tab's WebSocket closed or failed before the answer.
+    #[error("{method}: {why}")]
+    Lost { method: &'static str, why: String },
+    /// No answer in time.
+    #[error("no answer within {0:?}")]
+    NoAnswer(Duration),
+}
+
 impl Runner {
     /// Bring the session's pinned tab to the front of its window. Best
     /// effort: a failure only costs the next command time, so it is logged,
@@ -111,7 +132,7 @@ impl Runner {
 
     /// Close the session's pinned tab, if it has one of its own (any other
     /// tab of its context goes when the gate disposes of the context).
-    pub(super) async fn close_tab(&self, daemon_name: &DaemonName) -> Result<(), String> {
+    pub(super) async fn close_tab(&self, daemon_name: &DaemonName) -> Result<(), TabActError> {
         match self.own_tab(daemon_name).await {
             Some(target) => self.devtools(&format!("close/{target}")).await,
             None => Ok(()),
@@ -127,7 +148,7 @@ impl Runner {
     /// waits for the slow server (docs/design.md, "Sessions and their
     /// daemons"). Chromium handles the command itself, without the page's
     /// renderer, so it answers while that navigation is pending.
-    pub(super) async fn stop_loading(&self, daemon_name: &DaemonName) -> Result<(), String> {
+    pub(super) async fn stop_loading(&self, daemon_name: &DaemonName) -> Result<(), TabActError> {
         let Some(target) = self.own_tab(daemon_name).await else {
             // No pinned tab of its own yet: the command never reached a page.
             return Ok(());
@@ -139,17 +160,17 @@ impl Runner {
         let command = Box::pin(page_command(&url, "Page.stopLoading"));
         tokio::time::timeout(STOP_LOADING_TIMEOUT, command)
             .await
-            .unwrap_or_else(|_| Err(format!("no answer within {STOP_LOADING_TIMEOUT:?}")))
+            .unwrap_or(Err(TabActError::NoAnswer(STOP_LOADING_TIMEOUT)))
     }
 
     /// One GET of `/json/<path>`, bounded to 2 s.
-    async fn devtools(&self, path: &str) -> Result<(), String> {
+    async fn devtools(&self, path: &str) -> Result<(), TabActError> {
         let url = format!("http://127.0.0.1:{}/json/{path}", self.cdp_port);
         let request = self.http.get(&url).timeout(Duration::from_secs(2)).send();
         match request.await {
             Ok(response) if response.status().is_success() => Ok(()),
-            Ok(response) => Err(format!("DevTools answered {}", response.status())),
-            Err(e) => Err(e.to_string()),
+            Ok(response) => Err(TabActError::Status(response.status())),
+            Err(e) => Err(TabActError::Unreachable(e.to_string())),
         }
     }
 
@@ -167,7 +188,7 @@ impl Runner {
 
 /// Send one parameterless CDP command on a page's own WebSocket and wait
 /// for its answer.
-async fn page_command(url: &str, method: &str) -> Result<(), String> {
+async fn page_command(url: &str, method: &'static str) -> Result<(), TabActError> {
     // Nagle off: one small message, answered at once.
     let connected = tokio_tungstenite::connect_async_with_config(url, None, true).await;
     let mut socket = match connected {
@@ -178,15 +199,21 @@ async fn page_command(url: &str, method: &str) -> Result<(), String> {
         {
             return Ok(());
         }
-        Err(e) => return Err(format!("cannot reach the tab's DevTools: {e}")),
+        Err(e) => return Err(TabActError::Unreachable(e.to_string())),
     };
     let command = serde_json::json!({"id": 1, "method": method});
     socket
         .send(Message::text(command.to_string()))
         .await
-        .map_err(|e| format!("cannot send {method}: {e}"))?;
+        .map_err(|e| TabActError::Lost {
+            method,
+            why: format!("cannot send: {e}"),
+        })?;
     while let Some(message) = socket.next().await {
-        let message = message.map_err(|e| format!("{method}: {e}"))?;
+        let message = message.map_err(|e| TabActError::Lost {
+            method,
+            why: e.to_string(),
+        })?;
         let Message::Text(text) = message else {
             continue;
         };
@@ -199,10 +226,14 @@ async fn page_command(url: &str, method: &str) -> Result<(), String> {
         let _ = socket.close(None).await;
         return match answer.get("error") {
             None => Ok(()),
-            Some(error) => Err(format!("{method} failed: {error}")),
+            Some(error) => Err(TabActError::Refused {
+                method,
+                error: error.to_string(),
+            }),
         };
     }
-    Err(format!(
-        "{method}: the tab's DevTools closed the connection"
-    ))
+    Err(TabActError::Lost {
+        method,
+        why: "the tab's DevTools closed the connection".to_owned(),
+    })
 }

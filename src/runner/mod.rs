@@ -146,7 +146,7 @@ pub(crate) struct RawOutcome {
     /// A command stopped early (timed out or cancelled) after the child had
     /// it: whether the page load it may have started was stopped too. `None`
     /// when there was nothing to stop.
-    pub(crate) loading_stopped: Option<Result<(), String>>,
+    pub(crate) loading_stopped: Option<Result<(), cdp::TabActError>>,
 }
 
 /// A call's command, run: what the child produced, and the proof that let
@@ -168,11 +168,11 @@ pub(crate) struct Bounds<'a> {
 }
 
 impl Runner {
-    pub(crate) fn new(config: RunnerConfig) -> Result<Self, String> {
-        let http = reqwest::Client::builder()
-            .no_proxy()
-            .build()
-            .map_err(|e| format!("cannot build the HTTP client for Chromium's DevTools: {e}"))?;
+    /// # Errors
+    /// The HTTP client for Chromium's DevTools cannot be built (no TLS is
+    /// configured, so only a broken system would do it).
+    pub(crate) fn new(config: RunnerConfig) -> Result<Self, reqwest::Error> {
+        let http = reqwest::Client::builder().no_proxy().build()?;
         Ok(Self {
             agent_browser: config.agent_browser,
             cdp_port: config.cdp_port,
@@ -340,7 +340,7 @@ impl Runner {
         };
         let mut child = match self.child_for(session).await {
             Ok(child) => child,
-            Err(why) => return failed(why),
+            Err(e) => return failed(self.spawn_error(&e)),
         };
         let pid = child.id();
         let stdin = child.stdin.take();
@@ -374,11 +374,11 @@ impl Runner {
 
     /// The session's child: its standby when one is ready (or about to be),
     /// else one spawned now. A daemon started unconfined is evicted first.
-    async fn child_for(&self, session: &SessionId) -> Result<tokio::process::Child, String> {
+    async fn child_for(&self, session: &SessionId) -> std::io::Result<tokio::process::Child> {
         self.evict_unconfined_daemon(session).await;
         match self.standbys.take_or_await(session.daemon_name()).await {
             Some(standby) => Ok(standby),
-            None => self.spawn(session).map_err(|e| self.spawn_error(&e)),
+            None => self.spawn(session),
         }
     }
 
@@ -427,7 +427,7 @@ impl Runner {
         pid: Option<u32>,
         child: &mut tokio::process::Child,
         fed: bool,
-    ) -> Option<Result<(), String>> {
+    ) -> Option<Result<(), cdp::TabActError>> {
         let stopped_early = matches!(
             termination,
             Termination::TimedOut | Termination::Cancelled | Termination::Withheld(_)

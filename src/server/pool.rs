@@ -36,6 +36,23 @@ use crate::{
     session_id::{DaemonName, SessionId, new_pool_name},
 };
 
+/// Why a pooled daemon did not come up.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum WarmFailure {
+    #[error("audit unavailable, nothing was started: {0}")]
+    Audit(audit::AuditError),
+    #[error("the warm-up's agent-browser ended {how}: {stderr}")]
+    Ended { how: String, stderr: String },
+    #[error("the warm-up's reply is not JSON: {0}")]
+    NotJson(serde_json::Error),
+    #[error("the pooled tab is at {0:?}, not about:blank")]
+    NotBlank(Option<String>),
+    #[error("the pooled daemon wrote no tab id")]
+    NoTab,
+    #[error("no confined daemon listens on the pooled session's socket")]
+    NoDaemon,
+}
+
 /// How long a warm-up (daemon start, CDP attach, new tab, `get url`) may
 /// take.
 const WARM_TIMEOUT: Duration = Duration::from_secs(30);
@@ -391,7 +408,7 @@ impl Sessions {
     /// Warm what the pool is missing, a few at a time; each daemon joins
     /// the queue as soon as it is warm, not once its sibling is (a new
     /// session may be arriving for it). The last failure, if any.
-    async fn refill(&self) -> Option<String> {
+    async fn refill(&self) -> Option<WarmFailure> {
         let sizing = self.pool.sizing();
         let at_once = sizing
             .target
@@ -415,7 +432,8 @@ impl Sessions {
     }
 
     /// Start one daemon with its own fresh tab, audited before it starts.
-    async fn warm_one(&self, sizing: Sizing) -> Result<Pooled, String> {
+    /// (`WarmFailure` is logged and recorded, and the loop backs off.)
+    async fn warm_one(&self, sizing: Sizing) -> Result<Pooled, WarmFailure> {
         let name = new_pool_name();
         self.pool.begin_warming(&name);
         let warmed = self.warm(&name, sizing).await;
@@ -423,7 +441,7 @@ impl Sessions {
         warmed
     }
 
-    async fn warm(&self, name: &DaemonName, sizing: Sizing) -> Result<Pooled, String> {
+    async fn warm(&self, name: &DaemonName, sizing: Sizing) -> Result<Pooled, WarmFailure> {
         let name = name.clone();
         let session = SessionId::pooled(&name);
         let started = Instant::now();
@@ -435,7 +453,7 @@ impl Sessions {
         let intent = self
             .journal
             .append_unattached_synced(event)
-            .map_err(|e| format!("audit unavailable, nothing was started: {e}"))?;
+            .map_err(WarmFailure::Audit)?;
         let never = tokio_util::sync::CancellationToken::new();
         let bounds = Bounds {
             timeout: WARM_TIMEOUT,
@@ -454,10 +472,12 @@ impl Sessions {
             .await;
         let checked = match executed.raw.termination {
             Termination::Exited(0) => self.check_warmed(&name, &executed.raw.stdout).await,
-            ref other => Err(format!(
-                "the warm-up's agent-browser ended {other:?}: {}",
-                String::from_utf8_lossy(&executed.raw.stderr).trim()
-            )),
+            ref other => Err(WarmFailure::Ended {
+                how: format!("{other:?}"),
+                stderr: String::from_utf8_lossy(&executed.raw.stderr)
+                    .trim()
+                    .to_owned(),
+            }),
         };
         match checked {
             Ok((tab, pid)) => {
@@ -504,20 +524,19 @@ impl Sessions {
         &self,
         name: &DaemonName,
         stdout: &[u8],
-    ) -> Result<(String, u32), String> {
-        let items: Value = serde_json::from_slice(stdout)
-            .map_err(|e| format!("the warm-up's reply is not JSON: {e}"))?;
+    ) -> Result<(String, u32), WarmFailure> {
+        let items: Value = serde_json::from_slice(stdout).map_err(WarmFailure::NotJson)?;
         let url = items.pointer("/0/result/url").and_then(Value::as_str);
         if url != Some("about:blank") {
-            return Err(format!("the pooled tab is at {url:?}, not about:blank"));
+            return Err(WarmFailure::NotBlank(url.map(str::to_owned)));
         }
         let tab = crate::daemons::pinned_target(self.runner.socket_dir(), name)
-            .ok_or("the pooled daemon wrote no tab id")?;
+            .ok_or(WarmFailure::NoTab)?;
         let pid = self
             .runner
             .daemon_of(name)
             .await
-            .ok_or("no confined daemon listens on the pooled session's socket")?;
+            .ok_or(WarmFailure::NoDaemon)?;
         Ok((tab, pid))
     }
 

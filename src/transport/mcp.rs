@@ -102,7 +102,7 @@ impl ServerHandler for BrowserShellServer {
                     format!("unknown tool; this server has exactly one tool, {TOOL_NAME}"),
                     None,
                 ),
-                Err(audit_failure) => ErrorData::internal_error(audit_failure, None),
+                Err(unrecorded) => ErrorData::internal_error(unrecorded.to_string(), None),
             });
         }
         let services = services(&self.server);

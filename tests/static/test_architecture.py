@@ -232,12 +232,11 @@ def string_errors(code: str) -> list[str]:
     return found
 
 
-# Errors that stay words, each for one of four reasons. Where code branches on a failure, it is a type
+# Errors that stay words, each for one of three reasons. Where code branches on a failure, it is a type
 # (gate::GateError, audit::VouchFailure, audit::AuditError, policy::PolicyError, …); these are only ever
 # read, by a person or a record.
 A_PERSONS_WORDS = "a parser's or validator's message, which its caller wraps with the file or flag it read"
 STOPS_THE_START = "a start-up step whose failure stops the start, with its message"
-BEST_EFFORT = "a best-effort step whose failure is logged or recorded as it is, never branched on"
 CROSSES_EXEC = "the trampoline's failure line, which crosses an exec and is read back as text"
 WORDS_FOR_A_REASON = {
     "src/policy/address.rs": A_PERSONS_WORDS,
@@ -246,18 +245,8 @@ WORDS_FOR_A_REASON = {
     "src/daemons/uid_claim.rs": A_PERSONS_WORDS,
     "src/daemons/identities.rs": A_PERSONS_WORDS,
     "src/runner/child_policy.rs": A_PERSONS_WORDS,
-    "src/call/png_scale.rs": A_PERSONS_WORDS,
     "audit/src/report/mod.rs": A_PERSONS_WORDS,
-    "audit/src/checkpoint.rs": A_PERSONS_WORDS,
     "src/runner/spawn.rs": STOPS_THE_START,
-    "src/runner/mod.rs": STOPS_THE_START + "; and " + BEST_EFFORT,
-    "src/runner/cdp.rs": BEST_EFFORT,
-    "src/server/pool.rs": BEST_EFFORT,
-    "src/policy/outputs.rs": BEST_EFFORT,
-    "src/call/deny.rs": BEST_EFFORT,
-    "src/call/intent.rs": BEST_EFFORT,
-    "audit/src/report/build.rs": BEST_EFFORT,
-    "audit/src/report/counts.rs": BEST_EFFORT,
     "hardening/src/trampoline.rs": CROSSES_EXEC,
 }
 

@@ -261,11 +261,11 @@ fn totals(report: &mut Report, rows: &[Row]) {
         }
         let destination = counts::destination(r);
         match &destination {
-            Some(Ok(origin)) => {
+            Some(counts::Went::Reached(origin)) => {
                 bump(&mut report.totals, "reached");
                 bump(&mut report.destinations.reached, origin);
             }
-            Some(Err(origin)) => {
+            Some(counts::Went::Refused(origin)) => {
                 bump(&mut report.totals, "refused_destinations");
                 bump(&mut report.destinations.refused, origin);
             }
@@ -296,7 +296,7 @@ fn session_row(
     s: &mut SessionSummary,
     r: &Row,
     refusal: Option<counts::Refusal>,
-    destination: Option<Result<String, String>>,
+    destination: Option<counts::Went>,
 ) {
     s.last.clone_from(&r.time);
     match r.kind.as_str() {
@@ -315,8 +315,12 @@ fn session_row(
     }
     s.refusals += u64::from(refusal.is_some());
     match destination {
-        Some(Ok(origin)) => *s.destinations.reached.entry(origin).or_insert(0) += 1,
-        Some(Err(origin)) => *s.destinations.refused.entry(origin).or_insert(0) += 1,
+        Some(counts::Went::Reached(origin)) => {
+            *s.destinations.reached.entry(origin).or_insert(0) += 1
+        }
+        Some(counts::Went::Refused(origin)) => {
+            *s.destinations.refused.entry(origin).or_insert(0) += 1
+        }
         None => {}
     }
     match r.flag.as_ref().map(|f| f.level) {

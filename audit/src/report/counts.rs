@@ -53,8 +53,14 @@ pub(super) fn refusal(row: &Row) -> Option<Refusal> {
     }
 }
 
-/// Where `row` went, if it names a destination: `Ok(origin)` reached,
-/// `Err(origin)` refused.
+/// Where a row went: the origin it reached, or the origin it was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Went {
+    Reached(String),
+    Refused(String),
+}
+
+/// Where `row` went, if it names a destination.
 ///
 /// - An allowed call reached the origin of the page it ended on (its
 ///   outcome's `page_url`); when the outcome holds no page URL, an `open`
@@ -68,13 +74,15 @@ pub(super) fn refusal(row: &Row) -> Option<Refusal> {
 ///
 /// Everything else (a refused subcommand, a `cdp.*` refusal, a call with no
 /// outcome or no page URL) names no destination.
-pub(super) fn destination(row: &Row) -> Option<Result<String, String>> {
+pub(super) fn destination(row: &Row) -> Option<Went> {
     match (row.kind.as_str(), row.outcome.as_deref()) {
-        ("call", Some("navigation_blocked")) => row.page_url.as_deref().map(|u| Err(origin(u))),
+        ("call", Some("navigation_blocked")) => {
+            row.page_url.as_deref().map(|u| Went::Refused(origin(u)))
+        }
         ("call", Some("refused") | None) => None,
         ("call", outcome) => match &row.page_url {
-            Some(page) => Some(Ok(origin(page))),
-            None if outcome == Some("ok") => opened(row).map(|u| Ok(origin(u))),
+            Some(page) => Some(Went::Reached(origin(page))),
+            None if outcome == Some("ok") => opened(row).map(|u| Went::Reached(origin(u))),
             None => None,
         },
         ("refusal", _) => {
@@ -83,7 +91,7 @@ pub(super) fn destination(row: &Row) -> Option<Result<String, String>> {
                 .iter()
                 .any(|p| rule.starts_with(p));
             if url_rule {
-                opened(row).map(|u| Err(origin(u)))
+                opened(row).map(|u| Went::Refused(origin(u)))
             } else {
                 None
             }
@@ -92,7 +100,7 @@ pub(super) fn destination(row: &Row) -> Option<Result<String, String>> {
             .reason
             .as_deref()
             .and_then(named_in_reason)
-            .map(|u| Err(origin(u))),
+            .map(|u| Went::Refused(origin(u))),
         _ => None,
     }
 }
