@@ -21,7 +21,7 @@ use std::{
 
 use tokio::sync::mpsc;
 
-use crate::refusal::Rule;
+use crate::{refusal::Rule, session_id::DaemonName};
 
 /// Refusals waiting for the audit writer, at most.
 const QUEUE: usize = 256;
@@ -89,9 +89,10 @@ impl Destination {
 /// One refusal, for the audit trail.
 #[derive(Debug)]
 pub(crate) struct BrowserRefusal {
-    /// The daemon (session) it is attributed to: the one whose connection
-    /// or browser context made it.
-    pub(crate) session: String,
+    /// The daemon it is attributed to: the one whose connection or browser
+    /// context made it, when the gate or the proxy could tell (the call
+    /// layer maps it to the session it serves).
+    pub(crate) daemon: Option<DaemonName>,
     pub(crate) rule: Rule,
     pub(crate) reason: String,
     pub(crate) requester: Requester,
@@ -102,10 +103,15 @@ pub(crate) struct BrowserRefusal {
 }
 
 impl BrowserRefusal {
-    /// A refusal of `session`'s, made by `requester`.
-    pub(crate) fn new(session: String, rule: Rule, reason: String, requester: Requester) -> Self {
+    /// A refusal of `daemon`'s, made by `requester`.
+    pub(crate) fn new(
+        daemon: Option<DaemonName>,
+        rule: Rule,
+        reason: String,
+        requester: Requester,
+    ) -> Self {
         Self {
-            session,
+            daemon,
             rule,
             reason,
             requester,
@@ -161,7 +167,7 @@ mod tests {
         let (reporter, mut rx) = Reporter::channel();
         for i in 0..QUEUE + 3 {
             reporter.report(BrowserRefusal::new(
-                "s".into(),
+                DaemonName::checked("s"),
                 Rule::RequestBlocked,
                 format!("{i}"),
                 Requester::Unknown,
@@ -171,7 +177,7 @@ mod tests {
             assert!(rx.try_recv().is_ok());
         }
         reporter.report(BrowserRefusal::new(
-            "s".into(),
+            DaemonName::checked("s"),
             Rule::RequestBlocked,
             "next".into(),
             Requester::Unknown,

@@ -26,6 +26,7 @@
 mod boot;
 mod browser_refusals;
 mod call;
+mod chromium_ids;
 mod cli;
 mod daemons;
 mod egress;

@@ -64,8 +64,9 @@ impl Recorder {
 
 async fn record(server: &Server, mut event: BrowserRefusal, stopping: &CancellationToken) {
     // Named now: the call in flight may end while the page's word is awaited.
-    let session = server.sessions.session_of(&event.session);
-    let in_call = server.sessions.call_in_flight(&event.session);
+    let daemon = event.daemon.as_deref();
+    let session = daemon.and_then(|d| server.sessions.session_of(d));
+    let in_call = daemon.and_then(|d| server.sessions.call_in_flight(d));
     confirm_requester(&server.gate, &mut event, stopping).await;
     server
         .chronicle
@@ -91,7 +92,8 @@ async fn confirm_requester(
     let confirmed = event
         .destination
         .as_ref()
-        .is_some_and(|to| gate.page_reported(&event.session, to, at));
+        .zip(event.daemon.as_ref())
+        .is_some_and(|(to, daemon)| gate.page_reported(daemon, to, at));
     event.requester = if confirmed {
         Requester::Page
     } else {

@@ -56,7 +56,7 @@ fn egress_outcome(
             while let Ok(Some(refused)) =
                 tokio::time::timeout_at(deadline, gate.refusals.recv()).await
             {
-                if refused.session == super::gate_probe::SESSION
+                if refused.daemon.as_deref() == Some(super::gate_probe::SESSION)
                     && refused.reason.contains("egress proxy")
                     && refused.reason.contains("[port.protected]")
                 {

@@ -21,7 +21,7 @@ use std::{
     sync::Mutex,
 };
 
-use crate::sync::lock;
+use crate::{session_id::DaemonName, sync::lock};
 
 /// A uid of the children's range; the gid is the same number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -174,12 +174,12 @@ impl Identities {
     }
 
     /// The daemon that holds `uid`, if any.
-    pub(crate) fn daemon_of(&self, uid: u32) -> Option<String> {
+    pub(crate) fn daemon_of(&self, uid: u32) -> Option<DaemonName> {
         lock(&self.assigned)
             .by_daemon
             .iter()
             .find(|(_, u)| u.0 == uid)
-            .map(|(name, _)| name.clone())
+            .and_then(|(name, _)| DaemonName::checked(name))
     }
 
     /// A uid of the range no daemon holds now, for a child that is no

@@ -12,7 +12,7 @@ mod uid_claim;
 
 use futures_util::future::BoxFuture;
 
-use crate::session_id::DaemonName;
+use crate::{chromium_ids::TargetId, session_id::DaemonName};
 
 pub(crate) use identities::{ChildUid, Identities, UidRange};
 pub(crate) use socket_dir::{SocketDir, SocketFile, SocketIdentity};
@@ -47,12 +47,12 @@ pub(crate) fn gate_endpoint(gate_port: u16, daemon_name: &DaemonName) -> String 
 ///
 /// The daemon writes `<socket dir>/<name>.target`; its content is not
 /// trusted beyond being a hex target id, only ever used to address that tab.
-pub(crate) fn pinned_target(socket_dir: &SocketDir, daemon_name: &DaemonName) -> Option<String> {
+pub(crate) fn pinned_target(socket_dir: &SocketDir, daemon_name: &DaemonName) -> Option<TargetId> {
     let text = socket_dir.read(&format!("{daemon_name}.target"))?;
     let value: serde_json::Value = serde_json::from_str(&text).ok()?;
     let id = value.get("targetId")?.as_str()?;
     let well_formed = (8..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_hexdigit());
-    well_formed.then(|| id.to_owned())
+    well_formed.then(|| TargetId::from_chromium(id))
 }
 
 /// What the gate, which sees every tab of a daemon's browser context, does
@@ -62,7 +62,7 @@ pub(crate) trait Tabs: Send + Sync + std::fmt::Debug {
     /// child's to write: a compromised child could name another session's
     /// tab in it, so the server brings a tab forward, stops its loading or
     /// closes it only once this says the tab is the daemon's own.
-    fn owns<'a>(&'a self, daemon: &'a DaemonName, target: &'a str) -> BoxFuture<'a, bool>;
+    fn owns<'a>(&'a self, daemon: &'a DaemonName, target: &'a TargetId) -> BoxFuture<'a, bool>;
 
     /// Show `session`'s id in the window `daemon`'s context has, for a
     /// person watching the screen: in agent-browser's spare tab (it keeps
@@ -80,7 +80,7 @@ pub(crate) const WAITING_LABEL: &str = "(ready for a new session)";
 pub(crate) struct NoTabs;
 
 impl Tabs for NoTabs {
-    fn owns<'a>(&'a self, _daemon: &'a DaemonName, _target: &'a str) -> BoxFuture<'a, bool> {
+    fn owns<'a>(&'a self, _daemon: &'a DaemonName, _target: &'a TargetId) -> BoxFuture<'a, bool> {
         Box::pin(std::future::ready(false))
     }
 

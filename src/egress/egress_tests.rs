@@ -172,7 +172,7 @@ async fn a_forbidden_connection_is_refused_reported_and_never_made() {
         assert!(answer.contains(" 403"), "{answer}");
         let refusal = refusals.recv().await.expect("a refusal record");
         assert_eq!(
-            (refusal.session.as_str(), refusal.rule),
+            (refusal.daemon.as_deref().unwrap_or_default(), refusal.rule),
             ("s1", Rule::RequestBlocked)
         );
         assert!(

@@ -280,7 +280,7 @@ fn refuse(
     tracing::info!(session = %room.session, rule = %refusal.rule, what, "the egress proxy refused; the audit record names the target");
     room.egress.inner.reporter.report(
         BrowserRefusal::new(
-            room.session.to_string(),
+            Some(room.session.clone()),
             Rule::RequestBlocked,
             reason,
             Requester::Unconfirmed {

@@ -6,7 +6,7 @@
 
 use std::net::{SocketAddr, SocketAddrV4};
 
-use crate::daemons::Identities;
+use crate::{daemons::Identities, session_id::DaemonName};
 
 /// What the gate knows of a connection before its handshake.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -14,7 +14,7 @@ pub(super) enum Caller {
     /// Separation is off: the path's name is all there is.
     Unchecked,
     /// The daemon whose uid dialled.
-    Daemon(String),
+    Daemon(DaemonName),
     /// A uid that is no live daemon's (or the kernel could not say).
     Stranger(Option<u32>),
 }
@@ -52,10 +52,10 @@ impl Caller {
 
     /// The daemon a refusal is recorded under: the one that dialled, when
     /// known, else the one named.
-    pub(super) fn blame<'a>(&'a self, claimed: &'a str) -> &'a str {
+    pub(super) fn blame(&self, claimed: &DaemonName) -> DaemonName {
         match self {
-            Self::Daemon(own) => own,
-            _ => claimed,
+            Self::Daemon(own) => own.clone(),
+            Self::Unchecked | Self::Stranger(_) => claimed.clone(),
         }
     }
 }
@@ -111,11 +111,12 @@ mod tests {
 
     #[test]
     fn only_the_dialling_daemon_may_name_itself() {
-        let daemon = Caller::Daemon("thief".into());
+        let name = |n: &str| DaemonName::checked(n).expect("a daemon name");
+        let daemon = Caller::Daemon(name("thief"));
         assert_eq!(daemon.refuses("thief"), None);
         let why = daemon.refuses("victim").unwrap();
         assert!(why.contains("thief") && why.contains("victim"), "{why}");
-        assert_eq!(daemon.blame("victim"), "thief");
+        assert_eq!(daemon.blame(&name("victim")), name("thief"));
         assert!(Caller::Stranger(Some(0)).refuses("victim").is_some());
         assert_eq!(Caller::Unchecked.refuses("victim"), None);
     }

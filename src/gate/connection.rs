@@ -11,13 +11,14 @@ use std::{
 use serde_json::Value;
 
 use super::in_flight::InFlight;
+use crate::chromium_ids::{CdpSessionId, TargetId};
 use crate::session_id::DaemonName;
 use crate::sync::lock;
 
 /// A tab (or frame, or worker) agent-browser is attached to.
 #[derive(Debug, Clone)]
 pub(super) struct Attached {
-    pub(super) target_id: String,
+    pub(super) target_id: TargetId,
     pub(super) kind: String,
 }
 
@@ -34,14 +35,14 @@ pub(super) enum Awaited {
 pub(super) struct Connection {
     pub(super) session: DaemonName,
     /// agent-browser's CDP sessions, by id.
-    pub(super) attached: Mutex<HashMap<String, Attached>>,
+    pub(super) attached: Mutex<HashMap<CdpSessionId, Attached>>,
     /// CDP sessions on tabs the relay hid (another session claimed the tab
     /// between agent-browser's attach and Chromium's announcement of it).
-    pub(super) hidden: Mutex<HashSet<String>>,
+    pub(super) hidden: Mutex<HashSet<CdpSessionId>>,
     /// agent-browser's commands whose answers are read, by id.
     pub(super) awaited: Mutex<HashMap<u64, Awaited>>,
     /// Targets this connection was shown (all in the session's context).
-    pub(super) shown: Mutex<HashSet<String>>,
+    pub(super) shown: Mutex<HashSet<TargetId>>,
     /// Tabs this connection opened: only the first gets a window of its own.
     pub(super) opened: std::sync::atomic::AtomicUsize,
     /// Commands on tabs not answered yet, and the CDP sessions that ended.

@@ -21,33 +21,8 @@ use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
 use super::Shared;
+pub(crate) use crate::chromium_ids::ContextId;
 use crate::{session_id::DaemonName, sync::lock};
-
-/// A browser context's id, as Chromium named it when the gate made it (or
-/// when a previous server did): not a daemon's name, not a target's id.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub(super) struct ContextId(String);
-
-impl ContextId {
-    /// The id Chromium gave a context (in an answer or a `TargetInfo`).
-    pub(super) fn from_chromium(id: &str) -> Self {
-        Self(id.to_owned())
-    }
-}
-
-impl std::ops::Deref for ContextId {
-    type Target = str;
-    fn deref(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Display for ContextId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
 
 /// A session's context, made once by whichever connection needs it first.
 type Made = Arc<OnceCell<Result<ContextId, GateError>>>;
@@ -341,7 +316,7 @@ pub(super) async fn context_of(shared: &Arc<Shared>, target: &str) -> Result<Con
 /// name none are no session's.
 pub(super) fn in_context(info: &Value, context: Option<&ContextId>) -> bool {
     let named = info.get("browserContextId").and_then(Value::as_str);
-    named.is_some() && named == context.map(|c| c.0.as_str())
+    named.is_some() && named == context.map(|c| &**c)
 }
 
 /// A new context whose every connection goes through `session`'s egress

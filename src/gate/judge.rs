@@ -15,6 +15,7 @@ use super::{
     contexts::{ContextId, context_of},
     methods::{Treatment, treatment},
 };
+use crate::chromium_ids::TargetId;
 use crate::{policy::url_policy::shown, refusal::Rule, sync::lock};
 
 /// What the relay does with one message from agent-browser.
@@ -163,7 +164,7 @@ async fn check_typing(
                 .get(cdp_session)
                 .map(|a| a.target_id.clone())
         });
-    check_typing_frame(&names, target.as_deref(), shared).await
+    check_typing_frame(&names, target.as_ref(), shared).await
 }
 
 /// A message for a tab goes to it only once the tab is policed. Every CDP
@@ -240,7 +241,7 @@ async fn target_exists(shared: &Arc<Shared>, target: &str) -> bool {
 /// embedded frame of another origin not). Anything unknown refuses.
 async fn check_typing_frame(
     names: &[String],
-    target: Option<&str>,
+    target: Option<&TargetId>,
     shared: &Arc<Shared>,
 ) -> Result<(), Judgement> {
     let refuse = |why: String| Judgement::Refuse {

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::{Shared, contexts};
+use crate::chromium_ids::TargetId;
 use crate::session_id::DaemonName;
 
 /// As the server stops keeping its sessions: every page of every context
@@ -71,7 +72,12 @@ pub(super) async fn reclaim(shared: &Arc<Shared>, adopted: &[DaemonName]) {
 
 /// Put every page of `context` in the web lifecycle `state` (`frozen`,
 /// `active`). Best effort: a page gone meanwhile needs nothing.
-async fn set_pages(shared: &Arc<Shared>, daemon: &str, context: &contexts::ContextId, state: &str) {
+async fn set_pages(
+    shared: &Arc<Shared>,
+    daemon: &DaemonName,
+    context: &contexts::ContextId,
+    state: &str,
+) {
     let Ok(listed) = shared
         .warden
         .browser_call(shared, "Target.getTargets", json!({}))
@@ -86,12 +92,13 @@ async fn set_pages(shared: &Arc<Shared>, daemon: &str, context: &contexts::Conte
         .flatten()
         .filter(|t| t.get("type").and_then(Value::as_str) == Some("page"))
         .filter(|t| contexts::in_context(t, Some(context)))
-        .filter_map(|t| t.get("targetId").and_then(Value::as_str));
+        .filter_map(|t| t.get("targetId").and_then(Value::as_str))
+        .map(TargetId::from_chromium);
     for page in pages {
         let params = json!({"state": state});
         let set = shared
             .warden
-            .page_call(shared, page, daemon, "Page.setWebLifecycleState", params)
+            .page_call(shared, &page, daemon, "Page.setWebLifecycleState", params)
             .await;
         if let Err(e) = set {
             tracing::debug!(error = %e, state, "a kept page's lifecycle was not set");

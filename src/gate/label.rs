@@ -7,6 +7,7 @@
 //! pages are never touched.
 
 use super::error::GateError;
+use crate::chromium_ids::TargetId;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -42,6 +43,7 @@ pub(super) async fn show_session(
     let target = spare
         .get("targetId")
         .and_then(Value::as_str)
+        .map(TargetId::from_chromium)
         .ok_or("the spare tab has no id")?;
     let labelled = spare
         .get("url")
@@ -54,7 +56,7 @@ pub(super) async fn show_session(
     };
     shared
         .warden
-        .page_call(shared, target, daemon, method, params)
+        .page_call(shared, &target, daemon, method, params)
         .await
         .map(|_| ())
 }

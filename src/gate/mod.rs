@@ -91,7 +91,7 @@ impl Handle {
     }
 
     /// Is `target` in `daemon`'s own browser context, as Chromium says?
-    async fn owns_tab(&self, daemon: &DaemonName, target: &str) -> bool {
+    async fn owns_tab(&self, daemon: &DaemonName, target: &TargetId) -> bool {
         let Some(shared) = self.serving.get() else {
             return false;
         };
@@ -132,7 +132,7 @@ impl crate::daemons::Tabs for Handle {
     fn owns<'a>(
         &'a self,
         daemon: &'a DaemonName,
-        target: &'a str,
+        target: &'a TargetId,
     ) -> futures_util::future::BoxFuture<'a, bool> {
         Box::pin(self.owns_tab(daemon, target))
     }
@@ -171,6 +171,7 @@ use tokio_tungstenite::tungstenite::{
 
 use crate::{
     browser_refusals::{BrowserRefusal, Reporter},
+    chromium_ids::TargetId,
     egress::Egress,
     policy::{resolve::Resolve, rules},
     session_id::DaemonName,
@@ -333,9 +334,8 @@ async fn accept(
             let name = session_of(request.uri().path()).ok_or_else(not_found)?;
             if let Some(why) = caller.refuses(&name) {
                 tracing::warn!(%why, "the browser gate refused a connection");
-                let blame = caller.blame(&name).to_owned();
                 shared.reporter.report(BrowserRefusal::new(
-                    blame,
+                    Some(caller.blame(&name)),
                     crate::refusal::Rule::GateIdentity,
                     why,
                     crate::browser_refusals::Requester::Unknown,

@@ -171,10 +171,10 @@ impl Upstream {
 /// A CDP message the gate refused, on its way to the audit writer. The
 /// reason stays out of diagnostics: it may quote a URL or text a page
 /// holds; the record's copy is scrubbed.
-fn report_refused(shared: &Shared, session: &str, rule: Rule, why: &str) {
+fn report_refused(shared: &Shared, session: &DaemonName, rule: Rule, why: &str) {
     tracing::info!(%session, %rule, "the browser gate refused a CDP message; the audit record says why");
     shared.reporter.report(BrowserRefusal::new(
-        session.to_owned(),
+        Some(session.clone()),
         rule,
         why.to_owned(),
         Requester::AgentBrowser,

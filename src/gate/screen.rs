@@ -10,6 +10,7 @@ use super::{
     contexts::{ContextId, in_context},
     in_flight::session_gone_answer,
 };
+use crate::chromium_ids::{CdpSessionId, TargetId};
 use crate::sync::lock;
 
 /// What becomes of one message from Chromium.
@@ -69,7 +70,7 @@ pub(super) fn screen(
                 // CDP session is not this daemon's, and messages on it are
                 // declined.
                 if let Some(cdp_session) = params.get("sessionId").and_then(Value::as_str) {
-                    lock(&conn.hidden).insert(cdp_session.to_owned());
+                    lock(&conn.hidden).insert(CdpSessionId::from_chromium(cdp_session));
                 }
                 return Screened::Dropped;
             }
@@ -109,7 +110,7 @@ fn screen_answer(
     match awaited {
         Some(Awaited::NewTab) => {
             if let Some(target) = message.pointer("/result/targetId").and_then(Value::as_str) {
-                lock(&conn.shown).insert(target.to_owned());
+                lock(&conn.shown).insert(TargetId::from_chromium(target));
             }
             Screened::Unchanged
         }
@@ -129,7 +130,7 @@ fn visible(info: &Value, conn: &Connection, own_context: impl Fn() -> Option<Con
     let context = own_context();
     let shown = in_context(info, context.as_ref());
     if shown && let Some(target) = info.get("targetId").and_then(Value::as_str) {
-        lock(&conn.shown).insert(target.to_owned());
+        lock(&conn.shown).insert(TargetId::from_chromium(target));
     }
     shown
 }
@@ -154,9 +155,9 @@ fn note_attached(params: &Value, info: &Value, conn: &Connection) {
             .to_owned()
     };
     lock(&conn.attached).insert(
-        cdp_session.to_owned(),
+        CdpSessionId::from_chromium(cdp_session),
         Attached {
-            target_id: field("targetId"),
+            target_id: TargetId::from_chromium(&field("targetId")),
             kind: field("type"),
         },
     );

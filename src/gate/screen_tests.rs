@@ -7,6 +7,7 @@ use std::cell::Cell;
 use serde_json::{Value, json};
 
 use super::{Screened, screen};
+use crate::chromium_ids::TargetId;
 use crate::{
     gate::{
         connection::{Awaited, Connection},
@@ -116,7 +117,7 @@ fn a_target_created_in_another_context_is_dropped_and_one_in_its_own_is_shown() 
 #[test]
 fn a_target_destroyed_is_passed_only_if_it_was_shown_and_then_forgotten() {
     let conn = Connection::new(daemon());
-    lock(&conn.shown).insert("T-OWN".to_owned());
+    lock(&conn.shown).insert(TargetId::from_chromium("T-OWN"));
     let destroyed =
         |t: &str| json!({"method": "Target.targetDestroyed", "params": {"targetId": t}});
     assert_eq!(kept(&screened(&conn, &destroyed("T-OTHER"))), "dropped");
@@ -146,10 +147,7 @@ fn an_attach_in_its_own_context_maps_the_cdp_session_to_its_target() {
         "params": {"sessionId": "CDP-1", "targetInfo": info("T-OWN", OWN), "waitingForDebugger": false}});
     assert_eq!(kept(&screened(&conn, &attached)), "unchanged");
     let known = lock(&conn.attached).get("CDP-1").cloned().unwrap();
-    assert_eq!(
-        (known.target_id.as_str(), known.kind.as_str()),
-        ("T-OWN", "page")
-    );
+    assert_eq!((&*known.target_id, known.kind.as_str()), ("T-OWN", "page"));
 }
 
 #[test]

@@ -19,6 +19,7 @@ use std::{
 use serde_json::{Value, json};
 
 use super::Shared;
+use crate::chromium_ids::{ContextId, TargetId};
 use crate::sync::lock;
 use crate::{
     browser_refusals::{BrowserRefusal, Requester},
@@ -31,7 +32,7 @@ use crate::{
 pub(super) struct TabCap {
     max: usize,
     /// Each counted page's browser context.
-    pages: Mutex<HashMap<String, String>>,
+    pages: Mutex<HashMap<TargetId, ContextId>>,
 }
 
 /// Whether a page Chromium announced has a place in its context.
@@ -53,7 +54,7 @@ impl TabCap {
 
     /// A page `target` appeared in `context` (a session's): count it, or
     /// say it is one too many. Announced twice, it is counted once.
-    pub(super) fn opened(&self, target: &str, context: &str) -> Place {
+    pub(super) fn opened(&self, target: &TargetId, context: &ContextId) -> Place {
         let mut pages = lock(&self.pages);
         if pages.contains_key(target) {
             return Place::Stays;
@@ -62,7 +63,7 @@ impl TabCap {
         if open >= self.max {
             return Place::OverCap { open };
         }
-        pages.insert(target.to_owned(), context.to_owned());
+        pages.insert(target.clone(), context.clone());
         Place::Stays
     }
 
@@ -88,13 +89,14 @@ pub(super) fn on_created(shared: &Arc<Shared>, info: &Value) {
     else {
         return;
     };
-    let Some(session) = shared
-        .contexts
-        .session_of(&super::contexts::ContextId::from_chromium(context))
-    else {
+    let (target, context) = (
+        TargetId::from_chromium(target),
+        ContextId::from_chromium(context),
+    );
+    let Some(session) = shared.contexts.session_of(&context) else {
         return;
     };
-    let Place::OverCap { open } = shared.tab_cap.opened(target, context) else {
+    let Place::OverCap { open } = shared.tab_cap.opened(&target, &context) else {
         return;
     };
     // A page's popup names its opener; a tab without one was opened by
@@ -119,7 +121,7 @@ pub(super) fn on_created(shared: &Arc<Shared>, info: &Value) {
             Err(e) => format!("{reason} (closing it failed: {e})"),
         };
         shared.reporter.report(BrowserRefusal::new(
-            session.to_string(),
+            Some(session.clone()),
             Rule::Tabs,
             reason,
             requester,
@@ -131,34 +133,42 @@ pub(super) fn on_created(shared: &Arc<Shared>, info: &Value) {
 mod tests {
     use super::*;
 
+    fn t(id: &str) -> TargetId {
+        TargetId::from_chromium(id)
+    }
+
+    fn c(id: &str) -> ContextId {
+        ContextId::from_chromium(id)
+    }
+
     #[test]
     fn a_context_keeps_at_most_max_pages_and_a_closed_page_frees_its_place() {
         let cap = TabCap::new(2);
-        assert_eq!(cap.opened("T1", "C1"), Place::Stays);
-        assert_eq!(cap.opened("T2", "C1"), Place::Stays);
-        assert_eq!(cap.opened("T3", "C1"), Place::OverCap { open: 2 });
+        assert_eq!(cap.opened(&t("T1"), &c("C1")), Place::Stays);
+        assert_eq!(cap.opened(&t("T2"), &c("C1")), Place::Stays);
+        assert_eq!(cap.opened(&t("T3"), &c("C1")), Place::OverCap { open: 2 });
         // Another context has places of its own.
-        assert_eq!(cap.opened("T4", "C2"), Place::Stays);
+        assert_eq!(cap.opened(&t("T4"), &c("C2")), Place::Stays);
         cap.closed("T1");
-        assert_eq!(cap.opened("T3", "C1"), Place::Stays);
+        assert_eq!(cap.opened(&t("T3"), &c("C1")), Place::Stays);
     }
 
     #[test]
     fn a_page_announced_twice_is_counted_once() {
         let cap = TabCap::new(1);
-        assert_eq!(cap.opened("T1", "C1"), Place::Stays);
-        assert_eq!(cap.opened("T1", "C1"), Place::Stays);
-        assert_eq!(cap.opened("T2", "C1"), Place::OverCap { open: 1 });
+        assert_eq!(cap.opened(&t("T1"), &c("C1")), Place::Stays);
+        assert_eq!(cap.opened(&t("T1"), &c("C1")), Place::Stays);
+        assert_eq!(cap.opened(&t("T2"), &c("C1")), Place::OverCap { open: 1 });
     }
 
     #[test]
     fn a_page_closed_while_nobody_listened_frees_its_place_once_the_count_is_made_again() {
         let cap = TabCap::new(2);
-        assert_eq!(cap.opened("T1", "C1"), Place::Stays);
-        assert_eq!(cap.opened("T2", "C1"), Place::Stays);
+        assert_eq!(cap.opened(&t("T1"), &c("C1")), Place::Stays);
+        assert_eq!(cap.opened(&t("T2"), &c("C1")), Place::Stays);
         // T2 closed while the warden was reconnecting; only T1 is announced again.
         cap.forget_all();
-        assert_eq!(cap.opened("T1", "C1"), Place::Stays);
-        assert_eq!(cap.opened("T3", "C1"), Place::Stays);
+        assert_eq!(cap.opened(&t("T1"), &c("C1")), Place::Stays);
+        assert_eq!(cap.opened(&t("T3"), &c("C1")), Place::Stays);
     }
 }

@@ -30,11 +30,13 @@ use tokio_tungstenite::tungstenite::Message;
 use url::Url;
 
 use super::Shared;
+use crate::chromium_ids::{CdpSessionId, TargetId};
 use crate::sync::lock;
 use crate::{
     browser_refusals::{BrowserRefusal, Destination, Requester},
     policy::url_policy::shown,
     refusal::Rule,
+    session_id::DaemonName,
 };
 
 /// How long one of the warden's own CDP commands may take.
@@ -67,12 +69,12 @@ struct Link {
     next_id: AtomicU64,
     pending: Mutex<HashMap<u64, oneshot::Sender<Result<Value, GateError>>>>,
     /// Tabs put under the policy (by target id), each decided once.
-    wards: Mutex<HashMap<String, Ward>>,
+    wards: Mutex<HashMap<TargetId, Ward>>,
     /// The warden's CDP sessions, and the browser-shell session each
     /// polices for (named in audit records of blocked requests).
-    owners: Mutex<HashMap<String, String>>,
+    owners: Mutex<HashMap<CdpSessionId, DaemonName>>,
     /// The warden's CDP session on each target it is attached to.
-    sessions: Mutex<HashMap<String, String>>,
+    sessions: Mutex<HashMap<TargetId, CdpSessionId>>,
     alive: tokio_util::sync::CancellationToken,
 }
 
@@ -89,13 +91,13 @@ impl Warden {
     pub(super) async fn ward(
         &self,
         shared: &Arc<Shared>,
-        target_id: &str,
-        session: &str,
+        target_id: &TargetId,
+        session: &DaemonName,
     ) -> Result<(), GateError> {
         let link = self.link(shared).await?;
         let cell = {
             let mut wards = lock(&link.wards);
-            Arc::clone(wards.entry(target_id.to_owned()).or_default())
+            Arc::clone(wards.entry(target_id.clone()).or_default())
         };
         let result = cell
             .get_or_init(|| link.attach(target_id, session))
@@ -116,7 +118,7 @@ impl Warden {
     pub(super) async fn focused_frame(
         &self,
         shared: &Arc<Shared>,
-        target_id: &str,
+        target_id: &TargetId,
     ) -> Result<String, GateError> {
         let link = self.link(shared).await?;
         let mut session = link
@@ -194,8 +196,8 @@ impl Warden {
     pub(super) async fn page_call(
         &self,
         shared: &Arc<Shared>,
-        target_id: &str,
-        session: &str,
+        target_id: &TargetId,
+        session: &DaemonName,
         method: &str,
         params: Value,
     ) -> Result<Value, GateError> {
@@ -327,7 +329,7 @@ impl Link {
 
     /// The warden's CDP session on a target (a tab, or an out-of-process
     /// frame it auto-attached).
-    fn session_of(&self, target_id: &str) -> Option<String> {
+    fn session_of(&self, target_id: &str) -> Option<CdpSessionId> {
         lock(&self.sessions).get(target_id).cloned()
     }
 
@@ -343,7 +345,11 @@ impl Link {
     }
 
     /// Attach to a tab and police it.
-    async fn attach(self: &Arc<Self>, target_id: &str, session: &str) -> Result<(), GateError> {
+    async fn attach(
+        self: &Arc<Self>,
+        target_id: &TargetId,
+        session: &DaemonName,
+    ) -> Result<(), GateError> {
         let attached = self
             .call(
                 None,
@@ -354,10 +360,10 @@ impl Link {
         let cdp_session = attached
             .get("sessionId")
             .and_then(Value::as_str)
-            .ok_or("Chromium's answer to Target.attachToTarget has no sessionId")?
-            .to_owned();
-        lock(&self.owners).insert(cdp_session.clone(), session.to_owned());
-        lock(&self.sessions).insert(target_id.to_owned(), cdp_session.clone());
+            .map(CdpSessionId::from_chromium)
+            .ok_or("Chromium's answer to Target.attachToTarget has no sessionId")?;
+        lock(&self.owners).insert(cdp_session.clone(), session.clone());
+        lock(&self.sessions).insert(target_id.clone(), cdp_session.clone());
         self.police(&cdp_session).await
     }
 
@@ -437,16 +443,19 @@ impl Link {
     /// A frame or worker attached under a tab: it belongs to the tab's
     /// owner, and is policed before it runs ([`Self::police_child`]).
     fn attached(self: &Arc<Self>, parent: &str, params: &Value) {
-        let owner = lock(&self.owners).get(parent).cloned().unwrap_or_default();
+        let owner = lock(&self.owners).get(parent).cloned();
         let Some(child) = params.get("sessionId").and_then(Value::as_str) else {
             return;
         };
-        lock(&self.owners).insert(child.to_owned(), owner);
+        let child_session = CdpSessionId::from_chromium(child);
+        if let Some(owner) = owner {
+            lock(&self.owners).insert(child_session.clone(), owner);
+        }
         if let Some(target) = params
             .pointer("/targetInfo/targetId")
             .and_then(Value::as_str)
         {
-            lock(&self.sessions).insert(target.to_owned(), child.to_owned());
+            lock(&self.sessions).insert(TargetId::from_chromium(target), child_session);
         }
         let (link, child) = (Arc::clone(self), child.to_owned());
         let waiting = params
@@ -470,7 +479,7 @@ impl Link {
         let name: String = text("suggestedFilename").chars().take(128).collect();
         shared.reporter.report(
             BrowserRefusal::new(
-                owner.unwrap_or_default(),
+                owner,
                 Rule::RequestBlocked,
                 format!(
                     "a download of {name:?} from {} was denied (browser-shell allows no downloads)",
@@ -523,7 +532,7 @@ impl Link {
                 let owner = lock(&self.owners).get(cdp_session).cloned();
                 shared.reporter.report(
                     BrowserRefusal::new(
-                        owner.unwrap_or_default(),
+                        owner,
                         Rule::RequestBlocked,
                         format!("a {kind} request to {} was blocked: {why}", shown(raw)),
                         Requester::Page,

@@ -11,7 +11,10 @@ use futures_util::{SinkExt, StreamExt};
 use tokio_tungstenite::tungstenite::Message;
 
 use super::Runner;
-use crate::session_id::{DaemonName, SessionId};
+use crate::{
+    chromium_ids::TargetId,
+    session_id::{DaemonName, SessionId},
+};
 
 /// How long stopping a tab's loading may take, connection included.
 const STOP_LOADING_TIMEOUT: Duration = Duration::from_secs(2);
@@ -176,7 +179,7 @@ impl Runner {
 
     /// The tab the daemon pinned, if the gate vouches that it is in the
     /// daemon's own browser context: the pin file is the child's to write.
-    async fn own_tab(&self, daemon_name: &DaemonName) -> Option<String> {
+    async fn own_tab(&self, daemon_name: &DaemonName) -> Option<TargetId> {
         let target = crate::daemons::pinned_target(&self.socket_dir, daemon_name)?;
         if self.tabs.owns(daemon_name, &target).await {
             return Some(target);

@@ -288,7 +288,9 @@ impl Chronicle {
         self.gate_pace.spend();
         let unrecorded = earlier + self.gate_unrecorded.swap(0, Ordering::Relaxed);
         let mut event = audit::Event::new(audit::Phase::Denied, new_call_id());
-        event.session_id = Some(session.unwrap_or(refused.session));
+        // A daemon no live session runs on (a connection that named one, a
+        // session just closed) is recorded by the name it was called by.
+        event.session_id = session.or_else(|| refused.daemon.as_ref().map(ToString::to_string));
         event.verdict = Some(audit::Verdict::Denied);
         event.rule = Some(refused.rule.id().to_owned());
         event.requester = Some(refused.requester.id().to_owned());

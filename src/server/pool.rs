@@ -31,6 +31,7 @@ use super::{
     sessions::Sessions,
 };
 use crate::{
+    chromium_ids::TargetId,
     obs::journal::new_call_id,
     runner::{Bounds, Termination},
     session_id::{DaemonName, SessionId, new_pool_name},
@@ -83,8 +84,9 @@ const MAX_BACKOFF: Duration = Duration::from_secs(60);
 pub(crate) struct Pooled {
     /// Its `--session` name (`pool-` and 60 hex digits).
     pub(crate) name: DaemonName,
-    /// The CDP target id of its tab.
-    pub(crate) tab: String,
+    /// The CDP target id of its tab (none when its warm-up failed or was
+    /// cut short before it had one).
+    pub(crate) tab: Option<TargetId>,
     /// The daemon's pid, as the kernel reported the socket's listener.
     pub(crate) pid: u32,
     /// When it became ready.
@@ -96,7 +98,7 @@ impl Pooled {
     pub(crate) fn for_test(name: &str) -> Self {
         Self {
             name: DaemonName::checked(name).unwrap(),
-            tab: "0123456789abcdef".to_owned(),
+            tab: Some(TargetId::from_chromium("0123456789abcdef")),
             pid: std::process::id(),
             ready_at: Instant::now(),
         }
@@ -499,7 +501,7 @@ impl Sessions {
                 self.append_pool_event(event);
                 Ok(Pooled {
                     name,
-                    tab,
+                    tab: Some(tab),
                     pid,
                     ready_at: Instant::now(),
                 })
@@ -507,7 +509,7 @@ impl Sessions {
             Err(why) => {
                 let failed = Pooled {
                     name,
-                    tab: String::new(),
+                    tab: None,
                     pid: 0,
                     ready_at: Instant::now(),
                 };
@@ -524,7 +526,7 @@ impl Sessions {
         &self,
         name: &DaemonName,
         stdout: &[u8],
-    ) -> Result<(String, u32), WarmFailure> {
+    ) -> Result<(TargetId, u32), WarmFailure> {
         let items: Value = serde_json::from_slice(stdout).map_err(WarmFailure::NotJson)?;
         let url = items.pointer("/0/result/url").and_then(Value::as_str);
         if url != Some("about:blank") {
@@ -590,7 +592,7 @@ impl Sessions {
         for name in cut_short {
             let unfinished = Pooled {
                 name,
-                tab: String::new(),
+                tab: None,
                 pid: 0,
                 ready_at: Instant::now(),
             };
