@@ -28,7 +28,7 @@ impl Laps {
         self.last = now;
     }
 
-    pub(super) fn report(&self) {
+    pub(super) fn report(&self, subcommand: &str) {
         if tracing::enabled!(tracing::Level::DEBUG) {
             let laps: Vec<String> = self
                 .laps
@@ -36,6 +36,7 @@ impl Laps {
                 .map(|(p, us)| format!("{p}={us}"))
                 .collect();
             tracing::debug!(
+                subcommand,
                 total_us = self.started.elapsed().as_micros(),
                 laps_us = laps.join(" "),
                 "call phases"

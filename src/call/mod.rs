@@ -211,7 +211,7 @@ async fn run_admitted(
         guard,
     };
     let (reply, outcome) = answer(services, call, ran, confinement, &mut laps).await;
-    laps.report();
+    laps.report(planned.subcommand.facts().name);
     after_reply(
         runner,
         &request,
