@@ -246,3 +246,23 @@ fn truncation_is_utf8_safe_and_says_how_much_was_cut() {
     assert!(cut.ends_with("[browser-shell: output truncated, 16 of 20 bytes cut]"));
     assert_eq!(truncate("short", 10, 0), "short");
 }
+
+#[test]
+fn the_guard_adds_no_command_to_the_agents_batch() {
+    // Each command in a batch costs agent-browser a round of its own (a few
+    // ms); the guard reads the tab's URL from Chromium through the gate.
+    for argv in [
+        &["click", "@e1"][..],
+        &["get", "title"],
+        &["fill", "@e2", "x"],
+    ] {
+        let tokens: Vec<String> = argv.iter().map(|s| (*s).to_owned()).collect();
+        let subcommand = crate::call::Subcommand::of(&tokens).unwrap();
+        let guard = Guard::for_command(subcommand, &tokens, true);
+        assert!(guard.is_on(), "{argv:?}");
+        assert_eq!(
+            super::super::guard::batch_for(tokens.clone(), guard),
+            [tokens]
+        );
+    }
+}
