@@ -30,7 +30,7 @@ pub(crate) async fn execute(
     // navigates runs where it is, and activating anyway would switch tabs
     // whenever two sessions take turns on one Chromium.
     let front = !planned.subcommand.facts().background_ok;
-    let batch = batch(services.journal, call, request, planned, guard);
+    let batch = batch(services.journal, call, request, planned);
     // The client's cancellation, or the server's shutdown, stops the call.
     let cancel = services.admission.shutdown_token();
     // Aborted when this future ends, however it ends: dropped unfinished
@@ -72,19 +72,21 @@ pub(crate) async fn execute(
         .run(&request.session, &batch, bounds, front, release)
         .await;
     forward.abort();
+    if guard == Guard::ReadAfter {
+        guard::read_after(services.runner, &request.session, &mut executed.raw).await;
+    }
     executed.waited = waited;
     executed
 }
 
 /// The batch agent-browser gets: the agent's tokens, a secret's text filled
-/// in, the guard's read appended. From now on no record holds the call's
+/// in. From now on no record holds the call's
 /// typed text in clear, not even in the URL of the page a form sends it to.
 fn batch(
     journal: &crate::obs::journal::Journal,
     call: &Call<'_>,
     request: &Validated,
     planned: &Planned,
-    guard: Guard,
 ) -> Vec<Vec<String>> {
     for text in super::record::free_text(&request.argv) {
         journal.remember_typed(text);
@@ -96,7 +98,7 @@ fn batch(
         // Filled in now, sent only once the release check checked the page.
         *text = call.rules.secrets.fill_in(text);
     }
-    guard::batch_for(tokens, guard)
+    guard::batch_for(tokens)
 }
 
 /// Resolves when the command may run: its intent durable, the page the

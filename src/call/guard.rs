@@ -36,7 +36,8 @@ const RESET_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 /// How long one of the guard's own reads of the page URL may take.
 const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// The command the navigation guard appends to a batch.
+/// The guard's own read through agent-browser, when Chromium's answer
+/// through the gate is not to be had (no pinned tab yet, no gate serving).
 pub(crate) const GUARD_COMMAND: [&str; 2] = ["get", "url"];
 
 /// How the navigation guard learns the page URL after a command.
@@ -57,8 +58,11 @@ pub(crate) enum Guard {
     /// the snapshot — the same read as `get url`). No second read, which
     /// would cost a round trip to Chromium.
     OwnResult { field: &'static str },
-    /// A `get url` is appended to the batch; its entry is not part of the reply.
-    Trailing,
+    /// Read once the batch ended: the session's tab's URL as Chromium's
+    /// browser process has it, through the gate (which vouches that the tab
+    /// is the session's). A command in the batch would cost agent-browser a
+    /// round of its own (docs/design.md, "The navigation guard's reads").
+    ReadAfter,
 }
 
 impl Guard {
@@ -71,10 +75,10 @@ impl Guard {
             GuardBy::Nothing => Self::Off,
             GuardBy::OwnField(field) => Self::OwnResult { field },
             // `get url` is the guard's own read.
-            GuardBy::Trailing if tokens.iter().map(String::as_str).eq(GUARD_COMMAND) => {
+            GuardBy::ReadAfter if tokens.iter().map(String::as_str).eq(GUARD_COMMAND) => {
                 Self::OwnResult { field: "url" }
             }
-            GuardBy::Trailing => Self::Trailing,
+            GuardBy::ReadAfter => Self::ReadAfter,
         }
     }
 
@@ -95,30 +99,26 @@ pub(crate) enum GuardRead {
 }
 
 /// The page URL a guarded batch reported, if the batch got that far: the
-/// trailing guard entry, or the agent's own entry for [`Guard::OwnResult`].
+/// agent's own entry for [`Guard::OwnResult`], the read after it for
+/// [`Guard::ReadAfter`].
 pub(crate) fn guard_read(raw: &RawOutcome, guard: Guard) -> GuardRead {
+    let field = match guard {
+        Guard::Off => return GuardRead::NotRun,
+        Guard::ReadAfter => {
+            return match &raw.tab_url {
+                Some(url) if !url.is_empty() => GuardRead::Url(url.clone()),
+                // The command ran, and the read after it had no answer.
+                _ if raw.termination == Termination::Exited(0) => GuardRead::Failed,
+                _ => GuardRead::NotRun,
+            };
+        }
+        Guard::OwnResult { field } => field,
+    };
     let Ok(Value::Array(items)) = serde_json::from_slice::<Value>(&raw.stdout) else {
         return GuardRead::NotRun;
     };
-    let last = match guard {
-        Guard::Off => None,
-        Guard::OwnResult { .. } => items.last().filter(|_| items.len() == 1),
-        Guard::Trailing => items.last().filter(|_| items.len() >= 2).filter(|last| {
-            last.get("command")
-                .and_then(Value::as_array)
-                .is_some_and(|c| {
-                    c.iter()
-                        .map(Value::as_str)
-                        .eq(GUARD_COMMAND.iter().map(|s| Some(*s)))
-                })
-        }),
-    };
-    let Some(last) = last else {
+    let Some(last) = items.last().filter(|_| items.len() == 1) else {
         return GuardRead::NotRun;
-    };
-    let field = match guard {
-        Guard::OwnResult { field } => field,
-        Guard::Off | Guard::Trailing => "url",
     };
     let url = last
         .get("result")
@@ -135,14 +135,18 @@ pub(crate) fn guard_read(raw: &RawOutcome, guard: Guard) -> GuardRead {
     }
 }
 
-/// The batch sent on stdin: the agent's command, followed, when the guard
-/// needs its own read, by `get url`.
-pub(crate) fn batch_for(tokens: Vec<String>, guard: Guard) -> Vec<Vec<String>> {
-    let mut batch = vec![tokens];
-    if guard == Guard::Trailing {
-        batch.push(guard_command());
+/// The batch sent on stdin: the agent's command alone (the guard reads
+/// after it, [`Guard::ReadAfter`]).
+pub(crate) fn batch_for(tokens: Vec<String>) -> Vec<Vec<String>> {
+    vec![tokens]
+}
+
+/// The guard's read after a batch that ended well: the session's tab's URL
+/// from Chromium through the gate, if it answers ([`Guard::ReadAfter`]).
+pub(crate) async fn read_after(runner: &Runner, session: &SessionId, raw: &mut RawOutcome) {
+    if raw.termination == Termination::Exited(0) {
+        raw.tab_url = runner.tab_url(session).await;
     }
-    batch
 }
 
 fn guard_command() -> Vec<String> {
@@ -284,9 +288,11 @@ pub(crate) async fn judge(
         };
         let read = match guard_read(&executed.raw, guard) {
             GuardRead::Url(url) => Ok(url),
-            // Read mid-navigation: look again once it has settled.
+            // Read mid-navigation: look again once it has settled. (The
+            // gate had no answer: look again at once, through agent-browser.)
             GuardRead::Failed => {
-                let read = read_page_url(with.runner, intent, session, true).await;
+                let settle = guard != Guard::ReadAfter;
+                let read = read_page_url(with.runner, intent, session, settle).await;
                 read.url.ok_or_else(|| said_once(&read.missed))
             }
             GuardRead::NotRun => Err("the command's batch did not read it".to_owned()),
@@ -369,6 +375,13 @@ async fn read_page_url(
     session: &SessionId,
     settle: bool,
 ) -> PageRead {
+    // Chromium's own answer through the gate first: no agent-browser run.
+    if let Some(url) = runner.tab_url(session).await.filter(|url| !url.is_empty()) {
+        return PageRead {
+            url: Some(url),
+            missed: Vec::new(),
+        };
+    }
     let mut missed = Vec::new();
     let read = vec![guard_command()];
     let never = tokio_util::sync::CancellationToken::new();

@@ -15,8 +15,9 @@ pub(crate) enum GuardBy {
     Nothing,
     /// Its own result carries the URL in this field (no second read).
     OwnField(&'static str),
-    /// A `get url` joins the batch after it (`get url` itself is its own read).
-    Trailing,
+    /// The guard reads the tab's URL once the batch ends, from Chromium
+    /// through the gate (`get url` itself is its own read).
+    ReadAfter,
 }
 
 /// Which strings of the subcommand's data the page controls.
@@ -99,7 +100,7 @@ const fn acts(name: &'static str, usage: &'static str) -> Facts {
         typed_from: None,
         secrets_at: None,
         url: UrlArg::None,
-        guard: GuardBy::Trailing,
+        guard: GuardBy::ReadAfter,
         background_ok: false,
         page_text: PageText::TitleOnly,
         ends_session: false,
