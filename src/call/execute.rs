@@ -30,7 +30,7 @@ pub(crate) async fn execute(
     // navigates runs where it is, and activating anyway would switch tabs
     // whenever two sessions take turns on one Chromium.
     let front = !planned.subcommand.facts().background_ok;
-    let batch = batch(services.journal, call, request, planned);
+    let batch = batch(services.journal, call, request, planned, guard);
     // The client's cancellation, or the server's shutdown, stops the call.
     let cancel = services.admission.shutdown_token();
     // Aborted when this future ends, however it ends: dropped unfinished
@@ -80,13 +80,15 @@ pub(crate) async fn execute(
 }
 
 /// The batch agent-browser gets: the agent's tokens, a secret's text filled
-/// in. From now on no record holds the call's
-/// typed text in clear, not even in the URL of the page a form sends it to.
+/// in, the guard's read appended when it reads in the batch. From now on no
+/// record holds the call's typed text in clear, not even in the URL of the
+/// page a form sends it to.
 fn batch(
     journal: &crate::obs::journal::Journal,
     call: &Call<'_>,
     request: &Validated,
     planned: &Planned,
+    guard: Guard,
 ) -> Vec<Vec<String>> {
     for text in super::record::free_text(&request.argv) {
         journal.remember_typed(text);
@@ -98,7 +100,7 @@ fn batch(
         // Filled in now, sent only once the release check checked the page.
         *text = call.rules.secrets.fill_in(text);
     }
-    guard::batch_for(tokens)
+    guard::batch_for(tokens, guard)
 }
 
 /// Resolves when the command may run: its intent durable, the page the

@@ -63,6 +63,10 @@ pub(crate) enum Guard {
     /// is the session's). A command in the batch would cost agent-browser a
     /// round of its own (docs/design.md, "The navigation guard's reads").
     ReadAfter,
+    /// A `get url` is appended to the batch (its entry is not part of the
+    /// reply): [`Guard::ReadAfter`] when the session has no pinned tab yet
+    /// for the gate to ask about (a new session's first command).
+    Trailing,
 }
 
 impl Guard {
@@ -85,6 +89,16 @@ impl Guard {
     pub(crate) fn is_on(self) -> bool {
         self != Self::Off
     }
+
+    /// [`Guard::ReadAfter`] needs a pinned tab to ask the gate about; a
+    /// session without one yet reads in its batch instead, as the command
+    /// that makes the tab is the one being guarded.
+    pub(crate) fn where_readable(self, runner: &Runner, session: &SessionId) -> Self {
+        match self {
+            Self::ReadAfter if !runner.has_pinned_tab(session) => Self::Trailing,
+            other => other,
+        }
+    }
 }
 
 /// What the guard's read of the page URL saw.
@@ -104,6 +118,7 @@ pub(crate) enum GuardRead {
 pub(crate) fn guard_read(raw: &RawOutcome, guard: Guard) -> GuardRead {
     let field = match guard {
         Guard::Off => return GuardRead::NotRun,
+        Guard::Trailing => return trailing_read(raw),
         Guard::ReadAfter => {
             return match &raw.tab_url {
                 Some(url) if !url.is_empty() => GuardRead::Url(url.clone()),
@@ -120,14 +135,19 @@ pub(crate) fn guard_read(raw: &RawOutcome, guard: Guard) -> GuardRead {
     let Some(last) = items.last().filter(|_| items.len() == 1) else {
         return GuardRead::NotRun;
     };
-    let url = last
+    url_of(last, field)
+}
+
+/// The URL a batch entry's result holds in `field`, if the entry succeeded.
+fn url_of(entry: &Value, field: &str) -> GuardRead {
+    let url = entry
         .get("result")
         .and_then(|r| r.get(field))
         .and_then(Value::as_str);
     match url {
         // agent-browser reports "" when it could not read the URL: no read.
         Some(url)
-            if !url.is_empty() && last.get("success").and_then(Value::as_bool) == Some(true) =>
+            if !url.is_empty() && entry.get("success").and_then(Value::as_bool) == Some(true) =>
         {
             GuardRead::Url(url.to_owned())
         }
@@ -135,10 +155,31 @@ pub(crate) fn guard_read(raw: &RawOutcome, guard: Guard) -> GuardRead {
     }
 }
 
-/// The batch sent on stdin: the agent's command alone (the guard reads
-/// after it, [`Guard::ReadAfter`]).
-pub(crate) fn batch_for(tokens: Vec<String>) -> Vec<Vec<String>> {
-    vec![tokens]
+/// The batch sent on stdin: the agent's command, followed by `get url`
+/// only for [`Guard::Trailing`] (otherwise the guard reads after it).
+pub(crate) fn batch_for(tokens: Vec<String>, guard: Guard) -> Vec<Vec<String>> {
+    let mut batch = vec![tokens];
+    if guard == Guard::Trailing {
+        batch.push(guard_command());
+    }
+    batch
+}
+
+/// The trailing `get url` entry's read ([`Guard::Trailing`]).
+fn trailing_read(raw: &RawOutcome) -> GuardRead {
+    let Ok(Value::Array(items)) = serde_json::from_slice::<Value>(&raw.stdout) else {
+        return GuardRead::NotRun;
+    };
+    let is_guards = |entry: &&Value| {
+        entry
+            .get("command")
+            .and_then(Value::as_array)
+            .is_some_and(|c| c.iter().map(Value::as_str).eq(GUARD_COMMAND.map(Some)))
+    };
+    let Some(last) = items.last().filter(|_| items.len() >= 2).filter(is_guards) else {
+        return GuardRead::NotRun;
+    };
+    url_of(last, "url")
 }
 
 /// The guard's read after a batch that ended well: the session's tab's URL

@@ -83,6 +83,7 @@ impl Reply {
 }
 
 /// Turn a finished child into a reply, each stream truncated to `max_bytes`.
+/// With [`Guard::Trailing`], the guard's entry is not part of the reply.
 #[cfg(test)]
 pub(crate) fn normalize(
     session_id: &str,
@@ -109,12 +110,16 @@ pub(crate) fn normalize_marked(
     let (exit_code, stdout, stderr) = match ran_to_its_end(raw, &raw_stderr) {
         Err((exit_code, why)) => (exit_code, String::new(), why),
         Ok(code) => {
+            // The reply is the agent's command, never the guard's entry
+            // (which may fail on its own, mid-navigation).
+            let skip_guard =
+                guard == Guard::Trailing && guard_read(raw, guard) != GuardRead::NotRun;
             let page = match guard_read(raw, guard) {
                 GuardRead::Url(url) => Some(url),
                 _ => None,
             };
             let mark = marked.map(|command| (command, page.as_deref()));
-            from_envelope(code, &raw.stdout, &raw_stderr, mark, secrets)
+            from_envelope(code, &raw.stdout, &raw_stderr, skip_guard, mark, secrets)
         }
     };
     let stderr = secrets.scrub(&stderr);
@@ -204,12 +209,18 @@ fn from_envelope(
     code: i32,
     stdout: &[u8],
     stderr: &str,
+    skip_guard: bool,
     mark: Option<(Marked<'_>, Option<&str>)>,
     secrets: &Secrets,
 ) -> (i32, String, String) {
     let parsed: Option<Value> = serde_json::from_slice(stdout).ok();
     let entry = match parsed {
-        Some(Value::Array(mut items)) => items.pop(),
+        Some(Value::Array(mut items)) => {
+            if skip_guard {
+                items.pop();
+            }
+            items.pop()
+        }
         Some(obj @ Value::Object(_)) => Some(obj),
         _ => None,
     };
@@ -245,7 +256,9 @@ fn from_envelope(
     secrets.scrub_value(&mut data);
     if success {
         let line = format!("{data}\n");
-        // A success with a non-zero exit is agent-browser's word; keep it.
+        // A success with a non-zero exit is agent-browser's word; keep it —
+        // unless the only failure was the guard's own read after it.
+        let code = if skip_guard { 0 } else { code };
         return (code, line, stderr.trim_end().to_owned());
     }
     let error = entry

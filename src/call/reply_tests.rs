@@ -266,6 +266,36 @@ fn the_guard_adds_no_command_to_the_agents_batch() {
         let subcommand = crate::call::Subcommand::of(&tokens).unwrap();
         let guard = Guard::for_command(subcommand, &tokens, true);
         assert!(guard.is_on(), "{argv:?}");
-        assert_eq!(super::super::guard::batch_for(tokens.clone()), [tokens]);
+        assert_eq!(
+            super::super::guard::batch_for(tokens.clone(), guard),
+            [tokens]
+        );
     }
+}
+
+#[test]
+fn a_trailing_guard_entry_is_not_the_reply() {
+    let out = r#"[{"command":["click","a"],"error":null,"result":{"clicked":"a"},"success":true},{"command":["get","url"],"error":null,"result":{"url":"http://x/"},"success":true}]"#;
+    let raw = raw(Termination::Exited(0), out, "");
+    assert_eq!(
+        guard_read(&raw, Guard::Trailing),
+        GuardRead::Url("http://x/".into())
+    );
+    assert_eq!(
+        normalize("u1", &raw, 30_000, Guard::Trailing).stdout,
+        "{\"clicked\":\"a\"}\n"
+    );
+}
+
+#[test]
+fn a_failed_trailing_read_never_replaces_the_agents_result() {
+    let out = r#"[{"command":["press","Enter"],"error":null,"result":{"pressed":"Enter"},"success":true},{"command":["get","url"],"error":"CDP error (Runtime.evaluate): Inspected target navigated or closed","result":null,"success":false}]"#;
+    let raw = raw(Termination::Exited(1), out, "");
+    assert_eq!(guard_read(&raw, Guard::Trailing), GuardRead::Failed);
+    let reply = normalize("u1", &raw, 30_000, Guard::Trailing);
+    assert_eq!(reply.stdout, "{\"pressed\":\"Enter\"}\n");
+    assert_eq!(
+        reply.exit_code, 0,
+        "the failure was the guard's; the pipeline re-reads the URL"
+    );
 }

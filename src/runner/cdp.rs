@@ -149,6 +149,12 @@ impl Runner {
             .flatten()
     }
 
+    /// Has the session's daemon pinned a tab yet (a new session's has not
+    /// before its first command)?
+    pub(crate) fn has_pinned_tab(&self, session: &SessionId) -> bool {
+        crate::daemons::pinned_target(&self.socket_dir, session.daemon_name()).is_some()
+    }
+
     /// Close the session's pinned tab, if it has one of its own (any other
     /// tab of its context goes when the gate disposes of the context).
     pub(super) async fn close_tab(&self, daemon_name: &DaemonName) -> Result<(), TabActError> {
