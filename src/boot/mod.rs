@@ -1,10 +1,13 @@
-//! The composition root: from the parts `cli` checked and prepared to a
-//! running server. [`Boot::new`] builds the runtime, OTLP and the thread
-//! that hashes the binaries for the `started` record (while the self-test
-//! still runs); [`Boot::run`] builds the [`Server`]'s services and serves
-//! ([`serving`]) until EOF or SIGTERM, then flushes and exits in bounded
-//! time.
+//! The composition root: from the plan `cli` checked to a running server.
+//! [`assemble`] builds the parts (the gate, the confinement and its
+//! self-test, the audit log, the rules, the runner); [`Boot::new`] builds
+//! the runtime, OTLP and the thread that hashes the binaries for the
+//! `started` record (while the self-test still runs); [`Boot::run`] builds
+//! the [`Server`]'s services and serves ([`serving`]) until EOF or SIGTERM,
+//! then flushes and exits in bounded time.
 
+pub(crate) mod assemble;
+mod child_uids;
 mod refusals;
 mod serving;
 

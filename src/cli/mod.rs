@@ -3,7 +3,6 @@
 //! `policy` and `audit` are the reviewers' read-only commands ([`review`]);
 //! `hardening` proves the confinement on this machine ([`operator`]).
 
-mod child_uids;
 mod diagnostics;
 mod flags;
 mod gate_probe;

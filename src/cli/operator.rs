@@ -201,7 +201,7 @@ fn run_probe(
     // again for itself, through the same trampoline every call's child uses.
     hardening::prepare(&probe_policy)?;
     let trampoline =
-        super::prepare::trampoline_from(prepared.trampoline_file.as_deref(), &probe_policy)?;
+        crate::boot::assemble::trampoline_from(prepared.trampoline_file.as_deref(), &probe_policy)?;
     // The probe runs as the uid a daemon of its session would, and writes
     // in that uid's HOME (the output root is no child's to write).
     let (uid, home) = prepared

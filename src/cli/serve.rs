@@ -13,7 +13,7 @@ pub(super) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let boot = Boot::new()?;
     let parts = starting.finish()?;
     if let Some(gate) = &parts.gate {
-        super::prepare::remember_gate_port(&parts.runner.state_dir(), gate.port())?;
+        crate::boot::assemble::remember_gate_port(&parts.runner.state_dir(), gate.port())?;
     }
     let pid_file = super::reload::PidFile::write(&args.audit_log, &args.policy)?;
     let served = boot.run(parts, Duration::from_secs(args.shutdown_grace_sec));

@@ -14,6 +14,7 @@ use std::{
 
 use anyhow::{Context, bail};
 
+use super::assemble::StateDirs;
 use crate::daemons::{ChildUids, Identities, UidRange};
 
 /// Which uid each daemon runs as, for a later server (server-owned, 0600).
@@ -23,20 +24,11 @@ const MEMO: &str = "child-uids.json";
 /// children's reach: a directory of the state dir that holds it alone.
 const BIN_DIR: &str = "bin";
 
-/// The dirs of a server's place that its children use.
-pub(super) struct ChildDirs<'a> {
-    pub(super) state: &'a Path,
-    pub(super) home: &'a Path,
-    pub(super) socket: &'a Path,
-    pub(super) output: &'a Path,
-    pub(super) config_file: &'a Path,
-}
-
 /// The range `choice` asks for, held; with it, the dirs opened to the
 /// children's uids: the state, HOME and output roots enterable (not
 /// listable), the socket dir writable as /tmp is (sticky: no child removes
 /// another's file), the empty config readable.
-pub(super) fn identities(choice: ChildUids, dirs: &ChildDirs<'_>) -> anyhow::Result<Identities> {
+pub(super) fn identities(choice: ChildUids, dirs: &StateDirs) -> anyhow::Result<Identities> {
     let memo = dirs.state.join(MEMO);
     let claim = crate::daemons::claim_child_uids(choice, Identities::remembered_range(&memo))
         .map_err(anyhow::Error::msg)?;
@@ -55,15 +47,15 @@ pub(super) fn identities(choice: ChildUids, dirs: &ChildDirs<'_>) -> anyhow::Res
         fs::set_permissions(path, fs::Permissions::from_mode(mode))
             .with_context(|| format!("cannot open {} to the children's uids", path.display()))
     };
-    mode(dirs.state, 0o711)?;
-    mode(dirs.home, 0o711)?;
-    mode(dirs.socket, 0o1733)?;
-    shared_write_test(dirs.socket)?;
-    mode(dirs.config_file, 0o644)?;
-    if fs::metadata(dirs.output).is_ok_and(|m| m.uid() == rustix::process::geteuid().as_raw()) {
-        mode(dirs.output, 0o711)?;
+    mode(&dirs.state, 0o711)?;
+    mode(&dirs.home, 0o711)?;
+    mode(&dirs.socket, 0o1733)?;
+    shared_write_test(&dirs.socket)?;
+    mode(&dirs.config_file, 0o644)?;
+    if fs::metadata(&dirs.output).is_ok_and(|m| m.uid() == rustix::process::geteuid().as_raw()) {
+        mode(&dirs.output, 0o711)?;
     }
-    for path in [dirs.state, dirs.output] {
+    for path in [&dirs.state, &dirs.output] {
         if let Some(closed) = closed_above(path) {
             bail!(
                 "{} (mode {:o}) does not let other users through, and the children run as uids \
