@@ -1026,14 +1026,17 @@ def ratio_interval(a: list[float], b: list[float], rounds: int = 2000) -> tuple[
 
 
 def step_breakdown(steps: dict, key: str) -> str:
-    """Where the smoke flow's added time goes: p50 per command, browser-shell minus agent-browser direct."""
+    """Where the smoke flow's added time goes: p50 per command, browser-shell minus agent-browser direct,
+    with the 90 % bootstrap interval of that difference (a 5 ms bound is within a run's spread)."""
     parts = []
     for cmd in ("open", "snapshot", "fill", "click", "press", "get url", "press → /submit", "close"):
         a, b = steps.get((key, cmd)), steps.get(("ab", cmd))
         if a and b:
-            parts.append(f"{cmd} {statistics.median(a):.1f} vs {statistics.median(b):.1f} ({statistics.median(a) - statistics.median(b):+.1f})")
+            low, high = difference_interval(a, b)
+            parts.append(f"{cmd} {statistics.median(a):.1f} vs {statistics.median(b):.1f} "
+                         f"({statistics.median(a) - statistics.median(b):+.1f}, {low:+.1f}…{high:+.1f})")
     name = {"bsp": "browser-shell `--pool 2`", "bsd": "browser-shell with no flags"}.get(key, "browser-shell `--pool 0`")
-    return f"smoke flow per command, p50 ms {name} vs agent-browser direct (added): " + "; ".join(parts)
+    return f"smoke flow per command, p50 ms {name} vs agent-browser direct (added, 90 % interval): " + "; ".join(parts)
 
 
 def bench_smoke(ab: Path, chromium, web, evidence: Path, n: int, notes: list[str]) -> list[str]:
