@@ -72,17 +72,13 @@ pub(crate) async fn execute(
         .run(&request.session, &batch, bounds, front, release)
         .await;
     forward.abort();
-    if guard == Guard::ReadAfter {
-        guard::read_after(services.runner, &request.session, &mut executed.raw).await;
-    }
     executed.waited = waited;
     executed
 }
 
 /// The batch agent-browser gets: the agent's tokens, a secret's text filled
-/// in, the guard's read appended when it reads in the batch. From now on no
-/// record holds the call's typed text in clear, not even in the URL of the
-/// page a form sends it to.
+/// in, the guard's read appended. From now on no record holds the call's
+/// typed text in clear, not even in the URL of the page a form sends it to.
 fn batch(
     journal: &crate::obs::journal::Journal,
     call: &Call<'_>,

@@ -36,8 +36,7 @@ const RESET_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 /// How long one of the guard's own reads of the page URL may take.
 const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// The guard's own read through agent-browser, when Chromium's answer
-/// through the gate is not to be had (no pinned tab yet, no gate serving).
+/// The command the navigation guard appends to a batch.
 pub(crate) const GUARD_COMMAND: [&str; 2] = ["get", "url"];
 
 /// How the navigation guard learns the page URL after a command.
@@ -58,14 +57,7 @@ pub(crate) enum Guard {
     /// the snapshot — the same read as `get url`). No second read, which
     /// would cost a round trip to Chromium.
     OwnResult { field: &'static str },
-    /// Read once the batch ended: the session's tab's URL as Chromium's
-    /// browser process has it, through the gate (which vouches that the tab
-    /// is the session's). A command in the batch would cost agent-browser a
-    /// round of its own (docs/design.md, "The navigation guard's reads").
-    ReadAfter,
-    /// A `get url` is appended to the batch (its entry is not part of the
-    /// reply): [`Guard::ReadAfter`] when the session has no pinned tab yet
-    /// for the gate to ask about (a new session's first command).
+    /// A `get url` is appended to the batch; its entry is not part of the reply.
     Trailing,
 }
 
@@ -79,25 +71,15 @@ impl Guard {
             GuardBy::Nothing => Self::Off,
             GuardBy::OwnField(field) => Self::OwnResult { field },
             // `get url` is the guard's own read.
-            GuardBy::ReadAfter if tokens.iter().map(String::as_str).eq(GUARD_COMMAND) => {
+            GuardBy::Trailing if tokens.iter().map(String::as_str).eq(GUARD_COMMAND) => {
                 Self::OwnResult { field: "url" }
             }
-            GuardBy::ReadAfter => Self::ReadAfter,
+            GuardBy::Trailing => Self::Trailing,
         }
     }
 
     pub(crate) fn is_on(self) -> bool {
         self != Self::Off
-    }
-
-    /// [`Guard::ReadAfter`] needs a pinned tab to ask the gate about; a
-    /// session without one yet reads in its batch instead, as the command
-    /// that makes the tab is the one being guarded.
-    pub(crate) fn where_readable(self, runner: &Runner, session: &SessionId) -> Self {
-        match self {
-            Self::ReadAfter if !runner.has_pinned_tab(session) => Self::Trailing,
-            other => other,
-        }
     }
 }
 
@@ -113,41 +95,39 @@ pub(crate) enum GuardRead {
 }
 
 /// The page URL a guarded batch reported, if the batch got that far: the
-/// agent's own entry for [`Guard::OwnResult`], the read after it for
-/// [`Guard::ReadAfter`].
+/// trailing guard entry, or the agent's own entry for [`Guard::OwnResult`].
 pub(crate) fn guard_read(raw: &RawOutcome, guard: Guard) -> GuardRead {
-    let field = match guard {
-        Guard::Off => return GuardRead::NotRun,
-        Guard::Trailing => return trailing_read(raw),
-        Guard::ReadAfter => {
-            return match &raw.tab_url {
-                Some(url) if !url.is_empty() => GuardRead::Url(url.clone()),
-                // The command ran, and the read after it had no answer.
-                _ if raw.termination == Termination::Exited(0) => GuardRead::Failed,
-                _ => GuardRead::NotRun,
-            };
-        }
-        Guard::OwnResult { field } => field,
-    };
     let Ok(Value::Array(items)) = serde_json::from_slice::<Value>(&raw.stdout) else {
         return GuardRead::NotRun;
     };
-    let Some(last) = items.last().filter(|_| items.len() == 1) else {
+    let last = match guard {
+        Guard::Off => None,
+        Guard::OwnResult { .. } => items.last().filter(|_| items.len() == 1),
+        Guard::Trailing => items.last().filter(|_| items.len() >= 2).filter(|last| {
+            last.get("command")
+                .and_then(Value::as_array)
+                .is_some_and(|c| {
+                    c.iter()
+                        .map(Value::as_str)
+                        .eq(GUARD_COMMAND.iter().map(|s| Some(*s)))
+                })
+        }),
+    };
+    let Some(last) = last else {
         return GuardRead::NotRun;
     };
-    url_of(last, field)
-}
-
-/// The URL a batch entry's result holds in `field`, if the entry succeeded.
-fn url_of(entry: &Value, field: &str) -> GuardRead {
-    let url = entry
+    let field = match guard {
+        Guard::OwnResult { field } => field,
+        Guard::Off | Guard::Trailing => "url",
+    };
+    let url = last
         .get("result")
         .and_then(|r| r.get(field))
         .and_then(Value::as_str);
     match url {
         // agent-browser reports "" when it could not read the URL: no read.
         Some(url)
-            if !url.is_empty() && entry.get("success").and_then(Value::as_bool) == Some(true) =>
+            if !url.is_empty() && last.get("success").and_then(Value::as_bool) == Some(true) =>
         {
             GuardRead::Url(url.to_owned())
         }
@@ -155,39 +135,14 @@ fn url_of(entry: &Value, field: &str) -> GuardRead {
     }
 }
 
-/// The batch sent on stdin: the agent's command, followed by `get url`
-/// only for [`Guard::Trailing`] (otherwise the guard reads after it).
+/// The batch sent on stdin: the agent's command, followed, when the guard
+/// needs its own read, by `get url`.
 pub(crate) fn batch_for(tokens: Vec<String>, guard: Guard) -> Vec<Vec<String>> {
     let mut batch = vec![tokens];
     if guard == Guard::Trailing {
         batch.push(guard_command());
     }
     batch
-}
-
-/// The trailing `get url` entry's read ([`Guard::Trailing`]).
-fn trailing_read(raw: &RawOutcome) -> GuardRead {
-    let Ok(Value::Array(items)) = serde_json::from_slice::<Value>(&raw.stdout) else {
-        return GuardRead::NotRun;
-    };
-    let is_guards = |entry: &&Value| {
-        entry
-            .get("command")
-            .and_then(Value::as_array)
-            .is_some_and(|c| c.iter().map(Value::as_str).eq(GUARD_COMMAND.map(Some)))
-    };
-    let Some(last) = items.last().filter(|_| items.len() >= 2).filter(is_guards) else {
-        return GuardRead::NotRun;
-    };
-    url_of(last, "url")
-}
-
-/// The guard's read after a batch that ended well: the session's tab's URL
-/// from Chromium through the gate, if it answers ([`Guard::ReadAfter`]).
-pub(crate) async fn read_after(runner: &Runner, session: &SessionId, raw: &mut RawOutcome) {
-    if raw.termination == Termination::Exited(0) {
-        raw.tab_url = runner.tab_url(session).await;
-    }
 }
 
 fn guard_command() -> Vec<String> {
@@ -329,11 +284,9 @@ pub(crate) async fn judge(
         };
         let read = match guard_read(&executed.raw, guard) {
             GuardRead::Url(url) => Ok(url),
-            // Read mid-navigation: look again once it has settled. (The
-            // gate had no answer: look again at once, through agent-browser.)
+            // Read mid-navigation: look again once it has settled.
             GuardRead::Failed => {
-                let settle = guard != Guard::ReadAfter;
-                let read = read_page_url(with.runner, intent, session, settle).await;
+                let read = read_page_url(with.runner, intent, session, true).await;
                 read.url.ok_or_else(|| said_once(&read.missed))
             }
             GuardRead::NotRun => Err("the command's batch did not read it".to_owned()),
@@ -416,13 +369,6 @@ async fn read_page_url(
     session: &SessionId,
     settle: bool,
 ) -> PageRead {
-    // Chromium's own answer through the gate first: no agent-browser run.
-    if let Some(url) = runner.tab_url(session).await.filter(|url| !url.is_empty()) {
-        return PageRead {
-            url: Some(url),
-            missed: Vec::new(),
-        };
-    }
     let mut missed = Vec::new();
     let read = vec![guard_command()];
     let never = tokio_util::sync::CancellationToken::new();

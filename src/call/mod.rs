@@ -194,8 +194,7 @@ async fn run_admitted(
         planned.subcommand,
         &planned.tokens,
         call.rules.url.navigation_guard,
-    )
-    .where_readable(runner, &request.session);
+    );
     let executed = execute::execute(services, call, &request, &planned, intent, guard).await;
     laps.lap("agent_browser");
     if let Termination::Withheld(Withhold::Audit(why)) = &executed.raw.termination {

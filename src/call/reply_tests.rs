@@ -10,7 +10,6 @@ fn raw(termination: Termination, stdout: &str, stderr: &str) -> RawOutcome {
         stdout_total: stdout.len() as u64,
         stderr_total: stderr.len() as u64,
         elapsed: std::time::Duration::from_millis(5),
-        tab_url: None,
         loading_stopped: None,
     }
 }
@@ -42,18 +41,15 @@ fn only_the_last_batch_entry_is_the_reply() {
 }
 
 #[test]
-fn the_guards_read_after_the_batch_is_its_and_the_reply_the_agents() {
-    let out = r#"[{"command":["click","a"],"error":null,"result":{"clicked":"a"},"success":true}]"#;
-    let raw = RawOutcome {
-        tab_url: Some("http://x/".into()),
-        ..raw(Termination::Exited(0), out, "")
-    };
+fn the_guard_entry_is_not_the_reply() {
+    let out = r#"[{"command":["click","a"],"error":null,"result":{"clicked":"a"},"success":true},{"command":["get","url"],"error":null,"result":{"url":"http://x/"},"success":true}]"#;
+    let raw = raw(Termination::Exited(0), out, "");
     assert_eq!(
-        guard_read(&raw, Guard::ReadAfter),
+        guard_read(&raw, Guard::Trailing),
         GuardRead::Url("http://x/".into())
     );
     assert_eq!(
-        normalize("u1", &raw, 30_000, Guard::ReadAfter).stdout,
+        normalize("u1", &raw, 30_000, Guard::Trailing).stdout,
         "{\"clicked\":\"a\"}\n"
     );
 }
@@ -77,8 +73,8 @@ fn get_url_and_open_are_their_own_guard_read() {
         guard(&["snapshot", "-i"], true),
         Guard::OwnResult { field: "origin" }
     );
-    assert_eq!(guard(&["get", "title"], true), Guard::ReadAfter);
-    assert_eq!(guard(&["click", "@e1"], true), Guard::ReadAfter);
+    assert_eq!(guard(&["get", "title"], true), Guard::Trailing);
+    assert_eq!(guard(&["click", "@e1"], true), Guard::Trailing);
     assert_eq!(guard(&["close"], true), Guard::Off);
     assert_eq!(guard(&["click", "@e1"], false), Guard::Off);
     let out = r#"[{"command":["open","http://a/"],"error":null,"result":{"title":"t","url":"http://b/"},"success":true}]"#;
@@ -127,18 +123,16 @@ fn a_snapshot_is_guarded_by_the_origin_it_reports() {
 }
 
 #[test]
-fn a_read_after_that_had_no_answer_is_a_failed_read_not_the_agents_failure() {
-    let out = r#"[{"command":["press","Enter"],"error":null,"result":{"pressed":"Enter"},"success":true}]"#;
-    let raw = raw(Termination::Exited(0), out, "");
-    // The command ran; the gate had no answer: the pipeline reads again.
-    assert_eq!(guard_read(&raw, Guard::ReadAfter), GuardRead::Failed);
-    let reply = normalize("u1", &raw, 30_000, Guard::ReadAfter);
+fn a_failed_guard_read_never_replaces_the_agents_result() {
+    let out = r#"[{"command":["press","Enter"],"error":null,"result":{"pressed":"Enter"},"success":true},{"command":["get","url"],"error":"CDP error (Runtime.evaluate): Inspected target navigated or closed","result":null,"success":false}]"#;
+    let raw = raw(Termination::Exited(1), out, "");
+    assert_eq!(guard_read(&raw, Guard::Trailing), GuardRead::Failed);
+    let reply = normalize("u1", &raw, 30_000, Guard::Trailing);
     assert_eq!(reply.stdout, "{\"pressed\":\"Enter\"}\n");
-    assert_eq!(reply.exit_code, 0);
-    // The command failed (with --bail nothing after it ran): nothing was read.
-    let failed = r##"[{"command":["click","#x"],"error":"Element not found: #x","result":null,"success":false}]"##;
-    let raw = self::raw(Termination::Exited(1), failed, "");
-    assert_eq!(guard_read(&raw, Guard::ReadAfter), GuardRead::NotRun);
+    assert_eq!(
+        reply.exit_code, 0,
+        "the failure was the guard's; the pipeline re-reads the URL"
+    );
 }
 
 #[test]
@@ -251,51 +245,4 @@ fn truncation_is_utf8_safe_and_says_how_much_was_cut() {
     assert!(!cut.starts_with("ééé"));
     assert!(cut.ends_with("[browser-shell: output truncated, 16 of 20 bytes cut]"));
     assert_eq!(truncate("short", 10, 0), "short");
-}
-
-#[test]
-fn the_guard_adds_no_command_to_the_agents_batch() {
-    // Each command in a batch costs agent-browser a round of its own (a few
-    // ms); the guard reads the tab's URL from Chromium through the gate.
-    for argv in [
-        &["click", "@e1"][..],
-        &["get", "title"],
-        &["fill", "@e2", "x"],
-    ] {
-        let tokens: Vec<String> = argv.iter().map(|s| (*s).to_owned()).collect();
-        let subcommand = crate::call::Subcommand::of(&tokens).unwrap();
-        let guard = Guard::for_command(subcommand, &tokens, true);
-        assert!(guard.is_on(), "{argv:?}");
-        assert_eq!(
-            super::super::guard::batch_for(tokens.clone(), guard),
-            [tokens]
-        );
-    }
-}
-
-#[test]
-fn a_trailing_guard_entry_is_not_the_reply() {
-    let out = r#"[{"command":["click","a"],"error":null,"result":{"clicked":"a"},"success":true},{"command":["get","url"],"error":null,"result":{"url":"http://x/"},"success":true}]"#;
-    let raw = raw(Termination::Exited(0), out, "");
-    assert_eq!(
-        guard_read(&raw, Guard::Trailing),
-        GuardRead::Url("http://x/".into())
-    );
-    assert_eq!(
-        normalize("u1", &raw, 30_000, Guard::Trailing).stdout,
-        "{\"clicked\":\"a\"}\n"
-    );
-}
-
-#[test]
-fn a_failed_trailing_read_never_replaces_the_agents_result() {
-    let out = r#"[{"command":["press","Enter"],"error":null,"result":{"pressed":"Enter"},"success":true},{"command":["get","url"],"error":"CDP error (Runtime.evaluate): Inspected target navigated or closed","result":null,"success":false}]"#;
-    let raw = raw(Termination::Exited(1), out, "");
-    assert_eq!(guard_read(&raw, Guard::Trailing), GuardRead::Failed);
-    let reply = normalize("u1", &raw, 30_000, Guard::Trailing);
-    assert_eq!(reply.stdout, "{\"pressed\":\"Enter\"}\n");
-    assert_eq!(
-        reply.exit_code, 0,
-        "the failure was the guard's; the pipeline re-reads the URL"
-    );
 }

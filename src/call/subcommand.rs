@@ -15,9 +15,8 @@ pub(crate) enum GuardBy {
     Nothing,
     /// Its own result carries the URL in this field (no second read).
     OwnField(&'static str),
-    /// The guard reads the tab's URL once the batch ends, from Chromium
-    /// through the gate (`get url` itself is its own read).
-    ReadAfter,
+    /// A `get url` joins the batch after it (`get url` itself is its own read).
+    Trailing,
 }
 
 /// Which strings of the subcommand's data the page controls.
@@ -100,7 +99,7 @@ const fn acts(name: &'static str, usage: &'static str) -> Facts {
         typed_from: None,
         secrets_at: None,
         url: UrlArg::None,
-        guard: GuardBy::ReadAfter,
+        guard: GuardBy::Trailing,
         background_ok: false,
         page_text: PageText::TitleOnly,
         ends_session: false,

@@ -64,15 +64,6 @@ pub(crate) trait Tabs: Send + Sync + std::fmt::Debug {
     /// closes it only once this says the tab is the daemon's own.
     fn owns<'a>(&'a self, daemon: &'a DaemonName, target: &'a TargetId) -> BoxFuture<'a, bool>;
 
-    /// The URL of `target`, as Chromium's browser process has it, when the
-    /// tab is in `daemon`'s own browser context (a pin file is the child's
-    /// to write); `None` when the gate cannot say.
-    fn url<'a>(
-        &'a self,
-        daemon: &'a DaemonName,
-        target: &'a TargetId,
-    ) -> BoxFuture<'a, Option<String>>;
-
     /// Show `session`'s id in the window `daemon`'s context has, for a
     /// person watching the screen: in agent-browser's spare tab (it keeps
     /// one beside the tab it works in), never in the session's pages.
@@ -91,14 +82,6 @@ pub(crate) struct NoTabs;
 impl Tabs for NoTabs {
     fn owns<'a>(&'a self, _daemon: &'a DaemonName, _target: &'a TargetId) -> BoxFuture<'a, bool> {
         Box::pin(std::future::ready(false))
-    }
-
-    fn url<'a>(
-        &'a self,
-        _daemon: &'a DaemonName,
-        _target: &'a TargetId,
-    ) -> BoxFuture<'a, Option<String>> {
-        Box::pin(std::future::ready(None))
     }
 
     fn label<'a>(&'a self, _daemon: &'a DaemonName, _session: &'a str) -> BoxFuture<'a, bool> {

@@ -90,26 +90,6 @@ impl Handle {
             .is_some_and(|shared| shared.failed_loads.claim(daemon, destination, refused_at))
     }
 
-    /// `target`'s URL, as Chromium's browser process has it (its visible
-    /// URL: the committed one, or a navigation the browser started and has
-    /// not committed yet), when the target is in `daemon`'s own browser
-    /// context. One command on the warden's connection, which the browser
-    /// process answers without the page's renderer.
-    async fn tab_url(&self, daemon: &DaemonName, target: &TargetId) -> Option<String> {
-        let shared = self.serving.get()?;
-        let context = shared.contexts.known(daemon)?;
-        let answer = shared
-            .warden
-            .browser_call(shared, "Target.getTargetInfo", json!({"targetId": target}))
-            .await
-            .ok()?;
-        let info = answer.get("targetInfo")?;
-        let in_context = info.get("browserContextId").and_then(Value::as_str) == Some(&*context);
-        in_context
-            .then(|| info.get("url").and_then(Value::as_str).map(str::to_owned))
-            .flatten()
-    }
-
     /// Is `target` in `daemon`'s own browser context, as Chromium says?
     async fn owns_tab(&self, daemon: &DaemonName, target: &TargetId) -> bool {
         let Some(shared) = self.serving.get() else {
@@ -157,14 +137,6 @@ impl crate::daemons::Tabs for Handle {
         Box::pin(self.owns_tab(daemon, target))
     }
 
-    fn url<'a>(
-        &'a self,
-        daemon: &'a DaemonName,
-        target: &'a TargetId,
-    ) -> futures_util::future::BoxFuture<'a, Option<String>> {
-        Box::pin(self.tab_url(daemon, target))
-    }
-
     fn label<'a>(
         &'a self,
         daemon: &'a DaemonName,
@@ -190,7 +162,6 @@ use std::{
     time::Duration,
 };
 
-use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::{
     handshake::server::{ErrorResponse, Request, Response},

@@ -16,10 +16,6 @@ use crate::{
     session_id::{DaemonName, SessionId},
 };
 
-/// How long the guard waits for Chromium's answer about a tab's URL before
-/// it reads the URL through agent-browser instead.
-const TAB_URL_TIMEOUT: Duration = Duration::from_secs(2);
-
 /// How long stopping a tab's loading may take, connection included.
 const STOP_LOADING_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -135,24 +131,6 @@ impl Runner {
             tokio::time::sleep(Duration::from_millis(1)).await;
             runner.foreground(&session).await;
         });
-    }
-
-    /// The URL of the session's pinned tab, as Chromium's browser process
-    /// has it, when the gate vouches that the tab is the session's own: the
-    /// navigation guard's read ([`crate::daemons::Tabs::url`]).
-    pub(crate) async fn tab_url(&self, session: &SessionId) -> Option<String> {
-        let daemon = session.daemon_name();
-        let target = crate::daemons::pinned_target(&self.socket_dir, daemon)?;
-        tokio::time::timeout(TAB_URL_TIMEOUT, self.tabs.url(daemon, &target))
-            .await
-            .ok()
-            .flatten()
-    }
-
-    /// Has the session's daemon pinned a tab yet (a new session's has not
-    /// before its first command)?
-    pub(crate) fn has_pinned_tab(&self, session: &SessionId) -> bool {
-        crate::daemons::pinned_target(&self.socket_dir, session.daemon_name()).is_some()
     }
 
     /// Close the session's pinned tab, if it has one of its own (any other

@@ -147,10 +147,6 @@ pub(crate) struct RawOutcome {
     /// it: whether the page load it may have started was stopped too. `None`
     /// when there was nothing to stop.
     pub(crate) loading_stopped: Option<Result<(), cdp::TabActError>>,
-    /// The session's tab's URL as Chromium had it once the batch ended,
-    /// when the navigation guard read it there (`call::guard`); the runner
-    /// leaves it empty.
-    pub(crate) tab_url: Option<String>,
 }
 
 /// A call's command, run: what the child produced, and the proof that let
@@ -329,7 +325,6 @@ impl Runner {
             stderr_total: err.total,
             elapsed: started.elapsed(),
             loading_stopped,
-            tab_url: None,
         };
         let failed = |why: String| {
             finish(
