@@ -25,6 +25,10 @@ pub enum Phase {
     /// records that started the new file. `kept_from_seq` is the oldest
     /// record still on disk; `reason` says which file was dropped, if any.
     Rotation,
+    /// What the page looked like before and after a call that can change
+    /// it (`evidence`), written after the call's outcome and sharing its
+    /// `call_id`.
+    Evidence,
 }
 
 /// Whether browser-shell let a call run.
@@ -198,6 +202,11 @@ pub struct Event {
     /// Structured facts of a server lifecycle record (see [`Outcome`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<Value>,
+    /// Evidence records: the page before and after the call (`before`,
+    /// `after`: URL, title, and the stored image's `sha256` and `bytes`, or
+    /// why no image was kept) and the element acted on (`element`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Value>,
     /// Refusals of the browser gate and egress: who made the refused
     /// request, where it can be known (`agent-browser`, `page`), else
     /// `unknown`.
@@ -254,6 +263,7 @@ impl Event {
             kept_from_seq: None,
             policy_sha256: None,
             detail: None,
+            evidence: None,
             host: host_name(),
             producer: format!("browser-shell/{}", env!("CARGO_PKG_VERSION")),
             pid: std::process::id(),

@@ -32,6 +32,7 @@ mod append_error;
 mod canonical;
 mod checkpoint;
 mod event;
+mod evidence;
 mod intent;
 mod key;
 mod log_files;
@@ -49,6 +50,7 @@ pub use checkpoint::{
     checkpoint_path,
 };
 pub use event::{Event, Outcome, Phase, SCHEMA, Verdict};
+pub use evidence::{ImageCheck, ImageProblem, ImageStore, StoredImage, evidence_dir};
 pub use intent::{IntentSynced, IntentWritten};
 pub use key::Key;
 pub use redact::{DEFAULT_SECRET_PARAMS, MASK, Redactor};

@@ -10,6 +10,7 @@
 //! without breaking the chain: torn lines (a crash mid-write), intents that
 //! never got an outcome (a crash or kill mid-call), and where the chain
 //! starts when that is not seq 1 (what the last rotation record kept).
+//! Last, when asked, the images the records name (`crate::evidence`).
 
 use std::{
     collections::BTreeMap,
@@ -22,6 +23,7 @@ use serde_json::{Map, Value};
 use crate::{
     canonical::{GENESIS, record_hash},
     checkpoint::{Checkpoint, CheckpointKey},
+    evidence::{ImageCheck, Named},
 };
 
 /// What a failed checkpoint or anchor check says when the log was cut
@@ -138,6 +140,10 @@ pub struct Verification {
     /// The server of the last `started` record, when it has no `stopped`
     /// record after it.
     pub unstopped: Option<Unstopped>,
+    /// What [`Verification::check_images`] found of the images the records
+    /// name.
+    pub images: ImageCheck,
+    named: Named,
 }
 
 /// A server's word, in its `started` record, that it keeps a checkpoint.
@@ -221,6 +227,14 @@ impl Verification {
             && self.torn.is_empty()
             && !matches!(self.checkpoint, Some(Err(_)))
             && self.anchors.iter().all(Result::is_ok)
+            && self.images.problems.is_empty()
+    }
+
+    /// Check every image the records name against the store in `dir`
+    /// (see [`crate::evidence_dir`]): each must be there, hashing to its
+    /// name.
+    pub fn check_images(&mut self, dir: &Path) {
+        self.images = self.named.check(dir);
     }
 
     /// Where the chain starts, and why.
@@ -290,6 +304,7 @@ pub fn verify_with(
             if let Some(hash) = record.get("hash").and_then(Value::as_str) {
                 hashes_by_seq.insert(seq, hash.to_owned());
             }
+            v.named.note(&record, seq);
             follow(&mut v, &mut intents, &record, at, seq);
         }
     }

@@ -190,7 +190,10 @@ fn integrity(
         .or_else(|| beside(files, ".checkpoint"));
     let key = checkpoint_key(checkpoint.as_deref(), files, args)?;
     let pair = checkpoint.as_deref().zip(key.as_ref());
-    let v = audit::verify_with(files, pair, &args.against)?;
+    let mut v = audit::verify_with(files, pair, &args.against)?;
+    if let Some(live) = live_log(files) {
+        v.check_images(&audit::evidence_dir(&live));
+    }
     let rotated_elsewhere = match v.start() {
         audit::Start::Unexplained { .. } => rotated_not_given(given, files),
         _ => None,
@@ -274,15 +277,7 @@ fn verify_to(args: &VerifyArgs, out: &mut impl Write) -> anyhow::Result<audit::r
 /// Rotated files beside the given ones (`<log>.N`) that were not given,
 /// named for the reviewer; `None` when there are none.
 fn rotated_not_given(given: &[PathBuf], ordered: &[PathBuf]) -> Option<String> {
-    // The live log is the newest file given, or the one it was rotated from.
-    let newest = ordered.last()?.display().to_string();
-    let live = match newest.rsplit_once('.') {
-        Some((base, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
-            base.to_owned()
-        }
-        _ => newest,
-    };
-    let live = PathBuf::from(live);
+    let live = live_log(ordered)?;
     let missing: Vec<String> = (1..=10_000)
         .map(|n| audit::rotated(&live, n))
         .take_while(|p| p.exists())
@@ -290,6 +285,19 @@ fn rotated_not_given(given: &[PathBuf], ordered: &[PathBuf]) -> Option<String> {
         .map(|p| p.display().to_string())
         .collect();
     (!missing.is_empty()).then(|| missing.join(", "))
+}
+
+/// The live log of `ordered` files: the newest, or the one it was rotated
+/// from (its images and rotated files are named after it).
+fn live_log(ordered: &[PathBuf]) -> Option<PathBuf> {
+    let newest = ordered.last()?.display().to_string();
+    let live = match newest.rsplit_once('.') {
+        Some((base, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+            base.to_owned()
+        }
+        _ => newest,
+    };
+    Some(PathBuf::from(live))
 }
 
 /// Run `audit report`: verify first; render only a log that is not

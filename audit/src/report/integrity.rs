@@ -177,6 +177,7 @@ pub fn assess(v: &Verification, evidence: &Evidence) -> Integrity {
         }
     }
     vouched_by_anchor(v, evidence, &mut out);
+    images(v, &mut out);
     server_end(v, evidence, &mut out);
     out.trust = if !out.problems.is_empty() {
         Trust::NotIntact
@@ -419,5 +420,29 @@ fn unchecked(cp: Option<&Path>, promised: Option<&Promised>, out: &mut Integrity
             out.notes
                 .push("no checkpoint: truncation of the tail cannot be detected".into());
         }
+    }
+}
+
+/// What the image check found: every image a record names must be in
+/// the store, unaltered; one that is not is a problem like a broken chain.
+fn images(v: &Verification, out: &mut Integrity) {
+    let check = &v.images;
+    let Some(dir) = &check.dir else {
+        return;
+    };
+    out.lines.push(format!(
+        "images: {} named by the records, present and unaltered in {}",
+        check.checked,
+        dir.display()
+    ));
+    for problem in &check.problems {
+        out.lines.push(format!(
+            "  image {} (named at seq {}): {}",
+            problem.sha256, problem.seq, problem.found
+        ));
+        out.problems.push(format!(
+            "image {} named at seq {}: {}",
+            problem.sha256, problem.seq, problem.found
+        ));
     }
 }
