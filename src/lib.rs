@@ -11,7 +11,9 @@
 //! polices each tab's documents, a browser context per session, secret
 //! typing), and each context reaches the network only through [`egress`]
 //! (a proxy listener per session, deciding every connection); their
-//! refusals reach the audit writer through [`browser_refusals`]. Runner
+//! refusals reach the audit writer through [`browser_refusals`]. After a
+//! call that can change the page, [`evidence`] records what it looked like
+//! before and after, off the reply's path. Runner
 //! and gate agree on a daemon through [`daemons`] (its gate URL, socket
 //! dir, pinned tab). [`server`] builds the services a call's stages borrow
 //! (admission, sessions with the daemon pool and reaper, the chronicle of
@@ -19,7 +21,8 @@
 //! the audit journal behind its shield, and OTLP; [`cli`] the commands, which
 //! check the flags and prepare the parts; [`boot`] starts the server from
 //! them. [`refusal`] and [`session_id`] are the
-//! vocabulary every layer shares, [`sync`] its one kind of lock. docs/design.md explains why.
+//! vocabulary every layer shares, [`sync`] its one kind of lock,
+//! [`png_scale`] its one way to shrink (and mask) a screenshot. docs/design.md explains why.
 
 #![forbid(unsafe_code)]
 
@@ -30,8 +33,10 @@ mod chromium_ids;
 mod cli;
 mod daemons;
 mod egress;
+mod evidence;
 mod gate;
 mod obs;
+mod png_scale;
 mod policy;
 mod refusal;
 mod runner;

@@ -1,4 +1,5 @@
-//! Shrinking a PNG by a whole factor, to fit a byte bound.
+//! Shrinking a PNG by a whole factor, to fit a byte bound, with rectangles
+//! blacked out before it is shrunk (a field holding a secret).
 //!
 //! A full-page screenshot can be tens of megabytes and hundreds of
 //! megapixels, and the file is the confined child's work: nothing about it
@@ -49,6 +50,20 @@ pub(crate) fn shrink<R: BufRead + Seek>(
     factor: u32,
     max_bytes: usize,
 ) -> Result<Shrunk, ShrinkError> {
+    shrink_masked(input, factor, max_bytes, &[])
+}
+
+/// A rectangle of an image, in its pixels: x, y, width, height.
+pub(crate) type PixelRect = [u32; 4];
+
+/// [`shrink`], with every pixel of `masks` made black (opaque) before the
+/// rows are averaged, so nothing of what was under them survives.
+pub(crate) fn shrink_masked<R: BufRead + Seek>(
+    input: R,
+    factor: u32,
+    max_bytes: usize,
+    masks: &[PixelRect],
+) -> Result<Shrunk, ShrinkError> {
     let unusable = |e: &dyn std::fmt::Display| ShrinkError::Unusable(e.to_string());
     let mut decoder = png::Decoder::new_with_limits(input, limits());
     // Palettes, sub-byte greys and tRNS become plain 8-bit samples.
@@ -90,9 +105,11 @@ pub(crate) fn shrink<R: BufRead + Seek>(
     let mut writer = encoder.write_header().map_err(|e| unusable(&e))?;
     let mut stream = writer.stream_writer().map_err(|e| unusable(&e))?;
     let mut rows_done = 0;
+    let mut masked = Vec::new();
     while let Some(row) = reader.next_row().map_err(|e| unusable(&e))? {
+        let data = blacked(row.data(), rows_done, masks, color, &mut masked);
         rows_done += 1;
-        if let Some(out) = box_filter.add(row.data(), rows_done == height) {
+        if let Some(out) = box_filter.add(data, rows_done == height) {
             stream.write_all(out).map_err(|e| failed(&e, rows_done))?;
         }
     }
@@ -103,6 +120,39 @@ pub(crate) fn shrink<R: BufRead + Seek>(
         width: out_width,
         height: out_height,
     })
+}
+
+/// Row `y` with the parts `masks` cover made black (copied into `buf`), or
+/// the row itself when no mask crosses it.
+fn blacked<'a>(
+    row: &'a [u8],
+    y: u32,
+    masks: &[PixelRect],
+    color: png::ColorType,
+    buf: &'a mut Vec<u8>,
+) -> &'a [u8] {
+    let channels = color.samples();
+    let crossing = masks
+        .iter()
+        .filter(|[_, top, _, h]| y >= *top && y - top < *h);
+    let mut copied = false;
+    for [x, _, w, _] in crossing {
+        if !copied {
+            buf.clear();
+            buf.extend_from_slice(row);
+            copied = true;
+        }
+        let start = (*x as usize * channels).min(buf.len());
+        let end = ((*x as usize + *w as usize) * channels).min(buf.len());
+        let alpha = matches!(color, png::ColorType::Rgba | png::ColorType::GrayscaleAlpha);
+        for pixel in buf[start..end].chunks_exact_mut(channels) {
+            pixel.fill(0);
+            if alpha {
+                pixel[channels - 1] = u8::MAX;
+            }
+        }
+    }
+    if copied { buf } else { row }
 }
 
 fn limits() -> png::Limits {

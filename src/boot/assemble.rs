@@ -122,6 +122,13 @@ pub(crate) struct Plan {
     pub(crate) pool: PoolSettings,
     pub(crate) max_output_bytes: usize,
     pub(crate) max_image_bytes: u64,
+    pub(crate) witness: WitnessPlan,
+}
+
+/// `--evidence` and the image store's bounds.
+pub(crate) struct WitnessPlan {
+    pub(crate) level: crate::evidence::Level,
+    pub(crate) bounds: crate::evidence::Bounds,
 }
 
 /// A start whose self-test is still running: [`Starting::finish`] waits
@@ -217,6 +224,7 @@ impl Plan {
         .context("cannot build the HTTP client for Chromium's DevTools")?;
         let resolver = crate::policy::resolve::SystemResolver::new(rules.get().url.dns_timeout)
             .context("cannot keep host-name lookups to glibc's files and dns")?;
+        let witnesses = self.witnesses()?;
         Ok(Starting {
             parts: Parts {
                 gate: Some(gate),
@@ -231,10 +239,30 @@ impl Plan {
                 max_output_bytes: self.max_output_bytes,
                 max_image_bytes: self.max_image_bytes,
                 pool: self.pool,
+                witnesses,
             },
             self_test,
             agent_browser: self.agent_browser,
         })
+    }
+
+    /// The evidence service; at `--evidence images` its store beside the
+    /// audit log (out of the child's reach, as the log is checked to be).
+    fn witnesses(&self) -> anyhow::Result<crate::evidence::Witnesses> {
+        let WitnessPlan { level, bounds } = self.witness;
+        let store = match level {
+            crate::evidence::Level::Images => {
+                let log = &self.evidence.audit_log;
+                Some(audit::ImageStore::open(log).with_context(|| {
+                    format!(
+                        "cannot make the image store {}",
+                        audit::evidence_dir(log).display()
+                    )
+                })?)
+            }
+            _ => None,
+        };
+        Ok(crate::evidence::Witnesses::new(level, store, bounds))
     }
 
     /// The confinement of every spawned agent-browser under this plan,

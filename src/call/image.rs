@@ -19,7 +19,8 @@ use std::{
 
 use base64::Engine;
 
-use super::{plan::Planned, png_scale, reply::Reply};
+use super::{plan::Planned, reply::Reply};
+use crate::png_scale;
 use crate::policy::outputs::{self, Outputs};
 
 /// The MIME type of every image a reply carries (agent-browser writes PNG).

@@ -4,6 +4,7 @@
 use std::io::Cursor;
 
 use super::*;
+use crate::png_scale;
 use crate::session_id::SessionId;
 
 /// A `width`×`height` RGB PNG of noise (it barely compresses: ~3 bytes a pixel).

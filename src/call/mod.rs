@@ -9,7 +9,8 @@
 //! promise) → [`secret_cut::learn`] (what a short field kept of a secret)
 //! → [`guard::judge`] (`GuardVerdict`) → [`reply::normalize`],
 //! [`image::attach`] (a screenshot's PNG) and [`conclude`] (outcome record,
-//! with digests of what the agent was shown) → reply.
+//! with digests of what the agent was shown) → reply; then, off the
+//! reply's path, [`crate::evidence`] looks at the page the call left.
 //!
 //! Every branch ends in a [`Reply`] and at least one audit record: a refusal
 //! is a single `denied` record ([`deny`]); an allowed call gets an `intent`
@@ -28,7 +29,6 @@ pub(crate) mod image;
 mod intent;
 mod laps;
 mod plan;
-mod png_scale;
 mod record;
 pub(crate) mod reply;
 pub(crate) mod request;
@@ -73,6 +73,8 @@ pub(crate) struct Services<'a> {
     pub(crate) outputs: &'a Outputs,
     /// Where a secret's text may land while it is typed (the browser gate).
     pub(crate) typing: &'a SecretTyping,
+    /// The evidence of calls that can change the page.
+    pub(crate) witnesses: &'a crate::evidence::Witnesses,
 }
 
 impl<'a> Services<'a> {
@@ -219,6 +221,7 @@ async fn run_admitted(
         &executed,
         turn.just_bound,
     );
+    witness(services, call, ran, turn);
     (
         reply,
         Ending::Allowed {
@@ -335,6 +338,40 @@ fn after_reply(
     if (just_bound || facts.comes_forward) && !facts.ends_session {
         runner.foreground_after_reply(&request.session);
     }
+}
+
+/// Hand the call to the evidence service with the session's turn, which
+/// it holds until it has looked at the page the call left.
+fn witness(services: Services<'_>, call: &Call<'_>, ran: Ran<'_>, turn: admit::Admitted<'_>) {
+    let witnesses = services.witnesses;
+    if witnesses.level() == crate::evidence::Level::Off {
+        return;
+    }
+    let subcommand = ran.planned.subcommand;
+    let facts = subcommand.facts();
+    let raw = &ran.executed.raw;
+    let acted = crate::evidence::Acted {
+        daemon: ran.request.session.daemon_name().clone(),
+        name: facts.name,
+        witness: facts.witness,
+        names_refs: subcommand == Subcommand::Snapshot,
+        ended_session: facts.ends_session,
+        tokens: ran.planned.tokens.clone(),
+        stdout: if subcommand == Subcommand::Snapshot {
+            raw.stdout.clone()
+        } else {
+            Vec::new()
+        },
+        ran: !matches!(
+            raw.termination,
+            Termination::Withheld(_) | Termination::SpawnFailed(_)
+        ),
+        record: call
+            .record
+            .event(audit::Phase::Evidence, Some(&ran.request.session)),
+        rules: Arc::clone(&call.rules),
+    };
+    witnesses.after(services.journal, services.runner, acted, turn.into_turn());
 }
 
 /// The intent could not be made durable: nothing ran.

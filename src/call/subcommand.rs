@@ -4,7 +4,8 @@
 //! (never stored in clear) and which may hold `{{secret:NAME}}` placeholders,
 //! which argument is a URL (redacted in records), how the navigation guard
 //! learns where it left the page, whether it runs with its tab in the
-//! background, what of its data is page text, and whether it ends the session.
+//! background, what of its data is page text, whether it ends the session,
+//! and what evidence its call leaves.
 //! Adding a subcommand is one row here and one grammar arm (`super::grammar`);
 //! a test holds the rows against README's and SKILL.md's tables.
 
@@ -40,6 +41,8 @@ pub(crate) enum UrlArg {
     AfterFlag(&'static str),
 }
 
+pub(crate) use crate::evidence::Witness;
+
 /// What every stage needs to know about one subcommand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Facts {
@@ -63,6 +66,8 @@ pub(crate) struct Facts {
     /// should see the page the agent went to (docs/design.md, "Browser
     /// contexts").
     pub(crate) comes_forward: bool,
+    /// Whether it can change the page, and so leaves evidence.
+    pub(crate) witness: Witness,
 }
 
 macro_rules! subcommands {
@@ -104,6 +109,7 @@ const fn acts(name: &'static str, usage: &'static str) -> Facts {
         page_text: PageText::TitleOnly,
         ends_session: false,
         comes_forward: false,
+        witness: Witness::Element,
     }
 }
 
@@ -117,6 +123,23 @@ const fn types(name: &'static str, usage: &'static str) -> Facts {
     }
 }
 
+/// A row whose command moves or shows but changes nothing a reviewer
+/// needs to see (hover, focus, scroll, a screenshot the agent is given).
+const fn quiet(facts: Facts) -> Facts {
+    Facts {
+        witness: Witness::Nothing,
+        ..facts
+    }
+}
+
+/// A row whose command changes the whole page, naming no element.
+const fn on_page(facts: Facts) -> Facts {
+    Facts {
+        witness: Witness::Page,
+        ..facts
+    }
+}
+
 subcommands! {
     Open => Facts {
         aliases: &["goto", "navigate"],
@@ -124,12 +147,14 @@ subcommands! {
         guard: GuardBy::OwnField("url"),
         background_ok: true,
         comes_forward: true,
+        witness: Witness::Page,
         ..acts("open", "open <url>   (http/https, or about:blank; a URL without a scheme gets https://)")
     },
     Snapshot => Facts {
         guard: GuardBy::OwnField("origin"),
         background_ok: true,
         page_text: PageText::Snapshot,
+        witness: Witness::Nothing,
         ..acts("snapshot", "snapshot [-i] [-c] [-d <depth>] [-s <selector>]")
     },
     Click => acts("click", "click <selector|@ref>"),
@@ -138,10 +163,11 @@ subcommands! {
     Type => types("type", "type <selector|@ref> <text>"),
     Press => Facts {
         aliases: &["key"],
+        witness: Witness::Page,
         ..acts("press", "press <key>   (Enter, Tab, Control+a, …)")
     },
-    Hover => acts("hover", "hover <selector|@ref>"),
-    Focus => acts("focus", "focus <selector|@ref>"),
+    Hover => quiet(acts("hover", "hover <selector|@ref>")),
+    Focus => quiet(acts("focus", "focus <selector|@ref>")),
     Check => acts("check", "check <selector|@ref>"),
     Uncheck => acts("uncheck", "uncheck <selector|@ref>"),
     Select => Facts {
@@ -150,28 +176,32 @@ subcommands! {
     },
     Wait => Facts {
         url: UrlArg::AfterFlag("--url"),
+        // Where a navigation the page started after a click or a key ended.
+        witness: Witness::Page,
         ..acts(
             "wait",
             "wait <ms> | wait <selector> | wait --text <text> | wait --url <pattern> | wait --load load|domcontentloaded|networkidle",
         )
     },
-    Screenshot => acts(
+    Screenshot => quiet(acts(
         "screenshot",
         "screenshot [--full] [<selector>] [<file.png>]   (saved under the output dir)",
-    ),
+    )),
     Get => Facts {
         background_ok: true,
         page_text: PageText::GetValues,
+        witness: Witness::Nothing,
         ..acts("get", "get title|url | get text|value|count <selector> | get attr <selector> <name>")
     },
-    Scroll => acts("scroll", "scroll [up|down|left|right] [<pixels>]"),
-    Back => acts("back", "back"),
-    Forward => acts("forward", "forward"),
-    Reload => acts("reload", "reload"),
+    Scroll => quiet(acts("scroll", "scroll [up|down|left|right] [<pixels>]")),
+    Back => on_page(acts("back", "back")),
+    Forward => on_page(acts("forward", "forward")),
+    Reload => on_page(acts("reload", "reload")),
     Close => Facts {
         guard: GuardBy::Nothing,
         background_ok: true,
         ends_session: true,
+        witness: Witness::Nothing,
         ..acts("close", "close   (closes this session's daemon; never other sessions)")
     },
 }

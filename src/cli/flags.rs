@@ -285,6 +285,32 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "BROWSER_SHELL_POOL_IDLE_SEC", value_name = "SECONDS", default_value_t = 600,
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub(crate) pool_idle_sec: u64,
+
+    /// What a call that can change the page (open, click, fill, press, …)
+    /// leaves in the audit trail, recorded after its reply: `digests`, the
+    /// page's URL and title before and after and the element acted on;
+    /// `images`, also a small image of the page before and after (fields
+    /// holding a secret blacked out; a page showing one is withheld), kept
+    /// beside the log under its SHA-256 and checked by `audit verify`.
+    #[arg(
+        long,
+        env = "BROWSER_SHELL_EVIDENCE",
+        value_name = "off|digests|images",
+        value_enum,
+        default_value = "off"
+    )]
+    pub(crate) evidence: crate::evidence::Level,
+
+    /// Most mebibytes of images one session may add to the evidence store;
+    /// past it, its images are recorded as withheld.
+    #[arg(long, env = "BROWSER_SHELL_EVIDENCE_SESSION_MB", value_name = "MIB", default_value_t = 64,
+          value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    pub(crate) evidence_session_mb: u64,
+
+    /// Most mebibytes of images the evidence store may hold in all.
+    #[arg(long, env = "BROWSER_SHELL_EVIDENCE_MAX_MB", value_name = "MIB", default_value_t = 2048,
+          value_parser = clap::value_parser!(u64).range(1..=16_777_216))]
+    pub(crate) evidence_max_mb: u64,
 }
 
 /// Where the policy file is when no `--policy` names one.

@@ -74,6 +74,13 @@ impl ServeArgs {
             pool: self.pool_settings(),
             max_output_bytes: usize::try_from(self.max_output_bytes).unwrap_or(usize::MAX),
             max_image_bytes: self.max_image_bytes,
+            witness: crate::boot::assemble::WitnessPlan {
+                level: self.evidence,
+                bounds: crate::evidence::Bounds {
+                    per_session: self.evidence_session_mb << 20,
+                    total: self.evidence_max_mb << 20,
+                },
+            },
         })
     }
 

@@ -7,6 +7,7 @@
 //! Both use this module; it uses neither, so neither uses the other.
 
 mod identities;
+mod look;
 mod socket_dir;
 mod uid_claim;
 
@@ -15,6 +16,7 @@ use futures_util::future::BoxFuture;
 use crate::{chromium_ids::TargetId, session_id::DaemonName};
 
 pub(crate) use identities::{ChildUid, Identities, UidRange};
+pub(crate) use look::{DomRead, Field, LookError, PageLook, Shot};
 pub(crate) use socket_dir::{SocketDir, SocketFile, SocketIdentity};
 pub(crate) use uid_claim::{ChildUids, claim as claim_child_uids, why_not as why_no_child_uids};
 
@@ -69,6 +71,15 @@ pub(crate) trait Tabs: Send + Sync + std::fmt::Debug {
     /// one beside the tab it works in), never in the session's pages.
     /// Best effort; says whether it was done.
     fn label<'a>(&'a self, daemon: &'a DaemonName, session: &'a str) -> BoxFuture<'a, bool>;
+
+    /// Look at `target`, a tab of `daemon`'s: its document's URL and
+    /// title, and a screenshot when `shot` (for the evidence of an action).
+    fn look<'a>(
+        &'a self,
+        daemon: &'a DaemonName,
+        target: &'a TargetId,
+        shot: bool,
+    ) -> BoxFuture<'a, Result<PageLook, LookError>>;
 }
 
 /// What a pooled daemon's window says until a session is bound to it.
@@ -86,6 +97,15 @@ impl Tabs for NoTabs {
 
     fn label<'a>(&'a self, _daemon: &'a DaemonName, _session: &'a str) -> BoxFuture<'a, bool> {
         Box::pin(std::future::ready(false))
+    }
+
+    fn look<'a>(
+        &'a self,
+        _daemon: &'a DaemonName,
+        _target: &'a TargetId,
+        _shot: bool,
+    ) -> BoxFuture<'a, Result<PageLook, LookError>> {
+        Box::pin(std::future::ready(Err(LookError::NoGate)))
     }
 }
 

@@ -37,6 +37,7 @@ mod in_flight;
 mod judge;
 mod kept;
 mod label;
+mod look;
 mod methods;
 mod relay;
 mod screen;
@@ -153,6 +154,26 @@ impl crate::daemons::Tabs for Handle {
                     false
                 }
             }
+        })
+    }
+
+    fn look<'a>(
+        &'a self,
+        daemon: &'a DaemonName,
+        target: &'a TargetId,
+        shot: bool,
+    ) -> futures_util::future::BoxFuture<
+        'a,
+        Result<crate::daemons::PageLook, crate::daemons::LookError>,
+    > {
+        Box::pin(async move {
+            let shared = self
+                .serving
+                .get()
+                .ok_or(crate::daemons::LookError::NoGate)?;
+            look::look(shared, daemon, target, shot)
+                .await
+                .map_err(|e| crate::daemons::LookError::Browser(e.to_string()))
         })
     }
 }

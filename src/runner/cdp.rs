@@ -179,6 +179,20 @@ impl Runner {
 
     /// The tab the daemon pinned, if the gate vouches that it is in the
     /// daemon's own browser context: the pin file is the child's to write.
+    /// Look at the session's pinned tab (see `daemons::Tabs::look`), once
+    /// the gate vouches it is the session's own.
+    pub(crate) async fn look(
+        &self,
+        daemon_name: &DaemonName,
+        shot: bool,
+    ) -> Result<crate::daemons::PageLook, crate::daemons::LookError> {
+        let target = self
+            .own_tab(daemon_name)
+            .await
+            .ok_or(crate::daemons::LookError::NoTab)?;
+        self.tabs.look(daemon_name, &target, shot).await
+    }
+
     async fn own_tab(&self, daemon_name: &DaemonName) -> Option<TargetId> {
         let target = crate::daemons::pinned_target(&self.socket_dir, daemon_name)?;
         if self.tabs.owns(daemon_name, &target).await {

@@ -66,6 +66,7 @@ pub(crate) struct Parts {
     /// The bound on a reply's image, in base64 bytes (0: no images).
     pub(crate) max_image_bytes: u64,
     pub(crate) pool: PoolSettings,
+    pub(crate) witnesses: crate::evidence::Witnesses,
 }
 
 /// The server: its services, each owned here and handed by reference to
@@ -85,6 +86,8 @@ pub(crate) struct Server {
     /// The browser gate, once it serves: which sessions type secrets (it
     /// checks where their text lands), and ending a session's context.
     pub(crate) gate: crate::gate::Handle,
+    /// The evidence of calls that can change the page.
+    pub(crate) witnesses: crate::evidence::Witnesses,
 }
 
 impl std::fmt::Debug for Server {
@@ -147,6 +150,7 @@ impl Server {
             chronicle,
             refusal_pace: Arc::default(),
             gate,
+            witnesses: parts.witnesses,
         }
     }
 

@@ -147,5 +147,6 @@ fn services(server: &Server) -> call::Services<'_> {
         runner: &server.runner,
         outputs: &server.outputs,
         typing: &server.gate.typing,
+        witnesses: &server.witnesses,
     }
 }

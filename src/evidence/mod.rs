@@ -1,0 +1,298 @@
+//! What the agent saw and did, per action. After a call whose subcommand
+//! can change the page (its row's `Witness`), an `evidence` record joins
+//! the chain, sharing the call's `call_id`: the page before and after (its
+//! URL, title and, at `--evidence images`, a small image kept in the store
+//! beside the log under its digest) and the element acted on, as the
+//! session's last snapshot named it. A record names an image only once the
+//! image is synced, so `audit verify` can hold every image to its digest.
+//!
+//! All of it happens after the reply, off the call's path, while the
+//! session's turn is still held: the next call of the session waits for
+//! the look, so "after" is what this call left. The "before" of a call is
+//! the "after" of the session's previous action (named by its `call_id`);
+//! the calls between them change no page.
+
+mod picture;
+mod refs;
+
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+};
+
+use serde_json::{Value, json};
+use tokio::sync::OwnedMutexGuard;
+
+use crate::{
+    daemons::PageLook, obs::journal::Journal, policy::rules::Rules, runner::Runner,
+    session_id::DaemonName, sync::lock,
+};
+
+/// Most bytes of a page title kept in a record.
+const MAX_TITLE_BYTES: usize = 300;
+
+/// Sessions whose last look and refs are remembered at once; past this an
+/// old one is forgotten (its next action's "before" is then unseen).
+const MAX_SESSIONS_REMEMBERED: usize = 1024;
+
+/// What the evidence of a subcommand's call holds (a row of
+/// `call::subcommand`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Witness {
+    /// None: it reads, waits, or ends the session; it changes no page.
+    Nothing,
+    /// The page before and after.
+    Page,
+    /// The page before and after, and the element `argv[1]` names.
+    Element,
+}
+
+/// `--evidence`: how much a call that can change the page leaves behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Level {
+    /// Nothing.
+    Off,
+    /// URL, title and element; no image.
+    Digests,
+    /// Also an image of the page before and after, masked and bounded.
+    Images,
+}
+
+/// How many bytes of images the store may hold.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Bounds {
+    pub(crate) per_session: u64,
+    pub(crate) total: u64,
+}
+
+/// The evidence service; cheap to clone. At `--evidence off` it does
+/// nothing at all.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Witnesses {
+    inner: Option<Arc<Inner>>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    level: Level,
+    store: Option<audit::ImageStore>,
+    bounds: Bounds,
+    /// Bytes the store holds (its files at start, and every new image).
+    held: AtomicU64,
+    sessions: Mutex<HashMap<DaemonName, Seen>>,
+}
+
+/// What the service remembers of a session.
+#[derive(Debug, Default)]
+struct Seen {
+    /// The look after its last action, and that call's id.
+    last: Option<(String, Value)>,
+    refs: Option<refs::Refs>,
+    /// Image bytes it added to the store.
+    bytes: u64,
+}
+
+/// Why an image that could be kept was not.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum NotKept {
+    #[error("no image store")]
+    NoStore,
+    #[error("the session's images reached their bound ({0} bytes)")]
+    SessionBound(u64),
+    #[error("the image store reached its bound ({0} bytes)")]
+    StoreBound(u64),
+    #[error("the image could not be stored: {0}")]
+    Unwritten(String),
+}
+
+/// A call that ran, as its evidence needs it.
+pub(crate) struct Acted {
+    pub(crate) daemon: DaemonName,
+    /// The subcommand's name.
+    pub(crate) name: &'static str,
+    pub(crate) witness: Witness,
+    /// A `snapshot`: its refs name the elements of the calls after it.
+    pub(crate) names_refs: bool,
+    /// It ended the session: what was remembered of it goes.
+    pub(crate) ended_session: bool,
+    /// The command's tokens (`argv[1]` names an element).
+    pub(crate) tokens: Vec<String>,
+    /// agent-browser's output (a snapshot's refs are learnt from it).
+    pub(crate) stdout: Vec<u8>,
+    /// The command reached the browser (it was not withheld).
+    pub(crate) ran: bool,
+    /// The evidence record, its call's ids filled in.
+    pub(crate) record: audit::Event,
+    pub(crate) rules: Arc<Rules>,
+}
+
+impl Witnesses {
+    /// The service at `level`; `store` is the image store when images are
+    /// kept.
+    pub(crate) fn new(level: Level, store: Option<audit::ImageStore>, bounds: Bounds) -> Self {
+        if level == Level::Off {
+            return Self::default();
+        }
+        let held = store
+            .as_ref()
+            .and_then(|s| s.bytes_held().ok())
+            .unwrap_or(0);
+        Self {
+            inner: Some(Arc::new(Inner {
+                level,
+                store,
+                bounds,
+                held: AtomicU64::new(held),
+                sessions: Mutex::default(),
+            })),
+        }
+    }
+
+    /// The level, for the server's `started` record.
+    pub(crate) fn level(&self) -> Level {
+        self.inner.as_ref().map_or(Level::Off, |inner| inner.level)
+    }
+
+    /// After `acted`'s reply: learn a snapshot's refs, or look at the page
+    /// and record the evidence, holding the session's `turn` until done.
+    pub(crate) fn after(
+        &self,
+        journal: &Journal,
+        runner: &Runner,
+        acted: Acted,
+        turn: OwnedMutexGuard<()>,
+    ) {
+        let Some(inner) = self.inner.clone() else {
+            return;
+        };
+        if acted.ended_session {
+            lock(&inner.sessions).remove(&acted.daemon);
+            return;
+        }
+        if !acted.ran || (acted.witness == Witness::Nothing && !acted.names_refs) {
+            return;
+        }
+        let (journal, runner) = (journal.clone(), runner.clone());
+        tokio::spawn(async move {
+            let _turn = turn;
+            if acted.witness == Witness::Nothing {
+                inner.learn_refs(&acted);
+            } else {
+                inner.witness(&journal, &runner, acted).await;
+            }
+        });
+    }
+}
+
+impl Inner {
+    fn learn_refs(&self, acted: &Acted) {
+        if let Some(refs) = refs::of_snapshot(&acted.stdout, &acted.rules.secrets) {
+            self.seen(&acted.daemon, |seen| seen.refs = Some(refs));
+        }
+    }
+
+    /// Look at the page after `acted`, keep its image, and record both
+    /// looks and the element.
+    async fn witness(&self, journal: &Journal, runner: &Runner, acted: Acted) {
+        let shot = self.level == Level::Images;
+        let after = match runner.look(&acted.daemon, shot).await {
+            Ok(look) => self.described(look, &acted).await,
+            Err(why) => json!({ "unseen": why.to_string() }),
+        };
+        let call_id = acted.record.call_id.clone();
+        let (before, element) = self.seen(&acted.daemon, |seen| {
+            let before = match seen.last.replace((call_id, after.clone())) {
+                Some((previous, mut look)) => {
+                    look["after_call"] = json!(previous);
+                    look
+                }
+                None => json!({"unseen": "no earlier action of this session was looked at"}),
+            };
+            let element = (acted.witness == Witness::Element).then(|| {
+                let target = acted.tokens.get(1).map_or("", String::as_str);
+                refs::element(target, seen.refs.as_ref(), &acted.rules.secrets)
+            });
+            (before, element)
+        });
+        let mut record = acted.record;
+        let mut evidence = json!({
+            "subcommand": acted.name,
+            "before": before,
+            "after": after,
+        });
+        if let Some(element) = element {
+            evidence["element"] = element;
+        }
+        record.evidence = Some(evidence);
+        if let Err(e) = journal.append_unattached(record) {
+            tracing::error!(error = %e, "the evidence record could not be written");
+        }
+    }
+
+    /// A look as the record holds it: the URL redacted, the title scrubbed,
+    /// the image stored (or why not).
+    async fn described(&self, look: PageLook, acted: &Acted) -> Value {
+        let rules = &acted.rules;
+        let title = rules.secrets.scrub(&look.title);
+        let mut described = json!({
+            "url": rules.redactor.url(&rules.secrets.scrub(&look.url)),
+            "title": crate::obs::journal::capped(&title, MAX_TITLE_BYTES),
+        });
+        if let Some(shot) = look.shot {
+            let kept = picture::keep(&shot, &rules.secrets);
+            match kept {
+                Ok(kept) => match self.store(&acted.daemon, kept).await {
+                    Ok(image) => described["image"] = image,
+                    Err(why) => described["image_withheld"] = json!(why.to_string()),
+                },
+                Err(why) => described["image_withheld"] = json!(why.to_string()),
+            }
+        }
+        described
+    }
+
+    /// Put an image in the store within the bounds; what the record says
+    /// of it.
+    async fn store(&self, daemon: &DaemonName, kept: picture::Kept) -> Result<Value, NotKept> {
+        let store = self.store.clone().ok_or(NotKept::NoStore)?;
+        let size = kept.png.len() as u64;
+        let session_bytes = self.seen(daemon, |seen| seen.bytes);
+        if session_bytes + size > self.bounds.per_session {
+            return Err(NotKept::SessionBound(self.bounds.per_session));
+        }
+        if self.held.load(Ordering::Relaxed) + size > self.bounds.total {
+            return Err(NotKept::StoreBound(self.bounds.total));
+        }
+        let png = kept.png;
+        let stored = tokio::task::spawn_blocking(move || store.put(&png))
+            .await
+            .map_err(|e| NotKept::Unwritten(e.to_string()))?
+            .map_err(|e| NotKept::Unwritten(e.to_string()))?;
+        if stored.new {
+            self.held.fetch_add(stored.bytes, Ordering::Relaxed);
+            self.seen(daemon, |seen| seen.bytes += stored.bytes);
+        }
+        Ok(json!({
+            "sha256": stored.sha256,
+            "bytes": stored.bytes,
+            "width": kept.width,
+            "height": kept.height,
+            "masked_fields": kept.masked,
+        }))
+    }
+
+    /// Do `with` to what is remembered of `daemon`.
+    fn seen<T>(&self, daemon: &DaemonName, with: impl FnOnce(&mut Seen) -> T) -> T {
+        let mut sessions = lock(&self.sessions);
+        if !sessions.contains_key(daemon) && sessions.len() >= MAX_SESSIONS_REMEMBERED {
+            let old = sessions.keys().next().cloned();
+            if let Some(old) = old {
+                sessions.remove(&old);
+            }
+        }
+        with(sessions.entry(daemon.clone()).or_default())
+    }
+}

@@ -1,0 +1,201 @@
+//! A look at a session's tab, for the evidence of what its actions did
+//! (`crate::evidence`): the document's URL and title and, when asked, a
+//! screenshot with what the page showed around it.
+//!
+//! Everything is read on the warden's own connection, through the DOM
+//! snapshot and the screenshot Chromium takes itself: no script runs in the
+//! page, so the page cannot hide a field's value from the look or notice
+//! it. The DOM is read before and after the screenshot, so a field that
+//! moves while it is taken is masked where it was and where it went. A
+//! navigation the action started (the browser's visible URL ahead of the
+//! document's) is waited for a moment: "after" is where the action went.
+
+use std::{sync::Arc, time::Duration};
+
+use serde_json::{Value, json};
+
+use super::{GateError, Shared};
+use crate::{
+    chromium_ids::TargetId,
+    daemons::{DomRead, Field, PageLook, Shot},
+    session_id::DaemonName,
+};
+
+/// Look at `target` (a tab of `daemon`'s), with a screenshot when `shot`.
+pub(super) async fn look(
+    shared: &Arc<Shared>,
+    daemon: &DaemonName,
+    target: &TargetId,
+    shot: bool,
+) -> Result<PageLook, GateError> {
+    let call = |method: &'static str, params: Value| {
+        shared
+            .warden
+            .page_call(shared, target, daemon, method, params)
+    };
+    let snapshot = || call("DOMSnapshot.captureSnapshot", json!({"computedStyles": []}));
+    let (first, url, title) = settled(shared, target, &snapshot).await?;
+    if !shot {
+        return Ok(PageLook {
+            url,
+            title,
+            shot: None,
+        });
+    }
+    let metrics = call("Page.getLayoutMetrics", json!({})).await?;
+    let viewport = metrics
+        .get("cssVisualViewport")
+        .ok_or("Chromium gave no viewport")?;
+    let number = |key: &str| viewport.get(key).and_then(Value::as_f64).unwrap_or(0.0);
+    let taken = call("Page.captureScreenshot", json!({"format": "png"})).await?;
+    let second = snapshot().await?;
+    let png = taken
+        .get("data")
+        .and_then(Value::as_str)
+        .ok_or("the screenshot has no data")?;
+    let png = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, png)
+        .map_err(|e| GateError::Failed(format!("the screenshot is not base64: {e}")))?;
+    let scroll = (number("pageX"), number("pageY"));
+    Ok(PageLook {
+        url,
+        title,
+        shot: Some(Shot {
+            png,
+            css_width: number("clientWidth"),
+            reads: [read_dom(&first, scroll), read_dom(&second, scroll)],
+        }),
+    })
+}
+
+/// How long a look waits for a navigation the action started to commit.
+const SETTLE_WITHIN: Duration = Duration::from_secs(3);
+
+/// How often it looks again meanwhile.
+const SETTLE_EVERY: Duration = Duration::from_millis(50);
+
+/// A DOM snapshot of the document the tab shows once a navigation in
+/// flight (the browser's visible URL ahead of the document's) has
+/// committed, within [`SETTLE_WITHIN`]; after that, the last one read.
+async fn settled<F, Fut>(
+    shared: &Arc<Shared>,
+    target: &TargetId,
+    snapshot: &F,
+) -> Result<(Value, String, String), GateError>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<Value, GateError>>,
+{
+    let give_up = tokio::time::Instant::now() + SETTLE_WITHIN;
+    loop {
+        let visible = shared
+            .warden
+            .browser_call(
+                shared,
+                "Target.getTargetInfo",
+                json!({ "targetId": target }),
+            )
+            .await?;
+        let visible = visible.pointer("/targetInfo/url").and_then(Value::as_str);
+        // Mid-navigation the snapshot may fail: the next try reads the new document.
+        let read = snapshot().await;
+        let late = tokio::time::Instant::now() >= give_up;
+        match read {
+            Ok(read) => {
+                let (url, title) =
+                    document_of(&read).ok_or("the DOM snapshot names no document")?;
+                if late || visible.is_none_or(|v| v == url) {
+                    return Ok((read, url, title));
+                }
+            }
+            Err(e) if late => return Err(e),
+            Err(_) => {}
+        }
+        tokio::time::sleep(SETTLE_EVERY).await;
+    }
+}
+
+/// The main document's URL and title in a DOM snapshot.
+fn document_of(snapshot: &Value) -> Option<(String, String)> {
+    let strings = snapshot.get("strings")?.as_array()?;
+    let main = snapshot.get("documents")?.as_array()?.first()?;
+    let text = |key: &str| {
+        let index = usize::try_from(main.get(key)?.as_i64()?).ok()?;
+        strings.get(index)?.as_str().map(str::to_owned)
+    };
+    Some((text("documentURL")?, text("title").unwrap_or_default()))
+}
+
+/// The fields, texts and unseen frames of a DOM snapshot; the main
+/// document's fields placed in the viewport scrolled by `scroll`.
+pub(super) fn read_dom(snapshot: &Value, scroll: (f64, f64)) -> DomRead {
+    let empty = Vec::new();
+    let strings = snapshot
+        .get("strings")
+        .and_then(Value::as_array)
+        .unwrap_or(&empty);
+    let string = |index: &Value| {
+        let index = usize::try_from(index.as_i64()?).ok()?;
+        strings.get(index)?.as_str()
+    };
+    let mut read = DomRead::default();
+    let documents = snapshot.get("documents").and_then(Value::as_array);
+    for (number, document) in documents.into_iter().flatten().enumerate() {
+        let nodes = document.get("nodes").unwrap_or(&Value::Null);
+        let layout = document.get("layout").unwrap_or(&Value::Null);
+        let column = |table: &Value, key: &str| -> Vec<Value> {
+            table
+                .get(key)
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+        };
+        let (laid_out, bounds, texts) = (
+            column(layout, "nodeIndex"),
+            column(layout, "bounds"),
+            column(layout, "text"),
+        );
+        read.texts
+            .extend(texts.iter().filter_map(string).map(str::to_owned));
+        let rect_of = |node: i64| {
+            let at = laid_out.iter().position(|n| n.as_i64() == Some(node))?;
+            let b: Vec<f64> = bounds
+                .get(at)?
+                .as_array()?
+                .iter()
+                .filter_map(Value::as_f64)
+                .collect();
+            (b.len() == 4 && number == 0).then(|| [b[0] - scroll.0, b[1] - scroll.1, b[2], b[3]])
+        };
+        for key in ["inputValue", "textValue"] {
+            let table = nodes.get(key).unwrap_or(&Value::Null);
+            let pairs = column(table, "index")
+                .into_iter()
+                .zip(column(table, "value"));
+            for (node, value) in pairs {
+                let Some(value) = string(&value).filter(|v| !v.is_empty()) else {
+                    continue;
+                };
+                read.fields.push(Field {
+                    value: value.to_owned(),
+                    rect: node.as_i64().and_then(rect_of),
+                });
+            }
+        }
+        let names = column(nodes, "nodeName");
+        let loaded = column(
+            nodes.get("contentDocumentIndex").unwrap_or(&Value::Null),
+            "index",
+        );
+        read.unseen_frames += names
+            .iter()
+            .enumerate()
+            .filter(|(_, name)| matches!(string(name), Some("IFRAME" | "FRAME")))
+            .filter(|(i, _)| !loaded.iter().any(|l| l.as_u64() == Some(*i as u64)))
+            .count();
+    }
+    read
+}
+
+#[cfg(test)]
+#[path = "look_tests.rs"]
+mod tests;

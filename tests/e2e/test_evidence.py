@@ -1,0 +1,192 @@
+"""Per-action evidence (`--evidence images`): after each call that can change the page, an `evidence`
+record names the page before and after (URL, title, an image kept beside the log under its SHA-256)
+and the element acted on, as the session's last snapshot named it; `audit verify` holds every image
+to its digest. A secret typed into a field is blacked out of the image; a page that shows a secret is
+withheld. Real Chromium, real agent-browser, the demo site on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+import subprocess
+import tempfile
+import zlib
+from pathlib import Path
+from typing import Any
+
+import harness
+import pytest
+
+pytestmark = pytest.mark.chromium
+
+SECRET = "Evidence-s3cret-77"
+
+
+def records(log: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+
+
+def evidence_of(log: Path) -> list[dict[str, Any]]:
+    return [r for r in records(log) if r.get("phase") == "evidence"]
+
+
+def store_of(log: Path) -> Path:
+    return Path(f"{log}.evidence")
+
+
+def verify(server_bin: Path, log: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(server_bin), "audit", "verify", str(log)], capture_output=True, text=True, timeout=60
+    )
+
+
+def settled(srv: Any, sid: str) -> None:
+    """The evidence of a session's last call is written before its next call starts."""
+    srv.ok(sid, ["get", "url"])
+
+
+def decode_png(data: bytes) -> tuple[int, int, list[list[tuple[int, ...]]]]:
+    """An 8-bit, non-interlaced RGB or RGBA PNG as rows of pixels (what Chromium and the store write)."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, header = 8, b"", None
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
+        if kind == b"IHDR":
+            header = struct.unpack(">IIBBBBB", body)
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    assert header is not None
+    width, height, depth, color, _, _, interlace = header
+    assert depth == 8 and interlace == 0 and color in (2, 6), header
+    channels = 3 if color == 2 else 4
+    raw, stride = zlib.decompress(idat), width * channels
+    rows: list[bytearray] = []
+    prev = bytearray(stride)
+    for y in range(height):
+        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - channels] if i >= channels else 0
+            b, c = prev[i], prev[i - channels] if i >= channels else 0
+            if kind == 1:
+                line[i] = (line[i] + a) & 0xFF
+            elif kind == 2:
+                line[i] = (line[i] + b) & 0xFF
+            elif kind == 3:
+                line[i] = (line[i] + (a + b) // 2) & 0xFF
+            elif kind == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 0xFF
+        rows.append(line)
+        prev = line
+    pixels = [[tuple(row[x * channels : x * channels + 3]) for x in range(width)] for row in rows]
+    return width, height, pixels
+
+
+def test_the_smoke_flow_leaves_a_verified_replayable_trail_of_images(start_server, web: harness.WebServer) -> None:
+    srv = start_server(extra_args=["--evidence", "images"])
+    log, sid = srv.cfg.audit_log, "ev-1"
+    srv.ok(sid, ["open", web.url("/form")])
+    snap = srv.ok(sid, ["snapshot", "-i"])
+    (search,) = re.findall(r'button "Search" \[ref=(e\d+)\]', snap["snapshot"])
+    (query,) = re.findall(r'textbox "Query" \[ref=(e\d+)\]', snap["snapshot"])
+    srv.ok(sid, ["fill", f"@{query}", "hello"])
+    srv.ok(sid, ["click", f"@{search}"])
+    srv.ok(sid, ["wait", "--url", "**/submit**"], 20)
+    settled(srv, sid)
+
+    trail = evidence_of(log)
+    # `wait` is evidence too: it is where a navigation the page started (a form's) ends.
+    assert [e["evidence"]["subcommand"] for e in trail] == ["open", "fill", "click", "wait"], trail
+    outcomes = {r["call_id"]: r for r in records(log) if r.get("phase") == "outcome"}
+    assert all(e["call_id"] in outcomes and e["session_id"] == sid for e in trail), trail
+    opened, filled, clicked, waited = (e["evidence"] for e in trail)
+    assert opened["after"]["url"] == web.url("/form") and opened["after"]["title"] == "Form page", opened
+    assert "unseen" in opened["before"], opened
+    # A call's "before" is what the session's previous action left, named by its call.
+    assert filled["before"]["after_call"] == trail[0]["call_id"], filled
+    assert filled["before"]["image"] == opened["after"]["image"], filled
+    assert filled["element"] == {"ref": query, "role": "textbox", "name": "Query"}, filled
+    assert clicked["element"] == {"ref": search, "role": "button", "name": "Search"}, clicked
+    assert "/submit?q=hello" in waited["after"]["url"] and waited["after"]["title"] == "Submitted", waited
+
+    images = {look["image"]["sha256"] for e in trail for look in (e["evidence"]["before"], e["evidence"]["after"]) if "image" in look}
+    # The form, the form filled, the result page (the click's "after" may be either of the last two).
+    assert len(images) == 3, trail
+    store = store_of(log)
+    for digest in images:
+        data = (store / f"{digest}.png").read_bytes()
+        width, height, _ = decode_png(data)
+        assert 0 < width <= 1000 and 0 < height <= 1000, (width, height)
+        assert oct((store / f"{digest}.png").stat().st_mode & 0o777) == "0o600"
+    assert oct(store.stat().st_mode & 0o777) == "0o700"
+
+    run = verify(srv.cfg.server_bin, log)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "images: 3 named by the records, present and unaltered" in run.stdout, run.stdout
+
+    # An edited image, then a deleted one: NOT INTACT, exit 1, naming it.
+    victim = store / f"{waited['after']['image']['sha256']}.png"
+    original = victim.read_bytes()
+    victim.write_bytes(original[:-8] + b"\0" * 8)
+    run = verify(srv.cfg.server_bin, log)
+    assert run.returncode == 1 and "altered" in run.stdout, run.stdout
+    victim.unlink()
+    run = verify(srv.cfg.server_bin, log)
+    assert run.returncode == 1 and "missing" in run.stdout, run.stdout
+    victim.write_bytes(original)
+    assert verify(srv.cfg.server_bin, log).returncode == 0
+
+
+def secrets_file(hosts: list[str]) -> Path:
+    directory = Path(tempfile.mkdtemp(prefix="bs-secrets-", dir="/var/tmp"))
+    path = directory / "secrets.json"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump({"login": {"value": SECRET, "hosts": hosts}}, fh)
+    return path
+
+
+def dark_share(pixels: list[list[tuple[int, ...]]], box: tuple[int, int, int, int]) -> float:
+    """The share of pure black pixels in box (x, y, w, h) of an image."""
+    x, y, w, h = box
+    area = [pixels[j][i] for j in range(y, y + h) for i in range(x, x + w)]
+    return sum(1 for p in area if p == (0, 0, 0)) / len(area)
+
+
+def test_a_typed_secret_is_blacked_out_and_a_page_showing_it_is_withheld(start_server, web: harness.WebServer) -> None:
+    srv = start_server(extra_args=["--evidence", "images", "--secrets", str(secrets_file([f"127.0.0.1:{web.port}"]))])
+    log, sid = srv.cfg.audit_log, "ev-secret"
+    srv.ok(sid, ["open", web.url("/form")])
+    srv.ok(sid, ["fill", "#q", "plain words"])
+    srv.ok(sid, ["fill", "#q", "{{secret:login}}"])
+    settled(srv, sid)
+    plain, secret = (e["evidence"]["after"] for e in evidence_of(log)[1:3])
+    assert plain["image"]["masked_fields"] == 0 and secret["image"]["masked_fields"] == 1, (plain, secret)
+
+    # The field's place (the demo form's #q: the only field left of the Search button, on the
+    # second line of the form) is black only where the secret is.
+    store = store_of(log)
+    _, _, shown = decode_png((store / f"{plain['image']['sha256']}.png").read_bytes())
+    _, _, masked = decode_png((store / f"{secret['image']['sha256']}.png").read_bytes())
+    differing = [(x, y) for y, row in enumerate(masked) for x, p in enumerate(row) if p != shown[y][x]]
+    assert differing, "the image with the secret is the same as the one without"
+    xs, ys = [x for x, _ in differing], [y for _, y in differing]
+    box = (min(xs), min(ys), max(xs) - min(xs) + 1, max(ys) - min(ys) + 1)
+    assert dark_share(masked, box) > 0.9, (box, dark_share(masked, box))
+    assert dark_share(shown, box) < 0.5, (box, dark_share(shown, box))
+
+    # Submitted, the result page shows the secret: an image of it is withheld, and says why.
+    srv.ok(sid, ["press", "Enter"])
+    srv.ok(sid, ["wait", "--url", "**/submit**"], 20)
+    settled(srv, sid)
+    waited = evidence_of(log)[-1]["evidence"]
+    assert waited["subcommand"] == "wait", waited
+    assert "image" not in waited["after"] and "shows a secret" in waited["after"]["image_withheld"], waited
+    # Nothing of the secret is in any record or any stored image's bytes.
+    assert SECRET not in log.read_text()
+    assert verify(srv.cfg.server_bin, log).returncode == 0
