@@ -88,6 +88,9 @@ const SIBLING_SUFFIXES: &[&str] = &[
     ".checkpoint.lock",
     // The checkpoint's temp file, there for an instant before its rename.
     ".checkpoint.tmp",
+    // The image store (`--evidence images`), a directory: checked through
+    // the records that name its images.
+    ".evidence",
     // The serving server's pid (`policy reload` finds it there).
     ".pid",
 ];

@@ -27,6 +27,7 @@ fn a_glob_of_the_log_keeps_the_logs_and_passes_over_their_side_files_quietly() {
         "a/audit.jsonl.checkpoint-key.pub",
         "a/audit.jsonl.lock",
         "a/audit.jsonl.pid",
+        "a/audit.jsonl.evidence",
     ]
     .iter()
     .map(PathBuf::from)

@@ -37,9 +37,9 @@ def store_of(log: Path) -> Path:
 
 
 def verify(server_bin: Path, log: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(server_bin), "audit", "verify", str(log)], capture_output=True, text=True, timeout=60
-    )
+    """`audit verify <log>*`, as README shows it: the glob takes in the image store too."""
+    files = sorted(str(p) for p in log.parent.glob(log.name + "*"))
+    return subprocess.run([str(server_bin), "audit", "verify", *files], capture_output=True, text=True, timeout=60)
 
 
 def settled(srv: Any, sid: str) -> None:
