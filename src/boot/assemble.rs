@@ -350,7 +350,8 @@ impl Plan {
                 .map_or_else(|| Gate::bind(0, self.cdp_port, previous), Ok)
                 .context("cannot listen on 127.0.0.1 for the browser gate")?
         };
-        Ok(gate.with_max_tabs(self.max_tabs))
+        let watch = self.witness.level == crate::evidence::Level::Images;
+        Ok(gate.with_max_tabs(self.max_tabs).watching_pages(watch))
     }
 
     /// The audit log (writable before any call can run), signing its

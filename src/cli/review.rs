@@ -358,6 +358,9 @@ pub(super) fn report(args: &ReportArgs) -> anyhow::Result<audit::report::Trust> 
     }
     let mut report = audit::report::build(&records, &filter);
     report.sources = audit::report::sources(&files)?;
+    if let Some(live) = live_log(&files) {
+        report.attach_images(&audit::evidence_dir(&live));
+    }
     report.integrity = Some(verdict);
     match args.format {
         Format::Json => writeln!(out, "{}", report.to_json())?,

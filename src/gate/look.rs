@@ -7,8 +7,8 @@
 //! page, so the page cannot hide a field's value from the look or notice
 //! it. The DOM is read before and after the screenshot, so a field that
 //! moves while it is taken is masked where it was and where it went. A
-//! navigation the action started (the browser's visible URL ahead of the
-//! document's) is waited for a moment: "after" is where the action went.
+//! navigation or load the action started is waited for (`loading`), for a
+//! few seconds at most: "after" is where the action went.
 
 use std::{sync::Arc, time::Duration};
 
@@ -34,7 +34,10 @@ pub(super) async fn look(
             .page_call(shared, target, daemon, method, params)
     };
     let snapshot = || call("DOMSnapshot.captureSnapshot", json!({"computedStyles": []}));
-    let (first, url, title) = settled(shared, target, &snapshot).await?;
+    // A look at a page still loading is taken anyway once the wait is over.
+    let _ = shared.warden.quiet(shared, target, SETTLE_WITHIN).await?;
+    let first = snapshot().await?;
+    let (url, title) = document_of(&first).ok_or("the DOM snapshot names no document")?;
     if !shot {
         return Ok(PageLook {
             url,
@@ -47,7 +50,12 @@ pub(super) async fn look(
         .get("cssVisualViewport")
         .ok_or("Chromium gave no viewport")?;
     let number = |key: &str| viewport.get(key).and_then(Value::as_f64).unwrap_or(0.0);
-    let taken = call("Page.captureScreenshot", json!({"format": "png"})).await?;
+    let taken = tokio::time::timeout(
+        SHOT_WITHIN,
+        call("Page.captureScreenshot", json!({"format": "png"})),
+    )
+    .await
+    .map_err(|_| GateError::Failed(format!("no screenshot within {SHOT_WITHIN:?}")))??;
     let second = snapshot().await?;
     let png = taken
         .get("data")
@@ -67,52 +75,12 @@ pub(super) async fn look(
     })
 }
 
-/// How long a look waits for a navigation the action started to commit.
+/// How long a look waits for a navigation or load the action started.
 const SETTLE_WITHIN: Duration = Duration::from_secs(3);
 
-/// How often it looks again meanwhile.
-const SETTLE_EVERY: Duration = Duration::from_millis(50);
-
-/// A DOM snapshot of the document the tab shows once a navigation in
-/// flight (the browser's visible URL ahead of the document's) has
-/// committed, within [`SETTLE_WITHIN`]; after that, the last one read.
-async fn settled<F, Fut>(
-    shared: &Arc<Shared>,
-    target: &TargetId,
-    snapshot: &F,
-) -> Result<(Value, String, String), GateError>
-where
-    F: Fn() -> Fut,
-    Fut: Future<Output = Result<Value, GateError>>,
-{
-    let give_up = tokio::time::Instant::now() + SETTLE_WITHIN;
-    loop {
-        let visible = shared
-            .warden
-            .browser_call(
-                shared,
-                "Target.getTargetInfo",
-                json!({ "targetId": target }),
-            )
-            .await?;
-        let visible = visible.pointer("/targetInfo/url").and_then(Value::as_str);
-        // Mid-navigation the snapshot may fail: the next try reads the new document.
-        let read = snapshot().await;
-        let late = tokio::time::Instant::now() >= give_up;
-        match read {
-            Ok(read) => {
-                let (url, title) =
-                    document_of(&read).ok_or("the DOM snapshot names no document")?;
-                if late || visible.is_none_or(|v| v == url) {
-                    return Ok((read, url, title));
-                }
-            }
-            Err(e) if late => return Err(e),
-            Err(_) => {}
-        }
-        tokio::time::sleep(SETTLE_EVERY).await;
-    }
-}
+/// How long the screenshot may take: past it, the look keeps no image
+/// rather than hold the session's next call.
+const SHOT_WITHIN: Duration = Duration::from_secs(2);
 
 /// The main document's URL and title in a DOM snapshot.
 fn document_of(snapshot: &Value) -> Option<(String, String)> {

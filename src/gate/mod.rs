@@ -37,6 +37,7 @@ mod in_flight;
 mod judge;
 mod kept;
 mod label;
+mod loading;
 mod look;
 mod methods;
 mod relay;
@@ -227,6 +228,8 @@ pub(crate) struct Gate {
     previous_port: Option<u16>,
     /// Pages one session may have open at once.
     max_tabs: usize,
+    /// Follow each tab's loads, for the evidence's looks.
+    watch_pages: bool,
 }
 
 /// Pages one session may have open at once unless told otherwise:
@@ -251,12 +254,20 @@ impl Gate {
             upstream_port,
             previous_port,
             max_tabs: DEFAULT_MAX_TABS,
+            watch_pages: false,
         })
     }
 
     /// Let each session have at most `max` pages open at once.
     pub(crate) fn with_max_tabs(mut self, max: usize) -> Self {
         self.max_tabs = max;
+        self
+    }
+
+    /// Follow each tab's loads (the warden enables the Page domain), so a
+    /// look for the evidence waits for a navigation an action started.
+    pub(crate) fn watching_pages(mut self, watch: bool) -> Self {
+        self.watch_pages = watch;
         self
     }
 
@@ -303,6 +314,7 @@ impl Gate {
                 .no_proxy()
                 .build()
                 .map_err(std::io::Error::other)?,
+            watch_pages: self.watch_pages,
         });
         let _ = handle.serving.set(Arc::clone(&shared));
         tokio::spawn(async move {

@@ -46,6 +46,8 @@ pub(super) struct Shared {
     /// Connections per session ([`super::MAX_CONNECTIONS_PER_SESSION`]).
     pub(super) per_session: Mutex<HashMap<String, usize>>,
     pub(super) http: reqwest::Client,
+    /// The warden follows each tab's loads (for the evidence's looks).
+    pub(super) watch_pages: bool,
 }
 
 /// A WebSocket to Chromium's browser endpoint.

@@ -75,6 +75,8 @@ struct Link {
     owners: Mutex<HashMap<CdpSessionId, DaemonName>>,
     /// The warden's CDP session on each target it is attached to.
     sessions: Mutex<HashMap<TargetId, CdpSessionId>>,
+    /// The frames loading, when the gate watches pages for the evidence.
+    loading: Option<super::loading::Loading>,
     alive: tokio_util::sync::CancellationToken,
 }
 
@@ -209,6 +211,23 @@ impl Warden {
         link.call(Some(&cdp_session), method, params).await
     }
 
+    /// Wait until the tab `target_id` is not navigating or loading, for at
+    /// most `within`; whether it is quiet (always, when pages are not
+    /// watched).
+    pub(super) async fn quiet(
+        &self,
+        shared: &Arc<Shared>,
+        target_id: &TargetId,
+        within: Duration,
+    ) -> Result<bool, GateError> {
+        let link = self.link(shared).await?;
+        // A tab's main frame id is its target id.
+        match &link.loading {
+            Some(loading) => Ok(loading.quiet(target_id, within).await),
+            None => Ok(true),
+        }
+    }
+
     /// One browser-level command on the warden's own connection.
     pub(super) async fn browser_call(
         &self,
@@ -245,6 +264,7 @@ impl Link {
             wards: Mutex::default(),
             owners: Mutex::default(),
             sessions: Mutex::default(),
+            loading: shared.watch_pages.then(super::loading::Loading::default),
             alive: tokio_util::sync::CancellationToken::new(),
         });
         let alive = link.alive.clone();
@@ -374,6 +394,9 @@ impl Link {
     /// (`failed_loads`). Not waited for: nothing is decided on it.
     async fn police(&self, cdp_session: &str) -> Result<(), GateError> {
         self.send(cdp_session, "Log.enable", json!({}));
+        if self.loading.is_some() {
+            self.send(cdp_session, "Page.enable", json!({}));
+        }
         self.call(Some(cdp_session), "Fetch.enable", intercept_documents())
             .await?;
         self.call(
@@ -417,6 +440,11 @@ impl Link {
                 }
             }
             (Some("Browser.downloadWillBegin"), None) => self.download_denied(&params, shared),
+            (Some(page), Some(_)) if page.starts_with("Page.") => {
+                if let Some(loading) = &self.loading {
+                    loading.note(page, &params);
+                }
+            }
             (Some("Target.targetCreated"), None) => {
                 if let Some(info) = params.get("targetInfo") {
                     super::tab_cap::on_created(shared, info);

@@ -12,6 +12,8 @@
 //! for a space, twice over, `&#N;` references) and then searched for the
 //! text: a text costs a string, where a pattern of every spelling (as for
 //! the few secrets) would cost a compiled regex for each of the many texts.
+//! An evidence record's page text (titles, element names) has typed text
+//! masked wherever it appears, not only in URLs.
 //! Replies are not shielded from typed text: the agent may see what it typed.
 //! Diagnostics are: every line the server prints or logs passes the same
 //! shield ([`scrub_diagnostic`]) once the server has one.
@@ -118,7 +120,35 @@ impl Shield {
         {
             shield_strings(value, &shield);
         }
+        // An evidence record quotes page text (titles, element names) as
+        // well as URLs: typed text is masked wherever it appears there.
+        if let Some(evidence) = event.evidence.as_mut() {
+            let anywhere = |text: &str| {
+                let shielded = shield(text);
+                let text = shielded.as_deref().unwrap_or(text);
+                mask_typed_anywhere(text, &typed).or(shielded)
+            };
+            shield_strings(evidence, &anywhere);
+        }
     }
+}
+
+/// `text` with each typed text it holds (one of at least [`SHORT_CHARS`]
+/// characters, or all of `text`) replaced by its marker; `None` when it
+/// holds none.
+fn mask_typed_anywhere(text: &str, typed: &VecDeque<Typed>) -> Option<String> {
+    let mut out: Option<String> = None;
+    for t in typed {
+        let current = out.as_deref().unwrap_or(text);
+        if t.short {
+            if current == t.text {
+                out = Some(t.marker.clone());
+            }
+        } else if current.contains(t.text.as_str()) {
+            out = Some(current.replace(t.text.as_str(), &t.marker));
+        }
+    }
+    out
 }
 
 /// The shield of the server's records, which diagnostics pass too.

@@ -123,3 +123,29 @@ fn a_secret_in_a_refused_requests_destination_becomes_its_placeholder() {
         "{kept}"
     );
 }
+
+#[test]
+fn typed_text_in_an_evidence_records_page_text_is_masked_wherever_it_is() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shield = shield(dir.path());
+    shield.remember_typed("hello world");
+    let mut event = audit::Event::new(audit::Phase::Evidence, "c".to_owned());
+    event.evidence = Some(serde_json::json!({
+        "after": {"url": "http://h/s?q=hello+world", "title": "Results for hello world"},
+        "element": {"ref": "e1", "role": "link", "name": "hello world (2)"},
+        "before": {"url": "http://h/form", "title": "Form"},
+    }));
+    shield.apply(&mut event);
+    let text = serde_json::to_string(&event.evidence).expect("json");
+    assert!(!text.contains("hello"), "{text}");
+    assert_eq!(
+        event.evidence.as_ref().expect("kept")["before"]["title"],
+        "Form"
+    );
+    assert!(
+        event.evidence.as_ref().expect("kept")["after"]["title"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("Results for [typed:len=11:mac=")),
+        "{text}"
+    );
+}

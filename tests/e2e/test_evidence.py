@@ -18,6 +18,7 @@ from typing import Any
 
 import harness
 import pytest
+from test_report import SHOTS, cdp
 
 pytestmark = pytest.mark.chromium
 
@@ -87,7 +88,9 @@ def decode_png(data: bytes) -> tuple[int, int, list[list[tuple[int, ...]]]]:
     return width, height, pixels
 
 
-def test_the_smoke_flow_leaves_a_verified_replayable_trail_of_images(start_server, web: harness.WebServer) -> None:
+def test_the_smoke_flow_leaves_a_verified_replayable_trail_of_images(
+    start_server, web: harness.WebServer, binaries: Any, chromium: harness.Chromium
+) -> None:
     srv = start_server(extra_args=["--evidence", "images"])
     log, sid = srv.cfg.audit_log, "ev-1"
     srv.ok(sid, ["open", web.url("/form")])
@@ -112,7 +115,9 @@ def test_the_smoke_flow_leaves_a_verified_replayable_trail_of_images(start_serve
     assert filled["before"]["image"] == opened["after"]["image"], filled
     assert filled["element"] == {"ref": query, "role": "textbox", "name": "Query"}, filled
     assert clicked["element"] == {"ref": search, "role": "button", "name": "Search"}, clicked
-    assert "/submit?q=hello" in waited["after"]["url"] and waited["after"]["title"] == "Submitted", waited
+    # What was typed is in no record in clear: a URL carries the intent's marker for it.
+    assert "/submit?q=[typed:len=5:mac=" in waited["after"]["url"] and waited["after"]["title"] == "Submitted", waited
+    assert "hello" not in json.dumps(trail), trail
 
     images = {look["image"]["sha256"] for e in trail for look in (e["evidence"]["before"], e["evidence"]["after"]) if "image" in look}
     # The form, the form filled, the result page (the click's "after" may be either of the last two).
@@ -128,6 +133,32 @@ def test_the_smoke_flow_leaves_a_verified_replayable_trail_of_images(start_serve
     run = verify(srv.cfg.server_bin, log)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "images: 3 named by the records, present and unaltered" in run.stdout, run.stdout
+
+    # The report replays the session, in Chromium: every image loads, in the order of the calls, and
+    # the clicked element is named by its role and name.
+    run = subprocess.run(
+        [str(binaries.server), "audit", "report", str(log), "--format", "html", "--session", sid],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page, errors = SHOTS / "report-replay.html", []
+    page.write_text(run.stdout)
+    steps, loaded, clicked_shown = cdp(
+        chromium,
+        page,
+        [
+            "Array.from(document.querySelectorAll('.replay .step'), s => s.querySelector('b').textContent)",
+            "Array.from(document.images, i => i.complete && i.naturalWidth > 0 && i.src.startsWith('data:image/png'))",
+            "document.querySelector('.replay .step[data-call=\"%s\"] [data-element]').textContent" % trail[2]["call_id"],
+        ],
+        SHOTS / "report-replay.png",
+        errors,
+    )
+    assert errors == [], errors
+    assert steps == ["open", "snapshot", "fill", "click", "wait", "get"], steps
+    assert len(loaded) == 2 * 4 - 1 and all(loaded), loaded  # the first `open` has no "before" image
+    assert "button" in clicked_shown and "Search" in clicked_shown, clicked_shown
 
     # An edited image, then a deleted one: NOT INTACT, exit 1, naming it.
     victim = store / f"{waited['after']['image']['sha256']}.png"

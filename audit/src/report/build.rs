@@ -59,17 +59,27 @@ fn keep(row: &Row, filter: &Filter) -> bool {
 fn rows(records: &[Value]) -> Vec<Row> {
     let mut rows: Vec<Row> = Vec::new();
     let mut open: HashMap<String, usize> = HashMap::new();
+    // Every call's row, after its outcome too: its evidence follows.
+    let mut calls: HashMap<String, usize> = HashMap::new();
     for record in records {
         let call_id = text(record, "call_id").unwrap_or_default();
         match crate::event::phase_of(record) {
             Some("intent") => {
-                open.insert(call_id, rows.len());
+                open.insert(call_id.clone(), rows.len());
+                calls.insert(call_id, rows.len());
                 rows.push(row(record, "call"));
+            }
+            // Its call's intent is in a file not given: nothing to add it to.
+            Some("evidence") => {
+                if let Some(&i) = calls.get(&call_id) {
+                    rows[i].evidence = record.get("evidence").cloned();
+                }
             }
             Some("outcome") => match open.remove(&call_id) {
                 Some(i) => conclude(&mut rows[i], record),
                 // Its intent is in a file not given.
                 None => {
+                    calls.insert(call_id, rows.len());
                     let mut r = row(record, "call");
                     conclude(&mut r, record);
                     rows.push(r);

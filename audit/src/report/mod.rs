@@ -11,6 +11,7 @@ mod build;
 mod context;
 mod counts;
 mod html;
+mod images;
 mod integrity;
 mod model;
 mod ocsf;
@@ -22,6 +23,7 @@ use serde_json::Value;
 use time::{OffsetDateTime, format_description::well_known::Rfc3339};
 
 pub use build::build;
+pub use images::MAX_REPORT_IMAGE_BYTES;
 pub use integrity::{Evidence, Integrity, Trust, assess};
 pub use model::{Destinations, Flag, Policy, Report, Row, Server, SessionSummary, Source};
 pub use ocsf::{OCSF_VERSION, ocsf, ocsf_events};

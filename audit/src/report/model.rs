@@ -76,6 +76,9 @@ pub struct Row {
     /// Why a reviewer should look: `alert` (refusals, blocks) or `warn`
     /// (failures, no outcome), with a label that says so in words.
     pub flag: Option<Flag>,
+    /// A call's `evidence` record: the page before and after, the element.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Value>,
 }
 
 /// What makes a row stand out.
@@ -231,6 +234,11 @@ pub struct Report {
     pub p50_ms: Option<f64>,
     /// 95th percentile duration of allowed calls (ms).
     pub p95_ms: Option<f64>,
+    /// The images the rows' evidence names, as the store holds them and
+    /// only when their bytes hash to their names (see
+    /// [`Report::attach_images`]): SHA-256 → PNG.
+    #[serde(skip)]
+    pub images: BTreeMap<String, Vec<u8>>,
 }
 
 impl Report {

@@ -3,8 +3,9 @@
 //! text), no fetches. One timeline, each row about a line tall (digests
 //! open on demand), so the page stays readable at hundreds of calls; each
 //! session's summary filters the timeline to its rows. A Content-Security-Policy admits only that style and
-//! that script (by their SHA-256) and nothing from anywhere, so even a value
-//! that slipped past escaping could not run or load anything.
+//! that script (by their SHA-256), images only as `data:` URLs (the
+//! evidence images it carries itself), and nothing from anywhere, so even a
+//! value that slipped past escaping could not run or load anything.
 //!
 //! Every value from the log goes through [`printable`] and is then
 //! HTML-escaped (quotes included): it is text, never markup.
@@ -13,6 +14,7 @@ use std::fmt::Write as _;
 
 use sha2::{Digest as _, Sha256};
 
+mod replay;
 mod rows;
 mod sessions;
 
@@ -75,7 +77,7 @@ impl Report {
             o,
             "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
              <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; \
-             style-src {}; script-src {}; img-src 'none'; form-action 'none'; base-uri 'none'\">\
+             style-src {}; script-src {}; img-src data:; form-action 'none'; base-uri 'none'\">\
              <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
              <title>browser-shell audit report</title><style>{CSS}</style></head><body><main>\
              <h1>browser-shell audit report</h1>",

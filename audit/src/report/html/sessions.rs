@@ -32,6 +32,7 @@ impl Report {
                 esc(&short_time(&s.last)),
             );
             destinations(o, &s.destinations, session);
+            self.replay(o, session);
             let _ = write!(
                 o,
                 "<div class=\"pick\"><button type=\"button\" data-pick=\"{}\">show its rows in the timeline</button></div>",
