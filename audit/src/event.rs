@@ -98,6 +98,10 @@ pub enum Outcome {
     /// Lifecycle: a new session was bound to a pooled daemon (`session_id`;
     /// `detail`: daemon, tab, pid), before its first command's intent.
     Bound,
+    /// Lifecycle: images were taken out of the evidence store to keep it
+    /// under its bound (`evidence.dropped` names them), synced before they
+    /// were deleted.
+    ImagesDropped,
 }
 
 /// One audit record. Fields left `None` are omitted from the JSON line.

@@ -7,10 +7,12 @@
 //! record gave it. An image the store did not keep (over its bound) is
 //! recorded as withheld, never silently missing; one a record names and the
 //! store lacks, or whose bytes no longer hash to its name, breaks the log's
-//! integrity like a rewritten record.
+//! integrity like a rewritten record. To stay under its bound the store
+//! drops its oldest images, each named by a synced record first, so a
+//! dropped image is no alarm.
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, BTreeSet},
     fs::{File, OpenOptions},
     io::{self, Write},
     os::unix::fs::{DirBuilderExt, OpenOptionsExt},
@@ -121,6 +123,51 @@ impl ImageStore {
     pub fn path_of(&self, sha256: &str) -> PathBuf {
         self.dir.join(format!("{sha256}.png"))
     }
+
+    /// The oldest images (by when they were stored) whose removal frees at
+    /// least `bytes`: each digest with its size. A record must say they
+    /// are dropped before [`ImageStore::remove`] deletes them.
+    ///
+    /// # Errors
+    /// When the directory cannot be listed.
+    pub fn oldest(&self, bytes: u64) -> io::Result<Vec<(String, u64)>> {
+        let mut images = Vec::new();
+        for entry in std::fs::read_dir(&self.dir)? {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(digest) = name.strip_suffix(".png").filter(|d| is_digest(d)) else {
+                continue;
+            };
+            let meta = entry.metadata()?;
+            images.push((meta.modified()?, digest.to_owned(), meta.len()));
+        }
+        images.sort();
+        let mut freed = 0;
+        Ok(images
+            .into_iter()
+            .take_while(|(_, _, size)| {
+                let more = freed < bytes;
+                freed += size;
+                more
+            })
+            .map(|(_, digest, size)| (digest, size))
+            .collect())
+    }
+
+    /// Delete the image `sha256` (gone already is no error).
+    ///
+    /// # Errors
+    /// When it is there and cannot be deleted.
+    pub fn remove(&self, sha256: &str) -> io::Result<()> {
+        match std::fs::remove_file(self.path_of(sha256)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn is_digest(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// The images the records name: each digest with the `seq` of the first
@@ -128,6 +175,8 @@ impl ImageStore {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Named {
     images: BTreeMap<String, u64>,
+    /// Images a record says the store dropped (its bound).
+    dropped: BTreeSet<String>,
 }
 
 impl Named {
@@ -137,6 +186,10 @@ impl Named {
         let Some(evidence) = record.get("evidence") else {
             return;
         };
+        let dropped = evidence.get("dropped").and_then(Value::as_array);
+        for digest in dropped.into_iter().flatten().filter_map(Value::as_str) {
+            self.dropped.insert(digest.to_owned());
+        }
         for look in ["before", "after"] {
             let digest = evidence
                 .get(look)
@@ -156,7 +209,11 @@ impl Named {
             ..ImageCheck::default()
         };
         for (digest, &seq) in &self.images {
-            let well_formed = digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit());
+            if self.dropped.contains(digest) {
+                check.dropped += 1;
+                continue;
+            }
+            let well_formed = is_digest(digest);
             let path = dir.join(format!("{digest}.png"));
             let found = if well_formed {
                 File::open(&path).and_then(sha256_reader)
@@ -191,6 +248,9 @@ pub struct ImageCheck {
     pub dir: Option<PathBuf>,
     /// Images present and unaltered.
     pub checked: u64,
+    /// Images named whose removal a record announced (the store's bound):
+    /// not checked, and no alarm.
+    pub dropped: u64,
     /// Images missing or altered.
     pub problems: Vec<ImageProblem>,
 }

@@ -117,3 +117,40 @@ fn a_digest_that_is_not_one_is_missing_not_a_path() {
         v.images
     );
 }
+
+#[test]
+fn an_image_a_record_says_was_dropped_is_no_alarm() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    let store = ImageStore::open(&log).unwrap();
+    let (a, b) = (store.put(b"before").unwrap(), store.put(b"after").unwrap());
+    let sink = Sink::open(&log, None, None).unwrap();
+    let mut named = Event::new(Phase::Evidence, "c1");
+    named.evidence = Some(json!({"before": look(&a), "after": look(&b)}));
+    sink.append(named).unwrap();
+    let mut dropped = Event::new(Phase::Lifecycle, "store");
+    dropped.outcome = Some(crate::Outcome::ImagesDropped);
+    dropped.evidence = Some(json!({"dropped": [a.sha256]}));
+    sink.append(dropped).unwrap();
+    store.remove(&a.sha256).unwrap();
+    let v = verified(&log);
+    assert!(v.is_intact(), "{:?}", v.images);
+    assert_eq!((v.images.checked, v.images.dropped), (1, 1));
+}
+
+#[test]
+fn the_oldest_images_go_first_and_only_as_many_as_needed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = ImageStore::open(&dir.path().join("audit.jsonl")).unwrap();
+    let first = store.put(b"first image").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let second = store.put(b"second image").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    store.put(b"third image").unwrap();
+    let oldest = store.oldest(first.bytes + 1).unwrap();
+    assert_eq!(
+        oldest,
+        vec![(first.sha256, first.bytes), (second.sha256, second.bytes)]
+    );
+    assert!(store.oldest(0).unwrap().is_empty());
+}

@@ -350,7 +350,7 @@ impl Plan {
                 .map_or_else(|| Gate::bind(0, self.cdp_port, previous), Ok)
                 .context("cannot listen on 127.0.0.1 for the browser gate")?
         };
-        let watch = self.witness.level == crate::evidence::Level::Images;
+        let watch = self.witness.level != crate::evidence::Level::Off;
         Ok(gate.with_max_tabs(self.max_tabs).watching_pages(watch))
     }
 

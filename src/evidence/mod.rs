@@ -14,6 +14,7 @@
 
 mod picture;
 mod refs;
+mod room;
 
 use std::{
     collections::HashMap,
@@ -82,6 +83,7 @@ struct Inner {
     bounds: Bounds,
     /// Bytes the store holds (its files at start, and every new image).
     held: AtomicU64,
+    making_room: tokio::sync::Mutex<()>,
     sessions: Mutex<HashMap<DaemonName, Seen>>,
 }
 
@@ -102,8 +104,10 @@ enum NotKept {
     NoStore,
     #[error("the session's images reached their bound ({0} bytes)")]
     SessionBound(u64),
-    #[error("the image store reached its bound ({0} bytes)")]
+    #[error("one image is over the image store's bound ({0} bytes)")]
     StoreBound(u64),
+    #[error("no room was made in the image store: {0}")]
+    NoRoom(String),
     #[error("the image could not be stored: {0}")]
     Unwritten(String),
 }
@@ -146,6 +150,7 @@ impl Witnesses {
                 store,
                 bounds,
                 held: AtomicU64::new(held),
+                making_room: tokio::sync::Mutex::new(()),
                 sessions: Mutex::default(),
             })),
         }
@@ -199,7 +204,7 @@ impl Inner {
     async fn witness(&self, journal: &Journal, runner: &Runner, acted: Acted) {
         let shot = self.level == Level::Images;
         let after = match runner.look(&acted.daemon, shot).await {
-            Ok(look) => self.described(look, &acted).await,
+            Ok(look) => self.described(journal, look, &acted).await,
             Err(why) => json!({ "unseen": why.to_string() }),
         };
         let call_id = acted.record.call_id.clone();
@@ -234,7 +239,7 @@ impl Inner {
 
     /// A look as the record holds it: the URL redacted, the title scrubbed,
     /// the image stored (or why not).
-    async fn described(&self, look: PageLook, acted: &Acted) -> Value {
+    async fn described(&self, journal: &Journal, look: PageLook, acted: &Acted) -> Value {
         let rules = &acted.rules;
         let title = rules.secrets.scrub(&look.title);
         let mut described = json!({
@@ -244,7 +249,7 @@ impl Inner {
         if let Some(shot) = look.shot {
             let kept = picture::keep(&shot, &rules.secrets);
             match kept {
-                Ok(kept) => match self.store(&acted.daemon, kept).await {
+                Ok(kept) => match self.store(journal, &acted.daemon, kept).await {
                     Ok(image) => described["image"] = image,
                     Err(why) => described["image_withheld"] = json!(why.to_string()),
                 },
@@ -256,15 +261,36 @@ impl Inner {
 
     /// Put an image in the store within the bounds; what the record says
     /// of it.
-    async fn store(&self, daemon: &DaemonName, kept: picture::Kept) -> Result<Value, NotKept> {
+    async fn store(
+        &self,
+        journal: &Journal,
+        daemon: &DaemonName,
+        kept: picture::Kept,
+    ) -> Result<Value, NotKept> {
         let store = self.store.clone().ok_or(NotKept::NoStore)?;
         let size = kept.png.len() as u64;
         let session_bytes = self.seen(daemon, |seen| seen.bytes);
         if session_bytes + size > self.bounds.per_session {
             return Err(NotKept::SessionBound(self.bounds.per_session));
         }
-        if self.held.load(Ordering::Relaxed) + size > self.bounds.total {
+        if size > self.bounds.total {
             return Err(NotKept::StoreBound(self.bounds.total));
+        }
+        // One room-maker at a time: two would drop twice what is needed.
+        let _making_room = self.making_room.lock().await;
+        let over = (self.held.load(Ordering::Relaxed) + size).saturating_sub(self.bounds.total);
+        if over > 0 {
+            let (journal, room_in, bound) = (journal.clone(), store.clone(), self.bounds.total);
+            let freed = tokio::task::spawn_blocking(move || {
+                room::make_room(&journal, &room_in, over, bound)
+            })
+            .await
+            .map_err(|e| NotKept::Unwritten(e.to_string()))?
+            .map_err(|e| NotKept::NoRoom(e.to_string()))?;
+            self.held.fetch_sub(
+                freed.min(self.held.load(Ordering::Relaxed)),
+                Ordering::Relaxed,
+            );
         }
         let png = kept.png;
         let stored = tokio::task::spawn_blocking(move || store.put(&png))

@@ -62,7 +62,7 @@ Besides the printed table, each run is written as data (date, host facts, every 
 p50/p95 and target, the notes and the audit/confine outputs) to target/bench/results-<UTC time>.json,
 or to the file --out names. The raw runs live there, not in the docs.
 
-    tests/bench/run [N] [--only warm,smoke,peer,screenshot,audit,confine] [--out FILE]   (default N=50, every section)
+    tests/bench/run [N] [--only warm,smoke,evidence,peer,screenshot,audit,confine] [--out FILE]   (default N=50, every section)
 """
 
 from __future__ import annotations
@@ -92,7 +92,8 @@ BIN = ROOT / "target" / "release" / "browser-shell"
 PEERS = Path(__file__).resolve().parent / "peers"
 PLAYWRIGHT_MCP = PEERS / "node_modules" / "@playwright" / "mcp" / "cli.js"
 NODE_PEER = PEERS / "node-peer.mjs"
-SECTIONS = ("defaults", "warm", "newsession", "subresources", "smoke", "peer", "screenshot", "audit", "confine")
+SECTIONS = ("defaults", "warm", "newsession", "subresources", "smoke", "evidence", "peer", "screenshot", "audit",
+            "confine")
 # Warm calls are cheap (a few ms) and noisy on a small VM (p95 2-3× p50): their two medians, whose
 # difference is the result, get 5×N interleaved pairs each.
 WARM_FACTOR = 5
@@ -1126,6 +1127,91 @@ def bench_smoke(ab: Path, chromium, web, evidence: Path, n: int, notes: list[str
     return rows
 
 
+# --------------------------------------------------------------------------- evidence per action
+
+
+def evidence_breakdown(steps: dict, key: str, base: str) -> str:
+    """Per command of the smoke flow: p50 with `key`'s evidence level minus with `base`'s, and the 90 %
+    bootstrap interval of that difference."""
+    parts = []
+    for cmd in ("open", "snapshot", "fill", "click", "press", "get url", "close"):
+        a, b = steps.get((key, cmd)), steps.get((base, cmd))
+        if a and b:
+            low, high = difference_interval(a, b)
+            parts.append(f"{cmd} {statistics.median(a) - statistics.median(b):+.1f} ({low:+.1f}…{high:+.1f})")
+    return f"smoke flow per command, `--evidence {key}` minus `--evidence {base}`, p50 ms (90 % interval): " + "; ".join(parts)
+
+
+def store_bytes(audit: Path) -> tuple[int, int]:
+    """The image store's bytes beside `audit`, and the number of evidence records its log holds."""
+    store = Path(f"{audit}.evidence")
+    held = sum(f.stat().st_size for f in store.iterdir()) if store.is_dir() else 0
+    text = audit.read_text() if audit.exists() else ""
+    return held, text.count('"phase":"evidence"')
+
+
+def bench_evidence(ab: Path, chromium, web, evidence: Path, n: int, notes: list[str]) -> list[str]:
+    """The pooled smoke flow at each `--evidence` level, interleaved, against agent-browser direct."""
+    levels = ("off", "digests", "images")
+    servers = {level: Server(ab, chromium.port, "127.0.0.1/32", evidence, ["--pool", "2", "--evidence", level])
+               for level in levels}
+    steps: dict[tuple[str, str], list[float]] = {}
+    raw = per_step(steps, "ab", raw_step(ab, chromium.port, raw_env(servers["off"]), "evidence-raw"))
+
+    def settled(srv: Server):
+        def settle() -> None:
+            wait_pool(srv, want=2)
+            time.sleep(POOL_SETTLE_S)
+        return settle
+
+    def quietly(step):
+        def reset():
+            try:
+                step(["close"])
+            except Exception:  # noqa: BLE001 - best effort: leave a clean page for the next run
+                pass
+        return reset
+
+    cdp = chromium.port
+    flavours = []
+    for level, srv in servers.items():
+        step = per_step(steps, level, shell_step(srv, "evidence"))
+        flavours.append(Flavour(level, f"browser-shell --pool 2 --evidence {level}", cdp,
+                                lambda *a, step=step: agent_browser_flow(step, *a), quietly(step), settled(srv)))
+    flavours.append(Flavour("ab", "agent-browser", cdp, lambda *a: agent_browser_flow(raw, *a), quietly(raw),
+                            settled(servers["off"])))
+    for f in flavours:
+        f.warm_up(web)
+    for samples in steps.values():
+        samples.clear()
+    for i in range(n):
+        for k in range(SMOKE_FACTOR):
+            for f in flavours:
+                f.once(web, i * SMOKE_FACTOR + k)
+    held, records = store_bytes(servers["images"].audit)
+    for srv in servers.values():
+        srv.close()
+    off, digests, images, direct = flavours
+    rows = [
+        row("smoke flow, `--pool 2 --evidence images` vs `--evidence off`", images.times, off.times, "ratio ≤ 1.25",
+            lambda a50, b50: a50 / b50 <= 1.25),
+        row("smoke flow, `--pool 2 --evidence digests` vs `--evidence off`", digests.times, off.times, "ratio ≤ 1.05",
+            lambda a50, b50: a50 / b50 <= 1.05),
+        row("smoke flow, `--pool 2 --evidence off` vs agent-browser direct", off.times, direct.times, "–"),
+        row("smoke flow, `--pool 2 --evidence images` vs agent-browser direct", images.times, direct.times, "–"),
+    ]
+    notes.append(evidence_breakdown(steps, "images", "off"))
+    notes.append(evidence_breakdown(steps, "digests", "off"))
+    if records:
+        notes.append(f"evidence store after the images runs: {held:,} bytes for {records} evidence records "
+                     f"({held / records:,.0f} bytes per action; an image is stored once however many records name it)")
+    for f in flavours:
+        if f.failures:
+            notes.append(f"evidence smoke flow, {f.name}: {len(f.failures)} runs FAILED (not timed); first: "
+                         f"{' '.join(f.failures[0].split())[:240]}")
+    return rows
+
+
 # --------------------------------------------------------------------------- cold start and idle RSS
 
 
@@ -1306,7 +1392,7 @@ def main() -> None:
     rows: list[str] = []
     default_rows: list[str] = []
     notes: list[str] = []
-    if {"defaults", "warm", "newsession", "subresources", "smoke", "peer", "screenshot"} & set(only):
+    if {"defaults", "warm", "newsession", "subresources", "smoke", "evidence", "peer", "screenshot"} & set(only):
         with tempfile.TemporaryDirectory(prefix="bsb-chr") as work, harness.run_chromium(Path(work)) as chromium, \
                 harness.run_web_server() as web:
             # Cold starts first: after the smoke section, Chromium spends seconds closing tabs and
@@ -1323,6 +1409,8 @@ def main() -> None:
                 rows += bench_subresources(ab, chromium, evidence, n, notes)
             if "smoke" in only:
                 rows += bench_smoke(ab, chromium, web, evidence, n, notes)
+            if "evidence" in only:
+                rows += bench_evidence(ab, chromium, web, evidence, n, notes)
             if "screenshot" in only:
                 rows += bench_screenshot(ab, chromium, web, evidence, n, notes)
 

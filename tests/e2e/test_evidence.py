@@ -160,6 +160,17 @@ def test_the_smoke_flow_leaves_a_verified_replayable_trail_of_images(
     assert len(loaded) == 2 * 4 - 1 and all(loaded), loaded  # the first `open` has no "before" image
     assert "button" in clicked_shown and "Search" in clicked_shown, clicked_shown
 
+    # OCSF (as OTLP, a copy of the record) carries the digests, never the images.
+    run = subprocess.run(
+        [str(binaries.server), "audit", "report", str(log), "--format", "ocsf"], capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == 0, run.stderr
+    events = [json.loads(line) for line in run.stdout.splitlines()]
+    shown = [e for e in events if e.get("unmapped", {}).get("phase") == "evidence"]
+    assert len(shown) == len(trail), shown
+    digests = {look["image"]["sha256"] for e in shown for look in e["unmapped"]["evidence"].values() if "image" in look}
+    assert digests == images and max(len(line) for line in run.stdout.splitlines()) < 4096
+
     # An edited image, then a deleted one: NOT INTACT, exit 1, naming it.
     victim = store / f"{waited['after']['image']['sha256']}.png"
     original = victim.read_bytes()

@@ -431,9 +431,10 @@ fn images(v: &Verification, out: &mut Integrity) {
         return;
     };
     out.lines.push(format!(
-        "images: {} named by the records, present and unaltered in {}",
+        "images: {} named by the records, present and unaltered in {}; {} dropped by the store's bound, as recorded",
         check.checked,
-        dir.display()
+        dir.display(),
+        check.dropped
     ));
     for problem in &check.problems {
         out.lines.push(format!(
