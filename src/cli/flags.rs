@@ -291,13 +291,15 @@ pub(crate) struct ServeArgs {
     /// page's URL and title before and after and the element acted on;
     /// `images`, also a small image of the page before and after (fields
     /// holding a secret blacked out; a page showing one is withheld), kept
-    /// beside the log under its SHA-256 and checked by `audit verify`.
+    /// beside the log under its SHA-256 and checked by `audit verify`. The
+    /// default costs no measurable time (docs/benchmarks.md, "Evidence per
+    /// action").
     #[arg(
         long,
         env = "BROWSER_SHELL_EVIDENCE",
         value_name = "off|digests|images",
         value_enum,
-        default_value = "off"
+        default_value = "digests"
     )]
     pub(crate) evidence: crate::evidence::Level,
 

@@ -72,14 +72,20 @@ pub(crate) trait Tabs: Send + Sync + std::fmt::Debug {
     /// Best effort; says whether it was done.
     fn label<'a>(&'a self, daemon: &'a DaemonName, session: &'a str) -> BoxFuture<'a, bool>;
 
-    /// Look at `target`, a tab of `daemon`'s: its document's URL and
-    /// title, and a screenshot when `shot` (for the evidence of an action).
+    /// Look at `target`, a tab of `daemon`'s, once it is quiet: its
+    /// document's URL, title and fields (for the evidence of an action).
     fn look<'a>(
         &'a self,
         daemon: &'a DaemonName,
         target: &'a TargetId,
-        shot: bool,
     ) -> BoxFuture<'a, Result<PageLook, LookError>>;
+
+    /// A screenshot of `target`, with the DOM read just after it.
+    fn shoot<'a>(
+        &'a self,
+        daemon: &'a DaemonName,
+        target: &'a TargetId,
+    ) -> BoxFuture<'a, Result<Shot, LookError>>;
 }
 
 /// What a pooled daemon's window says until a session is bound to it.
@@ -103,8 +109,15 @@ impl Tabs for NoTabs {
         &'a self,
         _daemon: &'a DaemonName,
         _target: &'a TargetId,
-        _shot: bool,
     ) -> BoxFuture<'a, Result<PageLook, LookError>> {
+        Box::pin(std::future::ready(Err(LookError::NoGate)))
+    }
+
+    fn shoot<'a>(
+        &'a self,
+        _daemon: &'a DaemonName,
+        _target: &'a TargetId,
+    ) -> BoxFuture<'a, Result<Shot, LookError>> {
         Box::pin(std::future::ready(Err(LookError::NoGate)))
     }
 }

@@ -6,9 +6,13 @@
 //! session's last snapshot named it. A record names an image only once the
 //! image is synced, so `audit verify` can hold every image to its digest.
 //!
-//! All of it happens after the reply, off the call's path, while the
-//! session's turn is still held: the next call of the session waits for
-//! the look, so "after" is what this call left. The "before" of a call is
+//! All of it happens after the reply, off the call's path. The look is
+//! taken while the session's turn is still held (the next call of the
+//! session waits for it), so "after" is what this call left; at `digests`
+//! the record is written then too. At `images` the screenshot is taken,
+//! masked, shrunk, stored and recorded after the turn is given back, in
+//! the order of the session's calls, and an image the session's next call
+//! may have raced says so. The "before" of a call is
 //! the "after" of the session's previous action (named by its `call_id`);
 //! the calls between them change no page.
 
@@ -90,12 +94,22 @@ struct Inner {
 /// What the service remembers of a session.
 #[derive(Debug, Default)]
 struct Seen {
+    /// Ends when the record of its last look is written: the next look's
+    /// record waits for it, so records follow the session's calls.
+    recorded: Option<tokio::sync::oneshot::Receiver<()>>,
     /// The look after its last action, and that call's id.
     last: Option<(String, Value)>,
     refs: Option<refs::Refs>,
     /// Image bytes it added to the store.
     bytes: u64,
 }
+
+/// A screenshot (or why none was taken), and whether the session's next
+/// call began before it was.
+type Taken = (
+    Result<crate::daemons::Shot, crate::daemons::LookError>,
+    bool,
+);
 
 /// Why an image that could be kept was not.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -182,17 +196,57 @@ impl Witnesses {
         }
         let (journal, runner) = (journal.clone(), runner.clone());
         tokio::spawn(async move {
-            let _turn = turn;
             if acted.witness == Witness::Nothing {
                 inner.learn_refs(&acted);
+                return;
+            }
+            let look = runner.look(&acted.daemon).await;
+            if inner.level == Level::Images {
+                inner
+                    .shoot_after(&journal, &runner, look, acted, turn)
+                    .await;
             } else {
-                inner.witness(&journal, &runner, acted).await;
+                // Nothing to shoot: the record is written before the
+                // session's next call starts.
+                let look = look.map(|(_, look)| look);
+                inner.witness(&journal, look, None, acted).await;
             }
         });
     }
 }
 
 impl Inner {
+    /// After the look (taken while the session's turn is held, so its next
+    /// call waits for it): give the turn back, take the screenshot, and
+    /// record, in the order of the session's calls.
+    async fn shoot_after(
+        &self,
+        journal: &Journal,
+        runner: &Runner,
+        look: Result<(crate::chromium_ids::TargetId, PageLook), crate::daemons::LookError>,
+        acted: Acted,
+        turn: OwnedMutexGuard<()>,
+    ) {
+        let (done, previous) = self.in_line(&acted.daemon);
+        let turn_lock = Arc::clone(OwnedMutexGuard::mutex(&turn));
+        drop(turn);
+        let shot = match &look {
+            Ok((target, _)) => {
+                let shot = runner.shoot(&acted.daemon, target).await;
+                // The session's next call may have acted meanwhile.
+                Some((shot, turn_lock.try_lock().is_err()))
+            }
+            Err(_) => None,
+        };
+        if let Some(previous) = previous {
+            // Sent, or dropped with a task that ended early: either way, done.
+            let _ = previous.await;
+        }
+        let look = look.map(|(_, look)| look);
+        self.witness(journal, look, shot, acted).await;
+        let _ = done.send(());
+    }
+
     fn learn_refs(&self, acted: &Acted) {
         if let Some(refs) = refs::of_snapshot(&acted.stdout, &acted.rules.secrets) {
             self.seen(&acted.daemon, |seen| seen.refs = Some(refs));
@@ -201,10 +255,15 @@ impl Inner {
 
     /// Look at the page after `acted`, keep its image, and record both
     /// looks and the element.
-    async fn witness(&self, journal: &Journal, runner: &Runner, acted: Acted) {
-        let shot = self.level == Level::Images;
-        let after = match runner.look(&acted.daemon, shot).await {
-            Ok(look) => self.described(journal, look, &acted).await,
+    async fn witness(
+        &self,
+        journal: &Journal,
+        look: Result<PageLook, crate::daemons::LookError>,
+        shot: Option<Taken>,
+        acted: Acted,
+    ) {
+        let after = match look {
+            Ok(look) => self.described(journal, look, shot, &acted).await,
             Err(why) => json!({ "unseen": why.to_string() }),
         };
         let call_id = acted.record.call_id.clone();
@@ -239,21 +298,34 @@ impl Inner {
 
     /// A look as the record holds it: the URL redacted, the title scrubbed,
     /// the image stored (or why not).
-    async fn described(&self, journal: &Journal, look: PageLook, acted: &Acted) -> Value {
+    async fn described(
+        &self,
+        journal: &Journal,
+        look: PageLook,
+        shot: Option<Taken>,
+        acted: &Acted,
+    ) -> Value {
         let rules = &acted.rules;
         let title = rules.secrets.scrub(&look.title);
         let mut described = json!({
             "url": rules.redactor.url(&rules.secrets.scrub(&look.url)),
             "title": crate::obs::journal::capped(&title, MAX_TITLE_BYTES),
         });
-        if let Some(shot) = look.shot {
-            let kept = picture::keep(&shot, &rules.secrets);
+        if let Some((shot, raced)) = shot {
+            if raced {
+                // Said, not hidden: the image may show the next call's work.
+                described["image_raced"] =
+                    json!("the session's next call began before the screenshot was taken");
+            }
+            let kept = shot.map_err(|e| e.to_string()).and_then(|shot| {
+                picture::keep(&look.read, &shot, &rules.secrets).map_err(|e| e.to_string())
+            });
             match kept {
                 Ok(kept) => match self.store(journal, &acted.daemon, kept).await {
                     Ok(image) => described["image"] = image,
                     Err(why) => described["image_withheld"] = json!(why.to_string()),
                 },
-                Err(why) => described["image_withheld"] = json!(why.to_string()),
+                Err(why) => described["image_withheld"] = json!(why),
             }
         }
         described
@@ -308,6 +380,20 @@ impl Inner {
             "height": kept.height,
             "masked_fields": kept.masked,
         }))
+    }
+
+    /// A place in the session's line of records: what to say when this
+    /// one is written, and what to wait for before writing it.
+    fn in_line(
+        &self,
+        daemon: &DaemonName,
+    ) -> (
+        tokio::sync::oneshot::Sender<()>,
+        Option<tokio::sync::oneshot::Receiver<()>>,
+    ) {
+        let (done, recorded) = tokio::sync::oneshot::channel();
+        let previous = self.seen(daemon, |seen| seen.recorded.replace(recorded));
+        (done, previous)
     }
 
     /// Do `with` to what is remembered of `daemon`.

@@ -5,10 +5,11 @@
 //! Everything is read on the warden's own connection, through the DOM
 //! snapshot and the screenshot Chromium takes itself: no script runs in the
 //! page, so the page cannot hide a field's value from the look or notice
-//! it. The DOM is read before and after the screenshot, so a field that
-//! moves while it is taken is masked where it was and where it went. A
-//! navigation or load the action started is waited for (`loading`), for a
-//! few seconds at most: "after" is where the action went.
+//! it. A look ([`look`]) waits for a navigation or load the action started
+//! (`loading`), for a few seconds at most, so "after" is where the action
+//! went, and reads the DOM; the screenshot ([`shoot`]) follows with a read
+//! of its own, so a field that moves meanwhile is masked where it was and
+//! where it went.
 
 use std::{sync::Arc, time::Duration};
 
@@ -21,66 +22,92 @@ use crate::{
     session_id::DaemonName,
 };
 
-/// Look at `target` (a tab of `daemon`'s), with a screenshot when `shot`.
-pub(super) async fn look(
+/// How long a look waits for a navigation or load the action started.
+const SETTLE_WITHIN: Duration = Duration::from_secs(3);
+
+/// How long the screenshot may take: past it, no image is kept.
+const SHOT_WITHIN: Duration = Duration::from_secs(1);
+
+/// One command to `target` on the warden's connection.
+async fn call(
     shared: &Arc<Shared>,
     daemon: &DaemonName,
     target: &TargetId,
-    shot: bool,
-) -> Result<PageLook, GateError> {
-    let call = |method: &'static str, params: Value| {
-        shared
-            .warden
-            .page_call(shared, target, daemon, method, params)
-    };
-    let snapshot = || call("DOMSnapshot.captureSnapshot", json!({"computedStyles": []}));
-    // A look at a page still loading is taken anyway once the wait is over.
-    let _ = shared.warden.quiet(shared, target, SETTLE_WITHIN).await?;
-    let first = snapshot().await?;
-    let (url, title) = document_of(&first).ok_or("the DOM snapshot names no document")?;
-    if !shot {
-        return Ok(PageLook {
-            url,
-            title,
-            shot: None,
-        });
-    }
-    let metrics = call("Page.getLayoutMetrics", json!({})).await?;
+    method: &'static str,
+    params: Value,
+) -> Result<Value, GateError> {
+    shared
+        .warden
+        .page_call(shared, target, daemon, method, params)
+        .await
+}
+
+/// The DOM of `target`, its fields placed in the viewport as it is now.
+async fn read(
+    shared: &Arc<Shared>,
+    daemon: &DaemonName,
+    target: &TargetId,
+) -> Result<(Value, DomRead, f64), GateError> {
+    let snapshot = call(
+        shared,
+        daemon,
+        target,
+        "DOMSnapshot.captureSnapshot",
+        json!({"computedStyles": []}),
+    );
+    let metrics = call(shared, daemon, target, "Page.getLayoutMetrics", json!({}));
+    let (snapshot, metrics) = tokio::try_join!(snapshot, metrics)?;
     let viewport = metrics
         .get("cssVisualViewport")
         .ok_or("Chromium gave no viewport")?;
     let number = |key: &str| viewport.get(key).and_then(Value::as_f64).unwrap_or(0.0);
-    let taken = tokio::time::timeout(
-        SHOT_WITHIN,
-        call("Page.captureScreenshot", json!({"format": "png"})),
-    )
-    .await
-    .map_err(|_| GateError::Failed(format!("no screenshot within {SHOT_WITHIN:?}")))??;
-    let second = snapshot().await?;
+    let read = read_dom(&snapshot, (number("pageX"), number("pageY")));
+    Ok((snapshot, read, number("clientWidth")))
+}
+
+/// Look at `target` (a tab of `daemon`'s) once a navigation or load the
+/// action started is over (or the wait is: a page still loading is looked
+/// at anyway).
+pub(super) async fn look(
+    shared: &Arc<Shared>,
+    daemon: &DaemonName,
+    target: &TargetId,
+) -> Result<PageLook, GateError> {
+    let _ = shared.warden.quiet(shared, target, SETTLE_WITHIN).await?;
+    let (snapshot, read, _) = read(shared, daemon, target).await?;
+    let (url, title) = document_of(&snapshot).ok_or("the DOM snapshot names no document")?;
+    Ok(PageLook { url, title, read })
+}
+
+/// A screenshot of `target`'s viewport, and its DOM read just after.
+pub(super) async fn shoot(
+    shared: &Arc<Shared>,
+    daemon: &DaemonName,
+    target: &TargetId,
+) -> Result<Shot, GateError> {
+    let capture = call(
+        shared,
+        daemon,
+        target,
+        "Page.captureScreenshot",
+        json!({"format": "png"}),
+    );
+    let taken = tokio::time::timeout(SHOT_WITHIN, capture)
+        .await
+        .map_err(|_| GateError::Failed(format!("no screenshot within {SHOT_WITHIN:?}")))??;
+    let (_, read, css_width) = read(shared, daemon, target).await?;
     let png = taken
         .get("data")
         .and_then(Value::as_str)
         .ok_or("the screenshot has no data")?;
     let png = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, png)
         .map_err(|e| GateError::Failed(format!("the screenshot is not base64: {e}")))?;
-    let scroll = (number("pageX"), number("pageY"));
-    Ok(PageLook {
-        url,
-        title,
-        shot: Some(Shot {
-            png,
-            css_width: number("clientWidth"),
-            reads: [read_dom(&first, scroll), read_dom(&second, scroll)],
-        }),
+    Ok(Shot {
+        png,
+        css_width,
+        read,
     })
 }
-
-/// How long a look waits for a navigation or load the action started.
-const SETTLE_WITHIN: Duration = Duration::from_secs(3);
-
-/// How long the screenshot may take: past it, the look keeps no image
-/// rather than hold the session's next call.
-const SHOT_WITHIN: Duration = Duration::from_secs(2);
 
 /// The main document's URL and title in a DOM snapshot.
 fn document_of(snapshot: &Value) -> Option<(String, String)> {

@@ -162,7 +162,6 @@ impl crate::daemons::Tabs for Handle {
         &'a self,
         daemon: &'a DaemonName,
         target: &'a TargetId,
-        shot: bool,
     ) -> futures_util::future::BoxFuture<
         'a,
         Result<crate::daemons::PageLook, crate::daemons::LookError>,
@@ -172,7 +171,24 @@ impl crate::daemons::Tabs for Handle {
                 .serving
                 .get()
                 .ok_or(crate::daemons::LookError::NoGate)?;
-            look::look(shared, daemon, target, shot)
+            look::look(shared, daemon, target)
+                .await
+                .map_err(|e| crate::daemons::LookError::Browser(e.to_string()))
+        })
+    }
+
+    fn shoot<'a>(
+        &'a self,
+        daemon: &'a DaemonName,
+        target: &'a TargetId,
+    ) -> futures_util::future::BoxFuture<'a, Result<crate::daemons::Shot, crate::daemons::LookError>>
+    {
+        Box::pin(async move {
+            let shared = self
+                .serving
+                .get()
+                .ok_or(crate::daemons::LookError::NoGate)?;
+            look::shoot(shared, daemon, target)
                 .await
                 .map_err(|e| crate::daemons::LookError::Browser(e.to_string()))
         })

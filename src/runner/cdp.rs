@@ -180,17 +180,26 @@ impl Runner {
     /// The tab the daemon pinned, if the gate vouches that it is in the
     /// daemon's own browser context: the pin file is the child's to write.
     /// Look at the session's pinned tab (see `daemons::Tabs::look`), once
-    /// the gate vouches it is the session's own.
+    /// the gate vouches it is the session's own; the tab, for its shot.
     pub(crate) async fn look(
         &self,
         daemon_name: &DaemonName,
-        shot: bool,
-    ) -> Result<crate::daemons::PageLook, crate::daemons::LookError> {
+    ) -> Result<(TargetId, crate::daemons::PageLook), crate::daemons::LookError> {
         let target = self
             .own_tab(daemon_name)
             .await
             .ok_or(crate::daemons::LookError::NoTab)?;
-        self.tabs.look(daemon_name, &target, shot).await
+        let look = self.tabs.look(daemon_name, &target).await?;
+        Ok((target, look))
+    }
+
+    /// A screenshot of the tab a look was just vouched for.
+    pub(crate) async fn shoot(
+        &self,
+        daemon_name: &DaemonName,
+        target: &TargetId,
+    ) -> Result<crate::daemons::Shot, crate::daemons::LookError> {
+        self.tabs.shoot(daemon_name, target).await
     }
 
     async fn own_tab(&self, daemon_name: &DaemonName) -> Option<TargetId> {

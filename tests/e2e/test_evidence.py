@@ -12,6 +12,7 @@ import re
 import struct
 import subprocess
 import tempfile
+import time
 import zlib
 from pathlib import Path
 from typing import Any
@@ -29,8 +30,15 @@ def records(log: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
 
 
-def evidence_of(log: Path) -> list[dict[str, Any]]:
-    return [r for r in records(log) if r.get("phase") == "evidence"]
+def evidence_of(log: Path, want: int = 0) -> list[dict[str, Any]]:
+    """The evidence records, once there are at least `want`: a call's screenshot and record are made
+    after its session's turn is given back."""
+    deadline = time.monotonic() + 15
+    while True:
+        found = [r for r in records(log) if r.get("phase") == "evidence"]
+        if len(found) >= want or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
 
 
 def store_of(log: Path) -> Path:
@@ -41,11 +49,6 @@ def verify(server_bin: Path, log: Path) -> subprocess.CompletedProcess[str]:
     """`audit verify <log>*`, as README shows it: the glob takes in the image store too."""
     files = sorted(str(p) for p in log.parent.glob(log.name + "*"))
     return subprocess.run([str(server_bin), "audit", "verify", *files], capture_output=True, text=True, timeout=60)
-
-
-def settled(srv: Any, sid: str) -> None:
-    """The evidence of a session's last call is written before its next call starts."""
-    srv.ok(sid, ["get", "url"])
 
 
 def decode_png(data: bytes) -> tuple[int, int, list[list[tuple[int, ...]]]]:
@@ -100,9 +103,9 @@ def test_the_smoke_flow_leaves_a_verified_replayable_trail_of_images(
     srv.ok(sid, ["fill", f"@{query}", "hello"])
     srv.ok(sid, ["click", f"@{search}"])
     srv.ok(sid, ["wait", "--url", "**/submit**"], 20)
-    settled(srv, sid)
+    srv.ok(sid, ["get", "url"])
 
-    trail = evidence_of(log)
+    trail = evidence_of(log, 4)
     # `wait` is evidence too: it is where a navigation the page started (a form's) ends.
     assert [e["evidence"]["subcommand"] for e in trail] == ["open", "fill", "click", "wait"], trail
     outcomes = {r["call_id"]: r for r in records(log) if r.get("phase") == "outcome"}
@@ -205,9 +208,11 @@ def test_a_typed_secret_is_blacked_out_and_a_page_showing_it_is_withheld(start_s
     log, sid = srv.cfg.audit_log, "ev-secret"
     srv.ok(sid, ["open", web.url("/form")])
     srv.ok(sid, ["fill", "#q", "plain words"])
+    # Its screenshot is taken before the next call types the secret (else that image is masked too,
+    # and says it raced the next call).
+    evidence_of(log, 2)
     srv.ok(sid, ["fill", "#q", "{{secret:login}}"])
-    settled(srv, sid)
-    plain, secret = (e["evidence"]["after"] for e in evidence_of(log)[1:3])
+    plain, secret = (e["evidence"]["after"] for e in evidence_of(log, 3)[1:3])
     assert plain["image"]["masked_fields"] == 0 and secret["image"]["masked_fields"] == 1, (plain, secret)
 
     # The field's place (the demo form's #q: the only field left of the Search button, on the
@@ -225,8 +230,7 @@ def test_a_typed_secret_is_blacked_out_and_a_page_showing_it_is_withheld(start_s
     # Submitted, the result page shows the secret: an image of it is withheld, and says why.
     srv.ok(sid, ["press", "Enter"])
     srv.ok(sid, ["wait", "--url", "**/submit**"], 20)
-    settled(srv, sid)
-    waited = evidence_of(log)[-1]["evidence"]
+    waited = evidence_of(log, 5)[-1]["evidence"]
     assert waited["subcommand"] == "wait", waited
     assert "image" not in waited["after"] and "shows a secret" in waited["after"]["image_withheld"], waited
     # Nothing of the secret is in any record or any stored image's bytes.

@@ -88,13 +88,17 @@ def test_many_sessions_many_calls_lose_nothing_and_never_cross(
     assert not failed, failed[:3]
     assert not crossed, f"{len(crossed)} answers from the wrong page: {crossed[:3]}"
 
-    # Every call is on the record, exactly: one record per refusal, two per allowed call.
+    # Every call is on the record, exactly: one record per refusal, two per allowed call, and one
+    # evidence record for each allowed call that can change the page (`open` here).
     allowed = sum(1 for _, _, ok in plan if ok)
     records = [json.loads(l) for l in srv.cfg.audit_log.read_text().splitlines()]
     # (The browser gate's own refusals — requests a page made, CDP messages — are not calls.)
     gate = [r for r in records if r.get("rule") == "request.blocked" or r.get("rule", "").startswith("cdp.")]
     calls_records = [r for r in records if r.get("session_id") in own and r["phase"] != "lifecycle" and r not in gate]
-    assert len(calls_records) == 2 * allowed + (len(plan) - allowed)
+    opened = sum(1 for _, argv, ok in plan if ok and argv[0] == "open")
+    evidence = [r for r in calls_records if r["phase"] == "evidence"]
+    assert len(evidence) == opened, (len(evidence), opened)
+    assert len(calls_records) - len(evidence) == 2 * allowed + (len(plan) - allowed)
     assert not gate, f"the gate refused something agent-browser does in normal use: {gate[:3]}"
     run = subprocess.run([str(binaries.server), "audit", "verify", str(srv.cfg.audit_log)], capture_output=True, text=True)
     assert run.returncode == 0 and "INTACT" in run.stdout, run.stdout

@@ -287,8 +287,10 @@ fn classify(record: &Value, phase: &str, outcome: Option<&str>) -> Classified {
             Some("error" | "timeout" | "cancelled" | "spawn_failed" | "audit_unavailable")
         );
     // An intent is written before the command runs: its result is the
-    // outcome's to tell, or nobody's when the server died mid-call.
-    let pending = phase == "intent" && !blocked;
+    // outcome's to tell, or nobody's when the server died mid-call. An
+    // evidence record tells what the page looked like, not a result: a
+    // SIEM counts each call once.
+    let pending = matches!(phase, "intent" | "evidence") && !blocked;
     let status = if blocked || failed {
         (2, "Failure")
     } else if pending {
