@@ -1,24 +1,23 @@
 //! What a look at a session's tab found (the gate looks, for the evidence
 //! of the session's actions; see `gate/look.rs`).
 
-/// What a look at a tab found, once it was quiet.
+/// What a look at a tab found, once no navigation was pending.
 #[derive(Debug, Clone)]
 pub(crate) struct PageLook {
-    /// The document's URL (the committed one: it is the DOM's own).
+    /// The URL of the tab's current history entry: the committed one.
     pub(crate) url: String,
     pub(crate) title: String,
-    pub(crate) read: DomRead,
 }
 
-/// A screenshot of the viewport, and the DOM read just after it (with the
-/// look's read, before it, what it may show).
+/// A screenshot of the viewport, and the DOM read just before and after
+/// it: what it may show.
 #[derive(Debug, Clone)]
 pub(crate) struct Shot {
     pub(crate) png: Vec<u8>,
     /// The viewport's width in CSS pixels (the PNG's in its own pixels
     /// says how they scale).
     pub(crate) css_width: f64,
-    pub(crate) read: DomRead,
+    pub(crate) reads: [DomRead; 2],
 }
 
 /// What the DOM held that a screenshot may show.

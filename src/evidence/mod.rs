@@ -317,9 +317,9 @@ impl Inner {
                 described["image_raced"] =
                     json!("the session's next call began before the screenshot was taken");
             }
-            let kept = shot.map_err(|e| e.to_string()).and_then(|shot| {
-                picture::keep(&look.read, &shot, &rules.secrets).map_err(|e| e.to_string())
-            });
+            let kept = shot
+                .map_err(|e| e.to_string())
+                .and_then(|shot| picture::keep(&shot, &rules.secrets).map_err(|e| e.to_string()));
             match kept {
                 Ok(kept) => match self.store(journal, &acted.daemon, kept).await {
                     Ok(image) => described["image"] = image,

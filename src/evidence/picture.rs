@@ -44,13 +44,12 @@ pub(super) enum Withheld {
     Unshrinkable(String),
 }
 
-/// `shot` as the store may keep it, or why it may not; `before` is the
-/// DOM as the look read it, before the screenshot.
-pub(super) fn keep(before: &DomRead, shot: &Shot, secrets: &Secrets) -> Result<Kept, Withheld> {
+/// `shot` as the store may keep it, or why it may not.
+pub(super) fn keep(shot: &Shot, secrets: &Secrets) -> Result<Kept, Withheld> {
     let masks = if secrets.is_empty() {
         Vec::new()
     } else {
-        secret_places([before, &shot.read], secrets)?
+        secret_places(&shot.reads, secrets)?
     };
     let (width, _) = png_scale::dimensions(Cursor::new(&shot.png))
         .map_err(|e| Withheld::NotPng(e.to_string()))?;
@@ -77,7 +76,7 @@ pub(super) fn keep(before: &DomRead, shot: &Shot, secrets: &Secrets) -> Result<K
 
 /// Where the fields holding a secret are (in CSS pixels), from both reads
 /// of the DOM; or why the image must be withheld.
-fn secret_places(reads: [&DomRead; 2], secrets: &Secrets) -> Result<Vec<[f64; 4]>, Withheld> {
+fn secret_places(reads: &[DomRead; 2], secrets: &Secrets) -> Result<Vec<[f64; 4]>, Withheld> {
     let holds = |text: &str| matches!(secrets.scrub(text), Cow::Owned(_));
     let mut places = Vec::new();
     for read in reads {

@@ -27,17 +27,16 @@ fn white() -> Vec<u8> {
     out
 }
 
-fn shot(read: DomRead) -> (DomRead, Shot) {
-    let shot = Shot {
+fn shot(read: DomRead) -> Shot {
+    Shot {
         png: white(),
         css_width: 20.0,
-        read: read.clone(),
-    };
-    (read, shot)
+        reads: [read.clone(), read],
+    }
 }
 
-fn keep_shot((before, shot): (DomRead, Shot), secrets: &Secrets) -> Result<Kept, Withheld> {
-    keep(&before, &shot, secrets)
+fn keep_shot(shot: Shot, secrets: &Secrets) -> Result<Kept, Withheld> {
+    keep(&shot, secrets)
 }
 
 fn field(value: &str, rect: Option<[f64; 4]>) -> Field {
@@ -131,8 +130,8 @@ fn the_second_read_counts_as_much_as_the_first() {
         fields: vec![field("hunter22", Some([10.0, 0.0, 5.0, 5.0]))],
         ..DomRead::default()
     };
-    let (before, mut after) = shot(DomRead::default());
-    after.read = moved;
-    let kept = keep(&before, &after, &demo()).unwrap();
+    let mut two = shot(DomRead::default());
+    two.reads[1] = moved;
+    let kept = keep(&two, &demo()).unwrap();
     assert_eq!(pixels(&kept)[2][12], [0, 0, 0]);
 }

@@ -5,11 +5,12 @@
 //! Everything is read on the warden's own connection, through the DOM
 //! snapshot and the screenshot Chromium takes itself: no script runs in the
 //! page, so the page cannot hide a field's value from the look or notice
-//! it. A look ([`look`]) waits for a navigation or load the action started
-//! (`loading`), for a few seconds at most, so "after" is where the action
-//! went, and reads the DOM; the screenshot ([`shoot`]) follows with a read
-//! of its own, so a field that moves meanwhile is masked where it was and
-//! where it went.
+//! it. A look ([`look`]) waits for a navigation the action started to
+//! commit (`loading`), for a few seconds at most, so "after" is where the
+//! action went, and reads the tab's current history entry (its cost does
+//! not grow with the page). The screenshot ([`shoot`]) reads the DOM just
+//! before and just after it, so a field that moves meanwhile is masked
+//! where it was and where it went.
 
 use std::{sync::Arc, time::Duration};
 
@@ -47,7 +48,7 @@ async fn read(
     shared: &Arc<Shared>,
     daemon: &DaemonName,
     target: &TargetId,
-) -> Result<(Value, DomRead, f64), GateError> {
+) -> Result<(DomRead, f64), GateError> {
     let snapshot = call(
         shared,
         daemon,
@@ -62,29 +63,37 @@ async fn read(
         .ok_or("Chromium gave no viewport")?;
     let number = |key: &str| viewport.get(key).and_then(Value::as_f64).unwrap_or(0.0);
     let read = read_dom(&snapshot, (number("pageX"), number("pageY")));
-    Ok((snapshot, read, number("clientWidth")))
+    Ok((read, number("clientWidth")))
 }
 
-/// Look at `target` (a tab of `daemon`'s) once a navigation or load the
-/// action started is over (or the wait is: a page still loading is looked
-/// at anyway).
+/// Look at `target` (a tab of `daemon`'s) once a navigation the action
+/// started has committed (or the wait is over): its current history entry,
+/// whatever the page's size.
 pub(super) async fn look(
     shared: &Arc<Shared>,
     daemon: &DaemonName,
     target: &TargetId,
 ) -> Result<PageLook, GateError> {
     let _ = shared.warden.quiet(shared, target, SETTLE_WITHIN).await?;
-    let (snapshot, read, _) = read(shared, daemon, target).await?;
-    let (url, title) = document_of(&snapshot).ok_or("the DOM snapshot names no document")?;
-    Ok(PageLook { url, title, read })
+    let history = call(
+        shared,
+        daemon,
+        target,
+        "Page.getNavigationHistory",
+        json!({}),
+    )
+    .await?;
+    current_entry(&history).ok_or_else(|| GateError::from("the tab has no current history entry"))
 }
 
-/// A screenshot of `target`'s viewport, and its DOM read just after.
+/// A screenshot of `target`'s viewport, and its DOM read just before and
+/// just after.
 pub(super) async fn shoot(
     shared: &Arc<Shared>,
     daemon: &DaemonName,
     target: &TargetId,
 ) -> Result<Shot, GateError> {
+    let (before, _) = read(shared, daemon, target).await?;
     let capture = call(
         shared,
         daemon,
@@ -95,7 +104,7 @@ pub(super) async fn shoot(
     let taken = tokio::time::timeout(SHOT_WITHIN, capture)
         .await
         .map_err(|_| GateError::Failed(format!("no screenshot within {SHOT_WITHIN:?}")))??;
-    let (_, read, css_width) = read(shared, daemon, target).await?;
+    let (after, css_width) = read(shared, daemon, target).await?;
     let png = taken
         .get("data")
         .and_then(Value::as_str)
@@ -105,19 +114,19 @@ pub(super) async fn shoot(
     Ok(Shot {
         png,
         css_width,
-        read,
+        reads: [before, after],
     })
 }
 
-/// The main document's URL and title in a DOM snapshot.
-fn document_of(snapshot: &Value) -> Option<(String, String)> {
-    let strings = snapshot.get("strings")?.as_array()?;
-    let main = snapshot.get("documents")?.as_array()?.first()?;
-    let text = |key: &str| {
-        let index = usize::try_from(main.get(key)?.as_i64()?).ok()?;
-        strings.get(index)?.as_str().map(str::to_owned)
-    };
-    Some((text("documentURL")?, text("title").unwrap_or_default()))
+/// The URL and title of a navigation history's current entry.
+fn current_entry(history: &Value) -> Option<PageLook> {
+    let index = usize::try_from(history.get("currentIndex")?.as_i64()?).ok()?;
+    let entry = history.get("entries")?.as_array()?.get(index)?;
+    let text = |key: &str| entry.get(key).and_then(Value::as_str).map(str::to_owned);
+    Some(PageLook {
+        url: text("url")?,
+        title: text("title").unwrap_or_default(),
+    })
 }
 
 /// The fields, texts and unseen frames of a DOM snapshot; the main

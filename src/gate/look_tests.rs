@@ -26,11 +26,17 @@ fn snapshot() -> Value {
 }
 
 #[test]
-fn the_main_documents_url_and_title_are_read() {
+fn a_look_names_the_current_history_entry() {
+    let history = json!({"currentIndex": 1, "entries": [
+        {"url": "http://127.0.0.1/form", "title": "Form page"},
+        {"url": "http://127.0.0.1/submit?q=x", "title": "Submitted"},
+    ]});
+    let look = current_entry(&history).unwrap();
     assert_eq!(
-        document_of(&snapshot()),
-        Some(("http://127.0.0.1/form".to_owned(), "Form page".to_owned()))
+        (look.url.as_str(), look.title.as_str()),
+        ("http://127.0.0.1/submit?q=x", "Submitted")
     );
+    assert!(current_entry(&json!({"currentIndex": 2, "entries": []})).is_none());
 }
 
 #[test]
@@ -76,5 +82,4 @@ fn a_malformed_snapshot_reads_as_nothing() {
         read_dom(&json!({"documents": "x"}), (0.0, 0.0)),
         DomRead::default()
     );
-    assert_eq!(document_of(&json!({})), None);
 }
