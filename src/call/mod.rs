@@ -197,6 +197,10 @@ async fn run_admitted(
         &planned.tokens,
         call.rules.url.navigation_guard,
     );
+    services.witnesses.begin(
+        request.session.daemon_name(),
+        planned.subcommand.facts().witness,
+    );
     let executed = execute::execute(services, call, &request, &planned, intent, guard).await;
     laps.lap("agent_browser");
     if let Termination::Withheld(Withhold::Audit(why)) = &executed.raw.termination {

@@ -66,6 +66,17 @@ pub(crate) enum Level {
     Images,
 }
 
+impl Level {
+    /// As the flag spells it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::Digests => "digests",
+            Self::Images => "images",
+        }
+    }
+}
+
 /// How many bytes of images the store may hold.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Bounds {
@@ -102,6 +113,9 @@ struct Seen {
     refs: Option<refs::Refs>,
     /// Image bytes it added to the store.
     bytes: u64,
+    /// Its calls that can change the page begun so far (at `images`): a
+    /// screenshot that sees this move may show the work of the next one.
+    begun: u64,
 }
 
 /// A screenshot (or why none was taken), and whether the session's next
@@ -170,6 +184,17 @@ impl Witnesses {
         }
     }
 
+    /// A call of `daemon`'s whose `witness` is not `Nothing` is about to
+    /// run: a screenshot still being taken of the page may show its work.
+    pub(crate) fn begin(&self, daemon: &DaemonName, witness: Witness) {
+        if let Some(inner) = &self.inner
+            && inner.level == Level::Images
+            && witness != Witness::Nothing
+        {
+            inner.seen(daemon, |seen| seen.begun += 1);
+        }
+    }
+
     /// The level, for the server's `started` record.
     pub(crate) fn level(&self) -> Level {
         self.inner.as_ref().map_or(Level::Off, |inner| inner.level)
@@ -228,13 +253,15 @@ impl Inner {
         turn: OwnedMutexGuard<()>,
     ) {
         let (done, previous) = self.in_line(&acted.daemon);
-        let turn_lock = Arc::clone(OwnedMutexGuard::mutex(&turn));
+        let begun = self.seen(&acted.daemon, |seen| seen.begun);
         drop(turn);
         let shot = match &look {
             Ok((target, _)) => {
                 let shot = runner.shoot(&acted.daemon, target).await;
-                // The session's next call may have acted meanwhile.
-                Some((shot, turn_lock.try_lock().is_err()))
+                // A call of the session's that can change the page may
+                // have begun meanwhile.
+                let raced = self.seen(&acted.daemon, |seen| seen.begun) != begun;
+                Some((shot, raced))
             }
             Err(_) => None,
         };

@@ -107,6 +107,8 @@ pub(crate) struct Settings {
     pub(crate) limits: Limits,
     pub(crate) max_output_bytes: usize,
     pub(crate) pool: PoolSettings,
+    /// `--evidence`: what a reviewer can expect after each page-changing call.
+    pub(crate) evidence: crate::evidence::Level,
 }
 
 impl std::fmt::Debug for Chronicle {
@@ -165,6 +167,7 @@ impl Chronicle {
                 "max_output_bytes": self.settings.max_output_bytes,
                 "pool": self.settings.pool.size.to_json(),
                 "pool_idle_sec": self.settings.pool.idle.as_secs(),
+                "evidence": self.settings.evidence.name(),
             },
             "confinement": crate::obs::confinement::record(self.runner.confinement().report()),
             "cdp_port": self.runner.cdp_port(),

@@ -137,6 +137,7 @@ impl Server {
                 limits,
                 max_output_bytes: parts.max_output_bytes,
                 pool: parts.pool,
+                evidence: parts.witnesses.level(),
             },
         );
         Self {
