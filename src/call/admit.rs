@@ -26,15 +26,6 @@ pub(crate) struct Admitted<'s> {
     pub(crate) just_bound: bool,
 }
 
-impl Admitted<'_> {
-    /// The session's turn alone, for work that must finish before the
-    /// session's next call starts (the evidence of this one); the call's
-    /// slot is given back.
-    pub(crate) fn into_turn(self) -> OwnedMutexGuard<()> {
-        self._turn
-    }
-}
-
 /// How often a call starts over when its session is retired while it waits.
 const MAX_TRIES: u32 = 3;
 

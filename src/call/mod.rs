@@ -159,6 +159,11 @@ async fn run(
         session: turn.session.clone(),
         ..request
     };
+    // What its previous call left is looked at before this one acts.
+    services
+        .witnesses
+        .looked(request.session.daemon_name())
+        .await;
     run_admitted(services, call, request, planned, turn).await
 }
 
@@ -225,7 +230,7 @@ async fn run_admitted(
         &executed,
         turn.just_bound,
     );
-    witness(services, call, ran, turn);
+    witness(services, call, ran);
     (
         reply,
         Ending::Allowed {
@@ -346,7 +351,7 @@ fn after_reply(
 
 /// Hand the call to the evidence service with the session's turn, which
 /// it holds until it has looked at the page the call left.
-fn witness(services: Services<'_>, call: &Call<'_>, ran: Ran<'_>, turn: admit::Admitted<'_>) {
+fn witness(services: Services<'_>, call: &Call<'_>, ran: Ran<'_>) {
     let witnesses = services.witnesses;
     if witnesses.level() == crate::evidence::Level::Off {
         return;
@@ -375,7 +380,7 @@ fn witness(services: Services<'_>, call: &Call<'_>, ran: Ran<'_>, turn: admit::A
             .event(audit::Phase::Evidence, Some(&ran.request.session)),
         rules: Arc::clone(&call.rules),
     };
-    witnesses.after(services.journal, services.runner, acted, turn.into_turn());
+    witnesses.after(services.journal, services.runner, acted);
 }
 
 /// The intent could not be made durable: nothing ran.

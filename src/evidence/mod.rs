@@ -6,13 +6,14 @@
 //! session's last snapshot named it. A record names an image only once the
 //! image is synced, so `audit verify` can hold every image to its digest.
 //!
-//! All of it happens after the reply, off the call's path. The look is
-//! taken while the session's turn is still held (the next call of the
-//! session waits for it), so "after" is what this call left; at `digests`
-//! the record is written then too. At `images` the screenshot is taken,
-//! masked, shrunk, stored and recorded after the turn is given back, in
-//! the order of the session's calls, and an image the session's next call
-//! may have raced says so. The "before" of a call is
+//! All of it happens after the reply, off the call's path. The session's
+//! next call waits for the look ([`Witnesses::looked`]), so "after" is what
+//! this call left; at `digests` the record is written then too. The
+//! session's turn is not held for it: to the registry (eviction, reaping)
+//! the session is idle once its call has ended. At `images` the
+//! screenshot is taken, masked, shrunk, stored and recorded once the next
+//! call may start, in the order of the session's calls, and an image a
+//! page-changing call may have raced says so. The "before" of a call is
 //! the "after" of the session's previous action (named by its `call_id`);
 //! the calls between them change no page.
 
@@ -105,6 +106,8 @@ struct Inner {
 /// What the service remembers of a session.
 #[derive(Debug, Default)]
 struct Seen {
+    /// Held by the look after a call; the session's next call waits for it.
+    looking: Arc<tokio::sync::Mutex<()>>,
     /// Ends when the record of its last look is written: the next look's
     /// record waits for it, so records follow the session's calls.
     recorded: Option<tokio::sync::oneshot::Receiver<()>>,
@@ -200,15 +203,20 @@ impl Witnesses {
         self.inner.as_ref().map_or(Level::Off, |inner| inner.level)
     }
 
+    /// Wait until the look after `daemon`'s previous call is taken: a call
+    /// of the session starts only then (the session's turn is not held for
+    /// it, so the registry never sees a session busy with its evidence).
+    pub(crate) async fn looked(&self, daemon: &DaemonName) {
+        if let Some(inner) = &self.inner {
+            let looking = inner.seen(daemon, |seen| Arc::clone(&seen.looking));
+            drop(looking.lock().await);
+        }
+    }
+
     /// After `acted`'s reply: learn a snapshot's refs, or look at the page
-    /// and record the evidence, holding the session's `turn` until done.
-    pub(crate) fn after(
-        &self,
-        journal: &Journal,
-        runner: &Runner,
-        acted: Acted,
-        turn: OwnedMutexGuard<()>,
-    ) {
+    /// and record the evidence; the session's next call waits for the look
+    /// ([`Witnesses::looked`]).
+    pub(crate) fn after(&self, journal: &Journal, runner: &Runner, acted: Acted) {
         let Some(inner) = self.inner.clone() else {
             return;
         };
@@ -219,6 +227,13 @@ impl Witnesses {
         if !acted.ran || (acted.witness == Witness::Nothing && !acted.names_refs) {
             return;
         }
+        // Taken here, before the reply's call ends: the session's next call
+        // cannot start before it (only one call of a session runs at once).
+        let looking = inner.seen(&acted.daemon, |seen| Arc::clone(&seen.looking));
+        let Ok(held) = looking.try_lock_owned() else {
+            tracing::warn!(daemon = %acted.daemon, "a look of the session is still running; this call has no evidence");
+            return;
+        };
         let (journal, runner) = (journal.clone(), runner.clone());
         tokio::spawn(async move {
             if acted.witness == Witness::Nothing {
@@ -228,7 +243,7 @@ impl Witnesses {
             let look = runner.look(&acted.daemon).await;
             if inner.level == Level::Images {
                 inner
-                    .shoot_after(&journal, &runner, look, acted, turn)
+                    .shoot_after(&journal, &runner, look, acted, held)
                     .await;
             } else {
                 // Nothing to shoot: the record is written before the
@@ -241,20 +256,20 @@ impl Witnesses {
 }
 
 impl Inner {
-    /// After the look (taken while the session's turn is held, so its next
-    /// call waits for it): give the turn back, take the screenshot, and
-    /// record, in the order of the session's calls.
+    /// After the look (taken while `held`, the session's look lock, is
+    /// held, so its next call waits for it): let the next call start, take
+    /// the screenshot, and record, in the order of the session's calls.
     async fn shoot_after(
         &self,
         journal: &Journal,
         runner: &Runner,
         look: Result<(crate::chromium_ids::TargetId, PageLook), crate::daemons::LookError>,
         acted: Acted,
-        turn: OwnedMutexGuard<()>,
+        held: OwnedMutexGuard<()>,
     ) {
         let (done, previous) = self.in_line(&acted.daemon);
         let begun = self.seen(&acted.daemon, |seen| seen.begun);
-        drop(turn);
+        drop(held);
         let shot = match &look {
             Ok((target, _)) => {
                 let shot = runner.shoot(&acted.daemon, target).await;
