@@ -266,7 +266,12 @@ def node() -> str:
 
 
 def raw_env(srv: Server) -> dict:
-    s = srv.base / "s"
+    return raw_env_at(srv.base)
+
+
+def raw_env_at(base: Path) -> dict:
+    """agent-browser direct's environment, in the dirs a server at `base` makes for its own children."""
+    s = base / "s"
     return {"HOME": str(s / "home"), "PATH": "/usr/bin:/bin", "AGENT_BROWSER_CONFIG": str(s / "agent-browser.config.json"),
             "AGENT_BROWSER_SOCKET_DIR": str(s / "sock"), "AGENT_BROWSER_NO_VERSION_CHECK": "1", "AGENT_BROWSER_IDLE_TIMEOUT_MS": "600000"}
 
@@ -1134,12 +1139,26 @@ def evidence_breakdown(steps: dict, key: str, base: str) -> str:
     """Per command of the smoke flow: p50 with `key`'s evidence level minus with `base`'s, and the 90 %
     bootstrap interval of that difference."""
     parts = []
-    for cmd in ("open", "snapshot", "fill", "click", "press", "get url", "close"):
+    for cmd in ("open", "snapshot", "fill", "click", "press", "get url", "press → /submit", "close"):
         a, b = steps.get((key, cmd)), steps.get((base, cmd))
         if a and b:
             low, high = difference_interval(a, b)
             parts.append(f"{cmd} {statistics.median(a) - statistics.median(b):+.1f} ({low:+.1f}…{high:+.1f})")
     return f"smoke flow per command, `--evidence {key}` minus `--evidence {base}`, p50 ms (90 % interval): " + "; ".join(parts)
+
+
+def quietly_close(step) -> None:
+    """Best effort: leave a clean page for the next run."""
+    try:
+        step(["close"])
+    except Exception:  # noqa: BLE001 - a failed run's session may be gone already
+        pass
+
+
+def rounds(f: Flavour, web, r: int) -> None:
+    """Round `r` of flavour `f`: SMOKE_FACTOR runs of the smoke flow."""
+    for k in range(SMOKE_FACTOR):
+        f.once(web, r * SMOKE_FACTOR + k)
 
 
 def store_bytes(audit: Path) -> tuple[int, int]:
@@ -1150,48 +1169,60 @@ def store_bytes(audit: Path) -> tuple[int, int]:
     return held, text.count('"phase":"evidence"')
 
 
+def raw_alone_env() -> tuple[dict, Path]:
+    """An environment for agent-browser direct with no server beside it (the dirs `raw_env_at` names,
+    and the empty config a server writes there), and its base dir."""
+    base = Path(tempfile.mkdtemp(prefix="bsb-raw", dir="/tmp"))
+    (base / "s" / "home").mkdir(parents=True)
+    (base / "s" / "sock").mkdir(mode=0o700)
+    (base / "s" / "agent-browser.config.json").write_text("{}\n")
+    return raw_env_at(base), base
+
+
 def bench_evidence(ab: Path, chromium, web, evidence: Path, n: int, notes: list[str]) -> list[str]:
-    """The pooled smoke flow at each `--evidence` level, interleaved, against agent-browser direct."""
+    """The pooled smoke flow at each `--evidence` level against agent-browser direct, one server at a
+    time: servers side by side on one Chromium slow each other's flows (three at `off` differed by up to
+    1.8× with their start order), so each round starts one server per level, in an order that rotates,
+    runs its flows, and closes it before the next; agent-browser direct runs with no server beside it."""
     levels = ("off", "digests", "images")
-    servers = {level: Server(ab, chromium.port, "127.0.0.1/32", evidence, ["--pool", "2", "--evidence", level])
-               for level in levels}
     steps: dict[tuple[str, str], list[float]] = {}
-    raw = per_step(steps, "ab", raw_step(ab, chromium.port, raw_env(servers["off"]), "evidence-raw"))
-
-    def settled(srv: Server):
-        def settle() -> None:
-            wait_pool(srv, want=2)
-            time.sleep(POOL_SETTLE_S)
-        return settle
-
-    def quietly(step):
-        def reset():
-            try:
-                step(["close"])
-            except Exception:  # noqa: BLE001 - best effort: leave a clean page for the next run
-                pass
-        return reset
-
+    env, env_base = raw_alone_env()
+    raw = per_step(steps, "ab", raw_step(ab, chromium.port, env, "evidence-raw"))
     cdp = chromium.port
-    flavours = []
-    for level, srv in servers.items():
-        step = per_step(steps, level, shell_step(srv, "evidence"))
-        flavours.append(Flavour(level, f"browser-shell --pool 2 --evidence {level}", cdp,
-                                lambda *a, step=step: agent_browser_flow(step, *a), quietly(step), settled(srv)))
-    flavours.append(Flavour("ab", "agent-browser", cdp, lambda *a: agent_browser_flow(raw, *a), quietly(raw),
-                            settled(servers["off"])))
-    for f in flavours:
-        f.warm_up(web)
-    for samples in steps.values():
-        samples.clear()
-    for i in range(n):
-        for k in range(SMOKE_FACTOR):
-            for f in flavours:
-                f.once(web, i * SMOKE_FACTOR + k)
-    held, records = store_bytes(servers["images"].audit)
-    for srv in servers.values():
-        srv.close()
-    off, digests, images, direct = flavours
+    flavours = {level: Flavour(level, f"browser-shell --pool 2 --evidence {level}", cdp, None, None)
+                for level in levels}
+    flavours["ab"] = Flavour("ab", "agent-browser", cdp, lambda *a: agent_browser_flow(raw, *a),
+                             lambda: quietly_close(raw))
+    flavours["ab"].warm_up(web)
+    held = records = 0
+    for r in range(n + 1):  # round 0 warms each level up, untimed
+        order = [*levels, "ab"]
+        order = order[r % len(order):] + order[:r % len(order)]
+        for key in order:
+            f = flavours[key]
+            if key == "ab":
+                rounds(f, web, r)
+                continue
+            srv = Server(ab, cdp, "127.0.0.1/32", evidence, ["--pool", "2", "--evidence", key])
+            try:
+                step = per_step(steps, key, shell_step(srv, "evidence"))
+                f.run = lambda *a, step=step: agent_browser_flow(step, *a)
+                f.reset = lambda step=step: quietly_close(step)
+                f.settle = lambda srv=srv: (wait_pool(srv, want=2), time.sleep(POOL_SETTLE_S))
+                rounds(f, web, r)
+            finally:
+                srv.close()
+            if key == "images":
+                got = store_bytes(srv.audit)
+                held, records = held + got[0], records + got[1]
+        if r == 0:
+            for f in flavours.values():
+                f.times.clear()
+                f.warm_up_failures, f.failures = f.failures, []
+            for samples in steps.values():
+                samples.clear()
+    shutil.rmtree(env_base, ignore_errors=True)
+    off, digests, images, direct = flavours.values()
     rows = [
         row("smoke flow, `--pool 2 --evidence images` vs `--evidence off`", images.times, off.times, "ratio ≤ 1.25",
             lambda a50, b50: a50 / b50 <= 1.25),
@@ -1205,7 +1236,7 @@ def bench_evidence(ab: Path, chromium, web, evidence: Path, n: int, notes: list[
     if records:
         notes.append(f"evidence store after the images runs: {held:,} bytes for {records} evidence records "
                      f"({held / records:,.0f} bytes per action; an image is stored once however many records name it)")
-    for f in flavours:
+    for f in flavours.values():
         if f.failures:
             notes.append(f"evidence smoke flow, {f.name}: {len(f.failures)} runs FAILED (not timed); first: "
                          f"{' '.join(f.failures[0].split())[:240]}")
