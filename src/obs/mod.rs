@@ -7,6 +7,7 @@ pub(crate) mod confinement;
 mod export_count;
 mod export_queue;
 pub(crate) mod journal;
+mod loose;
 mod metrics;
 pub(crate) mod shield;
 pub mod telemetry;

@@ -13,7 +13,8 @@
 //! text: a text costs a string, where a pattern of every spelling (as for
 //! the few secrets) would cost a compiled regex for each of the many texts.
 //! An evidence record's page text (titles, element names) has typed text
-//! masked wherever it appears, not only in URLs.
+//! masked wherever it appears, in any case and white space, not only in
+//! URLs.
 //! Replies are not shielded from typed text: the agent may see what it typed.
 //! Diagnostics are: every line the server prints or logs passes the same
 //! shield ([`scrub_diagnostic`]) once the server has one.
@@ -134,18 +135,19 @@ impl Shield {
 }
 
 /// `text` with each typed text it holds (one of at least [`SHORT_CHARS`]
-/// characters, or all of `text`) replaced by its marker; `None` when it
+/// characters, or all of `text`), in any case and however its white space
+/// was collapsed (`super::loose`), replaced by its marker; `None` when it
 /// holds none.
 fn mask_typed_anywhere(text: &str, typed: &VecDeque<Typed>) -> Option<String> {
     let mut out: Option<String> = None;
     for t in typed {
         let current = out.as_deref().unwrap_or(text);
         if t.short {
-            if current == t.text {
+            if super::loose::equal(current, &t.text) {
                 out = Some(t.marker.clone());
             }
-        } else if current.contains(t.text.as_str()) {
-            out = Some(current.replace(t.text.as_str(), &t.marker));
+        } else if let Some(masked) = super::loose::replace_all(current, &t.text, &t.marker) {
+            out = Some(masked);
         }
     }
     out
