@@ -75,6 +75,10 @@ const QUIET_AT_MOST: Duration = Duration::from_secs(5);
 /// more than this would slow the calls they are for.
 const MAX_WARMING_AT_ONCE: usize = 2;
 
+/// How long a stopping server waits for a warm-up under way to end (the
+/// whole stop is bounded by 5 s in `boot::serving`).
+const STOP_WAITS_FOR_WARM_UP: Duration = Duration::from_secs(3);
+
 /// The longest wait between two failed warm-ups (Chromium down): the audit
 /// log gets one `closed` record per try, so tries slow down.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
@@ -163,6 +167,8 @@ struct Inner {
     /// Daemons being warmed: a stop cuts their warm-up short, and what it
     /// started must still be closed.
     warming: Vec<DaemonName>,
+    /// The server is stopping: no warm-up starts.
+    stopping: bool,
 }
 
 impl Pool {
@@ -176,6 +182,7 @@ impl Pool {
                 resting: false,
                 arrivals: Arrivals::default(),
                 warming: Vec::new(),
+                stopping: false,
             }),
             wake: Notify::new(),
         }
@@ -271,16 +278,38 @@ impl Pool {
         }
     }
 
+    #[cfg(test)]
     fn put(&self, pooled: Pooled) {
         self.lock().ready.push_back(pooled);
     }
 
-    fn begin_warming(&self, name: &DaemonName) {
-        self.lock().warming.push(name.clone());
+    /// Whether `name`'s warm-up may start (not once the server stops).
+    fn begin_warming(&self, name: &DaemonName) -> bool {
+        let mut inner = self.lock();
+        if inner.stopping {
+            return false;
+        }
+        inner.warming.push(name.clone());
+        true
     }
 
-    fn end_warming(&self, name: &DaemonName) {
-        self.lock().warming.retain(|n| n != name);
+    /// `name`'s warm-up is over; `ready`, what it warmed, joins the queue in
+    /// the same step, so a stop that sees no warm-up sees the daemon.
+    fn end_warming(&self, name: &DaemonName, ready: Option<Pooled>) {
+        let mut inner = self.lock();
+        inner.warming.retain(|n| n != name);
+        inner.ready.extend(ready);
+    }
+
+    /// No more warm-ups; whether some are still under way.
+    fn stop(&self) -> bool {
+        let mut inner = self.lock();
+        inner.stopping = true;
+        !inner.warming.is_empty()
+    }
+
+    fn is_warming(&self) -> bool {
+        !self.lock().warming.is_empty()
     }
 
     /// Everything to close: dead ones, and the ready ones the pool no
@@ -419,28 +448,32 @@ impl Sessions {
         self.journal
             .telemetry()
             .pool_sized(sizing.target, sizing.ready);
-        let warmed = futures_util::future::join_all((0..at_once).map(|_| async {
-            match self.warm_one(sizing).await {
-                Ok(pooled) => {
-                    self.pool.put(pooled);
-                    None
-                }
-                Err(why) => Some(why),
-            }
-        }))
+        let warmed = futures_util::future::join_all(
+            (0..at_once).map(|_| async { self.warm_one(sizing).await.err() }),
+        )
         .await;
         self.runner.forward_again().await;
         warmed.into_iter().flatten().last()
     }
 
-    /// Start one daemon with its own fresh tab, audited before it starts.
-    /// (`WarmFailure` is logged and recorded, and the loop backs off.)
-    async fn warm_one(&self, sizing: Sizing) -> Result<Pooled, WarmFailure> {
+    /// Start one daemon with its own fresh tab, audited before it starts,
+    /// and put it in the pool; nothing once the server stops. (`WarmFailure`
+    /// is logged and recorded, and the loop backs off.)
+    async fn warm_one(&self, sizing: Sizing) -> Result<(), WarmFailure> {
         let name = new_pool_name();
-        self.pool.begin_warming(&name);
-        let warmed = self.warm(&name, sizing).await;
-        self.pool.end_warming(&name);
-        warmed
+        if !self.pool.begin_warming(&name) {
+            return Ok(());
+        }
+        match self.warm(&name, sizing).await {
+            Ok(pooled) => {
+                self.pool.end_warming(&name, Some(pooled));
+                Ok(())
+            }
+            Err(why) => {
+                self.pool.end_warming(&name, None);
+                Err(why)
+            }
+        }
     }
 
     async fn warm(&self, name: &DaemonName, sizing: Sizing) -> Result<Pooled, WarmFailure> {
@@ -583,6 +616,15 @@ impl Sessions {
     /// At exit: close the daemons no session took (bound ones are sessions
     /// and stay, like any other).
     pub(crate) async fn empty_pool(&self) {
+        // A warm-up under way ends first (for a while): closed while its
+        // daemon still connects, its browser context would be made again
+        // at the first connection and outlive the server.
+        if self.pool.stop() {
+            let give_up = Instant::now() + STOP_WAITS_FOR_WARM_UP;
+            while self.pool.is_warming() && Instant::now() < give_up {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
         let (dead, unused) = self.pool.to_close(true);
         for pooled in dead.iter().chain(&unused) {
             self.close_pooled(pooled, Outcome::Closed, "the server is stopping")

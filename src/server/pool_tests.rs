@@ -106,3 +106,28 @@ fn a_self_sized_pool_closes_only_what_it_no_longer_wants() {
         "one arrival wants one: the newer one goes"
     );
 }
+
+#[test]
+fn a_stopped_pool_starts_no_warm_up() {
+    let p = pool(2);
+    let name = DaemonName::checked("pool-a").unwrap();
+    assert!(p.begin_warming(&name));
+    assert!(p.stop(), "a warm-up was under way");
+    assert!(!p.begin_warming(&DaemonName::checked("pool-b").unwrap()));
+    assert!(p.is_warming());
+}
+
+#[test]
+fn a_warm_up_that_ends_during_a_stop_is_in_the_queue_as_it_ends() {
+    let p = pool(2);
+    let name = DaemonName::checked("pool-a").unwrap();
+    assert!(p.begin_warming(&name));
+    assert!(p.stop());
+    p.end_warming(&name, Some(Pooled::for_test("pool-a")));
+    assert!(!p.is_warming());
+    let (_, unused) = p.to_close(true);
+    assert_eq!(
+        unused.into_iter().map(|d| d.name).collect::<Vec<_>>(),
+        ["pool-a"]
+    );
+}
