@@ -32,6 +32,7 @@ const MAX_TRIES: u32 = 3;
 pub(crate) async fn admit<'s>(
     sessions: &Sessions,
     admission: &'s Admission,
+    witnesses: &crate::evidence::Witnesses,
     request: &Validated,
     cancel: &CancellationToken,
 ) -> Result<Admitted<'s>, Refusal> {
@@ -61,6 +62,22 @@ pub(crate) async fn admit<'s>(
         // The session may have been retired (reaped, evicted) while this
         // call waited for its turn: then it starts anew, as a new session.
         if sessions.is_current(&name, &lock) {
+            // The look after the previous call is the end of that call's
+            // work: this one acts only on the page it left.
+            tokio::select! {
+                looked = tokio::time::timeout_at(give_up, witnesses.looked(&name)) => looked.map_err(|_| {
+                    Refusal::new(Rule::Busy, format!(
+                        "the session is still looking at what its previous call left after {} s; try again",
+                        wait.as_secs()
+                    ))
+                })?,
+                () = cancel.cancelled() => {
+                    return Err(Refusal::new(
+                        Rule::Cancelled,
+                        "cancelled while waiting for the look after the session's previous call",
+                    ));
+                }
+            }
             break (turn, name);
         }
         tries += 1;

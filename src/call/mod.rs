@@ -146,6 +146,7 @@ async fn run(
     let admitted = admit::admit(
         services.sessions,
         services.admission,
+        services.witnesses,
         &request,
         &call.cancel,
     )
@@ -159,11 +160,6 @@ async fn run(
         session: turn.session.clone(),
         ..request
     };
-    // What its previous call left is looked at before this one acts.
-    services
-        .witnesses
-        .looked(request.session.daemon_name())
-        .await;
     run_admitted(services, call, request, planned, turn).await
 }
 

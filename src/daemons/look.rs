@@ -49,6 +49,9 @@ pub(crate) enum LookError {
     /// No gate serves (a one-off check).
     #[error("no gate serves")]
     NoGate,
+    /// The look after the session's previous call had not ended.
+    #[error("the look after the session's previous call was still running")]
+    Busy,
     /// Chromium did not answer as a look needs (the gate's words).
     #[error("{0}")]
     Browser(String),

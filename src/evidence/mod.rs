@@ -40,8 +40,9 @@ use crate::{
 /// Most bytes of a page title kept in a record.
 const MAX_TITLE_BYTES: usize = 300;
 
-/// Sessions whose last look and refs are remembered at once; past this an
-/// old one is forgotten (its next action's "before" is then unseen).
+/// Sessions whose last look and refs are remembered at once; past this the
+/// least recently used idle one is forgotten (its next action's "before" is
+/// then unseen). Sessions that end by `close` are forgotten at once.
 const MAX_SESSIONS_REMEMBERED: usize = 1024;
 
 /// What the evidence of a subcommand's call holds (a row of
@@ -101,6 +102,8 @@ struct Inner {
     held: AtomicU64,
     making_room: tokio::sync::Mutex<()>,
     sessions: Mutex<HashMap<DaemonName, Seen>>,
+    /// Counts uses of `sessions`, so the least recently used goes first.
+    ticks: AtomicU64,
 }
 
 /// What the service remembers of a session.
@@ -119,6 +122,8 @@ struct Seen {
     /// Its calls that can change the page begun so far (at `images`): a
     /// screenshot that sees this move may show the work of the next one.
     begun: u64,
+    /// When it was last used (`Inner::ticks`).
+    used: u64,
 }
 
 /// A screenshot (or why none was taken), and whether the session's next
@@ -183,6 +188,7 @@ impl Witnesses {
                 held: AtomicU64::new(held),
                 making_room: tokio::sync::Mutex::new(()),
                 sessions: Mutex::default(),
+                ticks: AtomicU64::new(0),
             })),
         }
     }
@@ -204,8 +210,8 @@ impl Witnesses {
     }
 
     /// Wait until the look after `daemon`'s previous call is taken: a call
-    /// of the session starts only then (the session's turn is not held for
-    /// it, so the registry never sees a session busy with its evidence).
+    /// of the session is admitted only then (the session's turn is not held
+    /// for it, so the registry never sees a session busy with its evidence).
     pub(crate) async fn looked(&self, daemon: &DaemonName) {
         if let Some(inner) = &self.inner {
             let looking = inner.seen(daemon, |seen| Arc::clone(&seen.looking));
@@ -230,11 +236,16 @@ impl Witnesses {
         // Taken here, before the reply's call ends: the session's next call
         // cannot start before it (only one call of a session runs at once).
         let looking = inner.seen(&acted.daemon, |seen| Arc::clone(&seen.looking));
+        let (journal, runner) = (journal.clone(), runner.clone());
         let Ok(held) = looking.try_lock_owned() else {
-            tracing::warn!(daemon = %acted.daemon, "a look of the session is still running; this call has no evidence");
+            // Every call waits for the look before it is admitted, so this
+            // is not expected; if it happens, the record says so.
+            tokio::spawn(async move {
+                let busy = Err(crate::daemons::LookError::Busy);
+                inner.witness(&journal, busy, None, acted).await;
+            });
             return;
         };
-        let (journal, runner) = (journal.clone(), runner.clone());
         tokio::spawn(async move {
             if acted.witness == Witness::Nothing {
                 inner.learn_refs(&acted);
@@ -442,11 +453,25 @@ impl Inner {
     fn seen<T>(&self, daemon: &DaemonName, with: impl FnOnce(&mut Seen) -> T) -> T {
         let mut sessions = lock(&self.sessions);
         if !sessions.contains_key(daemon) && sessions.len() >= MAX_SESSIONS_REMEMBERED {
-            let old = sessions.keys().next().cloned();
+            // The least recently used of those no look is running for: a
+            // session whose look runs keeps its lock, or its next call would
+            // not wait for it.
+            let old = sessions
+                .iter()
+                .filter(|(_, seen)| Arc::strong_count(&seen.looking) == 1)
+                .min_by_key(|(_, seen)| seen.used)
+                .map(|(name, _)| name.clone());
             if let Some(old) = old {
                 sessions.remove(&old);
             }
         }
-        with(sessions.entry(daemon.clone()).or_default())
+        let tick = self.ticks.fetch_add(1, Ordering::Relaxed);
+        let seen = sessions.entry(daemon.clone()).or_default();
+        seen.used = tick;
+        with(seen)
     }
 }
+
+#[cfg(test)]
+#[path = "mod_tests.rs"]
+mod tests;
