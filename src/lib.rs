@@ -4,9 +4,10 @@
 //! A call flows one way through the folders:
 //!
 //! [`transport`] (stdio, JSON-RPC framing, rmcp) → [`call`] (validate →
-//! plan → admit → audit intent → execute → guard → reply, with the outcome
-//! record) using [`policy`] (URL policy, secrets and their spellings, output
-//! paths) and [`runner`] (confined agent-browser). The daemons it starts
+//! plan → admit → approve → audit intent → execute → guard → reply, with
+//! the outcome record) using [`policy`] (URL policy, approval rules,
+//! secrets and their spellings, output paths), [`approvals`] (where a
+//! person answers) and [`runner`] (confined agent-browser). The daemons it starts
 //! reach Chromium only through [`gate`] (CDP allowlist, the warden that
 //! polices each tab's documents, a browser context per session, secret
 //! typing), and each context reaches the network only through [`egress`]
@@ -26,6 +27,7 @@
 
 #![forbid(unsafe_code)]
 
+mod approvals;
 mod boot;
 mod browser_refusals;
 mod call;

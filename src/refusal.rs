@@ -106,6 +106,10 @@ rules! {
     Sessions = "limits.sessions" => Answer::Tool(exit_code::REFUSED),
     /// A page beyond `--max-tabs` in one session (a popup, a new tab) was closed as it opened.
     Tabs = "limits.tabs" => Answer::Browser,
+    /// A person said no to the call (or no channel could ask one); nothing ran.
+    ApprovalDenied = "approval.denied" => Answer::Tool(exit_code::REFUSED),
+    /// The call needed a person's yes and none came within the policy's `approvals.wait_sec`; nothing ran.
+    ApprovalExpired = "approval.expired" => Answer::Tool(exit_code::REFUSED),
     /// The client cancelled the call while it waited for its turn.
     Cancelled = "call.cancelled" => Answer::Tool(exit_code::REFUSED),
     /// The server is draining after SIGTERM.

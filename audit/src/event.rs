@@ -29,6 +29,11 @@ pub enum Phase {
     /// it (`evidence`), written after the call's outcome and sharing its
     /// `call_id`.
     Evidence,
+    /// A person's yes asked for before a call runs (`outcome`: requested,
+    /// then granted, denied or expired; `approval` holds what was shown,
+    /// its digest, the channel and who answered), sharing the call's
+    /// `call_id` and written before its intent.
+    Approval,
 }
 
 /// Whether browser-shell let a call run.
@@ -102,6 +107,16 @@ pub enum Outcome {
     /// under its bound (`evidence.dropped` names them), synced before they
     /// were deleted.
     ImagesDropped,
+    /// Approval: a person was asked; the call waits for the answer.
+    Requested,
+    /// Approval: a person said yes to exactly what was shown.
+    Granted,
+    /// Approval: a person said no (or answered for something else); the
+    /// call is refused.
+    #[serde(rename = "denied")]
+    Declined,
+    /// Approval: no answer came in time; the call is refused.
+    Expired,
 }
 
 /// One audit record. Fields left `None` are omitted from the JSON line.
@@ -211,6 +226,11 @@ pub struct Event {
     /// why no image was kept) and the element acted on (`element`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub evidence: Option<Value>,
+    /// Approval records, and the intent of a call that rests on one: the
+    /// approval's id, what was shown (and its SHA-256), the channel, and
+    /// who answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<Value>,
     /// Refusals of the browser gate and egress: who made the refused
     /// request, where it can be known (`agent-browser`, `page`), else
     /// `unknown`.
@@ -268,6 +288,7 @@ impl Event {
             policy_sha256: None,
             detail: None,
             evidence: None,
+            approval: None,
             host: host_name(),
             producer: format!("browser-shell/{}", env!("CARGO_PKG_VERSION")),
             pid: std::process::id(),

@@ -225,6 +225,7 @@ impl Plan {
         let resolver = crate::policy::resolve::SystemResolver::new(rules.get().url.dns_timeout)
             .context("cannot keep host-name lookups to glibc's files and dns")?;
         let witnesses = self.witnesses()?;
+        let desk = self.desk(&runner)?;
         Ok(Starting {
             parts: Parts {
                 gate: Some(gate),
@@ -240,10 +241,34 @@ impl Plan {
                 max_image_bytes: self.max_image_bytes,
                 pool: self.pool,
                 witnesses,
+                desk,
             },
             self_test,
             agent_browser: self.agent_browser,
         })
+    }
+
+    /// The operator's desk for approvals, beside the audit log; none when
+    /// the confined agent-browser could reach it (the log accepted in its
+    /// reach): an approval the agent can write is none, so calls that need
+    /// one are refused.
+    fn desk(&self, runner: &Runner) -> anyhow::Result<Option<crate::approvals::desk::Desk>> {
+        let policy = self.confinement_policy(runner.agent_browser(), runner.gate_port())?;
+        let dir = crate::approvals::desk::dir_of(&canonical_in_parent(&self.evidence.audit_log));
+        let reachable = policy
+            .read_write_paths
+            .iter()
+            .chain(&policy.read_paths)
+            .chain(&policy.read_exec_paths)
+            .filter_map(|root| root.canonicalize().ok())
+            .any(|root| dir.starts_with(root));
+        if reachable {
+            tracing::warn!(desk = %dir.display(), "the approvals desk would be in the confined agent-browser's reach: calls that need an approval are refused");
+            return Ok(None);
+        }
+        let desk = crate::approvals::desk::Desk::open(&self.evidence.audit_log)
+            .with_context(|| format!("cannot make the approvals desk {}", dir.display()))?;
+        Ok(Some(desk))
     }
 
     /// The evidence service; at `--evidence images` its store beside the
@@ -323,6 +348,7 @@ impl Plan {
                 .collect(),
             extra_secret_params: extra_secret_params.clone(),
             key,
+            subcommand_known: crate::call::subcommand_known,
         })
     }
 

@@ -24,16 +24,22 @@ pub(crate) enum Intent {
     Written(IntentWritten),
 }
 
-/// Write the intent of an admitted call. `confinement` is the record of the
-/// confinement its child will run under.
+/// What an intent rests on besides the call itself.
+pub(crate) struct Grounds {
+    /// The record of the confinement its child will run under.
+    pub(crate) confinement: Value,
+    /// The approval a person gave it (`call::approve`), when one was needed.
+    pub(crate) approval: Option<Value>,
+}
+
+/// Write the intent of an admitted call.
 pub(crate) fn write(
     journal: &Journal,
     runner: &Runner,
     call: &Call<'_>,
-    request: &Validated,
-    planned: &Planned,
+    (request, planned): (&Validated, &Planned),
     _turn: &Admitted<'_>,
-    confinement: Value,
+    grounds: Grounds,
 ) -> Result<Intent, AuditError> {
     let mut event = call
         .record
@@ -41,7 +47,9 @@ pub(crate) fn write(
     event.argv = Some(redact_argv(&call.rules.redactor, &request.argv));
     event.argv_mac = Some(call.rules.redactor.argv_mac(&request.argv));
     event.verdict = Some(Verdict::Allowed);
-    event.confinement = Some(confinement);
+    event.confinement = Some(grounds.confinement);
+    // The approval it rests on: its id, the digest of what was shown, who.
+    event.approval = grounds.approval;
     if !planned.resolved.is_empty() {
         event.resolved = Some(planned.resolved.iter().map(ToString::to_string).collect());
     }

@@ -3,7 +3,9 @@
 //!
 //! arguments → [`request::validate`] (`Validated`) → [`plan::plan`]
 //! (`Planned`: grammar, URL policy, output path) → [`admit::admit`]
-//! (`Admitted`: the session's turn and a slot) → [`intent::write`] (`Intent`,
+//! (`Admitted`: the session's turn and a slot) → [`approve::approve`] (a
+//! person's yes, where the policy's approval rules ask for one) →
+//! [`intent::write`] (`Intent`,
 //! which only becomes an [`audit::IntentSynced`] once durable) →
 //! [`execute::execute`] (`Executed`: the runner takes the proof, not a
 //! promise) → [`secret_cut::learn`] (what a short field kept of a secret)
@@ -18,6 +20,7 @@
 //! record after, written before the reply.
 
 mod admit;
+mod approve;
 mod boundary;
 mod conclude;
 pub(crate) mod context;
@@ -75,6 +78,8 @@ pub(crate) struct Services<'a> {
     pub(crate) typing: &'a SecretTyping,
     /// The evidence of calls that can change the page.
     pub(crate) witnesses: &'a crate::evidence::Witnesses,
+    /// Where approvals are asked for (`None`: nowhere).
+    pub(crate) desk: Option<&'a crate::approvals::desk::Desk>,
 }
 
 impl<'a> Services<'a> {
@@ -84,6 +89,15 @@ impl<'a> Services<'a> {
             resolver: self.resolver,
             sessions: self.sessions,
             admission: self.admission,
+        }
+    }
+
+    fn approving(self) -> approve::Approving<'a> {
+        approve::Approving {
+            journal: self.journal,
+            runner: self.runner,
+            witnesses: self.witnesses,
+            desk: self.desk,
         }
     }
 }
@@ -160,7 +174,21 @@ async fn run(
         session: turn.session.clone(),
         ..request
     };
-    run_admitted(services, call, request, planned, turn).await
+    // A person's yes, where the policy asks for one, before the intent.
+    let approval = match approve::approve(services.approving(), call, &request, &planned).await {
+        Ok(approval) => approval,
+        Err(refusal) => {
+            let argv = Some(request.argv.as_slice());
+            return refuse(journal, pace, call, Some(&request.session), argv, &refusal);
+        }
+    };
+    run_admitted(services, call, request, planned, turn, approval).await
+}
+
+/// Whether `name` is a subcommand browser-shell knows (the policy's
+/// approval rules may name only these).
+pub(crate) fn subcommand_known(name: &str) -> bool {
+    Subcommand::named(name).is_some()
 }
 
 /// An admitted call: intent, execution, guard and reply, outcome.
@@ -170,6 +198,7 @@ async fn run_admitted(
     request: request::Validated,
     planned: plan::Planned,
     turn: admit::Admitted<'_>,
+    approval: Option<Value>,
 ) -> Replied {
     let mut laps = Laps::start(call.started);
     // What the gate and the egress refuse while this call runs names it.
@@ -182,10 +211,12 @@ async fn run_admitted(
         services.journal,
         runner,
         call,
-        &request,
-        &planned,
+        (&request, &planned),
         &turn,
-        confinement.clone(),
+        intent::Grounds {
+            confinement: confinement.clone(),
+            approval,
+        },
     );
     laps.lap("intent");
     let subcommand = request.argv.first().cloned().unwrap_or_default();

@@ -1,8 +1,10 @@
 //! The command line: `serve` (the default) prepares the operator's
 //! configuration ([`flags`], [`prepare`]) and runs the server ([`serve`]);
 //! `policy` and `audit` are the reviewers' read-only commands ([`review`]);
-//! `hardening` proves the confinement on this machine ([`operator`]).
+//! `hardening` proves the confinement on this machine ([`operator`]);
+//! `approvals` answers what a running server asks a person ([`approvals`]).
 
+mod approvals;
 mod diagnostics;
 mod flags;
 mod gate_probe;
@@ -49,6 +51,11 @@ enum Cmd {
     /// Inspect and prove the confinement of agent-browser on this machine.
     #[command(subcommand)]
     Hardening(HardeningCmd),
+    /// Answer the approvals a running server waits for (the policy's
+    /// `approvals` rules): list them, show one, approve or deny it. On the
+    /// machine only: neither the agent nor the page can reach them.
+    #[command(subcommand)]
+    Approvals(approvals::ApprovalsCmd),
     /// Internal: the confined self-probe `hardening check` runs.
     #[command(name = "__probe", hide = true)]
     Probe {
@@ -174,6 +181,7 @@ pub fn main() -> ExitCode {
             operator::hardening_exec(&serve, &args)
                 .map(|code| ExitCode::from(u8::try_from(code).unwrap_or(1)))
         }
+        Some(Cmd::Approvals(cmd)) => approvals::run(&cmd).map(|()| ExitCode::SUCCESS),
         Some(Cmd::Probe { args }) => {
             return ExitCode::from(u8::try_from(operator::probe(&args)).unwrap_or(1));
         }

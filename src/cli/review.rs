@@ -398,6 +398,16 @@ pub(super) struct PolicyExplainArgs {
 /// Validate a policy file and print the effective policy (JSON).
 pub(super) fn policy_check(args: &PolicyCheckArgs) -> anyhow::Result<()> {
     let policy = crate::policy::url_policy::UrlPolicy::load(&args.file)?;
+    let unknown = policy
+        .approvals
+        .unknown_subcommands(crate::call::subcommand_known);
+    if !unknown.is_empty() {
+        anyhow::bail!(
+            "policy file {}: approvals: no such subcommand: {}",
+            args.file.display(),
+            unknown.join(", ")
+        );
+    }
     name_policy_source(&args.file);
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}", serde_json::to_string_pretty(&policy)?)?;

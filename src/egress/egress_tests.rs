@@ -61,6 +61,7 @@ fn egress(
         protected_ports: vec![],
         extra_secret_params: vec![],
         key: audit::Key::load_or_create(&dir.path().join("key")).expect("key"),
+        subcommand_known: |_| true,
     };
     let rules = Arc::new(rules::Current::load(source).expect("rules"));
     let (reporter, refusals) = Reporter::channel();

@@ -209,6 +209,28 @@ impl Witnesses {
         self.inner.as_ref().map_or(Level::Off, |inner| inner.level)
     }
 
+    /// The element `target` (a command's `argv[1]`) names, as the
+    /// session's last snapshot named it: its role and name, and how a
+    /// record names it. `None` when no snapshot named it (a selector, a ref
+    /// not in the last snapshot, or evidence off).
+    pub(crate) fn named(
+        &self,
+        daemon: &DaemonName,
+        target: &str,
+        secrets: &crate::policy::secrets::Secrets,
+    ) -> (Option<(String, String)>, Value) {
+        let Some(inner) = &self.inner else {
+            return (None, refs::element(target, None, secrets));
+        };
+        inner.seen(daemon, |seen| {
+            let refs = seen.refs.as_ref();
+            let known = target
+                .strip_prefix('@')
+                .and_then(|id| refs?.get(id).cloned());
+            (known, refs::element(target, refs, secrets))
+        })
+    }
+
     /// Wait until the look after `daemon`'s previous call is taken: a call
     /// of the session is admitted only then (the session's turn is not held
     /// for it, so the registry never sees a session busy with its evidence).

@@ -5,6 +5,7 @@
 //! process is started here.
 
 pub(crate) mod address;
+pub(crate) mod approvals;
 pub(crate) mod outputs;
 pub(crate) mod resolve;
 pub(crate) mod rules;

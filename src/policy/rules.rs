@@ -72,6 +72,9 @@ pub(crate) struct Source {
     pub(crate) protected_ports: Vec<u16>,
     pub(crate) extra_secret_params: Vec<String>,
     pub(crate) key: audit::Key,
+    /// Whether a name is a subcommand browser-shell knows (approval rules
+    /// naming another would never match: refused).
+    pub(crate) subcommand_known: fn(&str) -> bool,
 }
 
 impl Source {
@@ -100,6 +103,14 @@ impl Source {
                 .into());
             }
         };
+        let unknown = url.approvals.unknown_subcommands(self.subcommand_known);
+        if !unknown.is_empty() {
+            return Err(PolicyError::Invalid {
+                path: path.display().to_string(),
+                message: format!("approvals: no such subcommand: {}", unknown.join(", ")),
+            }
+            .into());
+        }
         url.protected_ports.clone_from(&self.protected_ports);
         let secret_params: Vec<String> = self
             .extra_secret_params

@@ -42,6 +42,8 @@ struct PolicyFile {
     redact: RedactSection,
     #[serde(default)]
     reply: ReplySection,
+    #[serde(default)]
+    approvals: super::approvals::Section,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -136,6 +138,9 @@ pub(crate) struct UrlPolicy {
     /// Wrap text that comes from the page in unforgeable markers (`reply`
     /// section; on unless turned off).
     pub content_boundaries: bool,
+    /// Which calls need a person's yes (`approvals` section).
+    #[serde(skip_serializing_if = "super::approvals::Approvals::is_empty")]
+    pub approvals: super::approvals::Approvals,
 }
 
 fn as_strings<S: serde::Serializer>(entries: &[Allowance], s: S) -> Result<S::Ok, S::Error> {
@@ -167,6 +172,7 @@ impl Default for UrlPolicy {
             dns_timeout: Duration::from_secs(2),
             secret_query_params: Vec::new(),
             content_boundaries: true,
+            approvals: super::approvals::Approvals::default(),
         }
     }
 }
@@ -237,8 +243,8 @@ impl UrlPolicy {
         let defaults = Self::default();
         let allow_schemes =
             schemes(open.allow_schemes, defaults.allow_schemes).map_err(&invalid)?;
-        let allow_hosts = host_list("allow_hosts", open.allow_hosts).map_err(&invalid)?;
-        let allow_host_suffixes = host_list("allow_host_suffixes", open.allow_host_suffixes)
+        let allow_hosts = host_list("open.allow_hosts", open.allow_hosts).map_err(&invalid)?;
+        let allow_host_suffixes = host_list("open.allow_host_suffixes", open.allow_host_suffixes)
             .map_err(&invalid)?
             .map(|list| {
                 list.into_iter()
@@ -251,7 +257,7 @@ impl UrlPolicy {
                     })
                     .collect()
             });
-        let deny_hosts = host_list("deny_hosts", open.deny_hosts)
+        let deny_hosts = host_list("open.deny_hosts", open.deny_hosts)
             .map_err(&invalid)?
             .unwrap_or_default();
         let allow_private_cidrs =
@@ -280,6 +286,7 @@ impl UrlPolicy {
                 .reply
                 .content_boundaries
                 .unwrap_or(defaults.content_boundaries),
+            approvals: super::approvals::parse(file.approvals).map_err(&invalid)?,
         })
     }
 
@@ -535,7 +542,7 @@ fn policy_file(text: &str) -> Result<PolicyFile, String> {
     if !value.is_object() {
         return Err("the policy must be a JSON object".into());
     }
-    for section in ["open", "redact", "reply"] {
+    for section in ["open", "redact", "reply", "approvals"] {
         if value.get(section).is_some_and(|v| !v.is_object()) {
             return Err(format!("{section}: must be a JSON object"));
         }
@@ -547,11 +554,15 @@ fn policy_file(text: &str) -> Result<PolicyFile, String> {
 }
 
 /// A list of host entries of `open.<key>`, each normalised.
-fn host_list(key: &str, list: Option<Vec<String>>) -> Result<Option<Vec<String>>, String> {
+/// `key` names the list in errors (`open.allow_hosts`).
+pub(super) fn host_list(
+    key: &str,
+    list: Option<Vec<String>>,
+) -> Result<Option<Vec<String>>, String> {
     list.map(|items| {
         items
             .iter()
-            .map(|h| normalize_host_entry(h).map_err(|why| format!("open.{key}: {h:?}: {why}")))
+            .map(|h| normalize_host_entry(h).map_err(|why| format!("{key}: {h:?}: {why}")))
             .collect()
     })
     .transpose()
@@ -602,9 +613,10 @@ impl AsRefHost for Host<String> {
     }
 }
 
-/// For `deny_hosts`: `entry` is a host, or a `.suffix` that denies that
-/// domain and everything under it (denying more is the safe reading).
-fn matches_host(name: &str, entry: &str) -> bool {
+/// For `deny_hosts` (and the approval rules' hosts): `entry` is a host, or
+/// a `.suffix` that denies that domain and everything under it (denying
+/// more is the safe reading).
+pub(super) fn matches_host(name: &str, entry: &str) -> bool {
     match entry.strip_prefix('.') {
         Some(apex) => name == apex || name.ends_with(entry),
         None => name == entry,

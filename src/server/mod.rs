@@ -67,6 +67,9 @@ pub(crate) struct Parts {
     pub(crate) max_image_bytes: u64,
     pub(crate) pool: PoolSettings,
     pub(crate) witnesses: crate::evidence::Witnesses,
+    /// Where approvals are asked for; `None` when no channel can reach a
+    /// person.
+    pub(crate) desk: Option<crate::approvals::desk::Desk>,
 }
 
 /// The server: its services, each owned here and handed by reference to
@@ -88,6 +91,8 @@ pub(crate) struct Server {
     pub(crate) gate: crate::gate::Handle,
     /// The evidence of calls that can change the page.
     pub(crate) witnesses: crate::evidence::Witnesses,
+    /// The operator's desk for approvals.
+    pub(crate) desk: Option<crate::approvals::desk::Desk>,
 }
 
 impl std::fmt::Debug for Server {
@@ -152,6 +157,7 @@ impl Server {
             refusal_pace: Arc::default(),
             gate,
             witnesses: parts.witnesses,
+            desk: parts.desk,
         }
     }
 

@@ -148,5 +148,6 @@ fn services(server: &Server) -> call::Services<'_> {
         outputs: &server.outputs,
         typing: &server.gate.typing,
         witnesses: &server.witnesses,
+        desk: server.desk.as_ref(),
     }
 }

@@ -34,8 +34,11 @@ def test_the_shipped_example_policy_matches_the_schema_and_loads(server_bin: Pat
         {"open": {"deny_hosts": ["*.evil.example"]}},
         {"open": {"dns_timeout_ms": 0}},
         {"opne": {}},
+        {"approvals": {"rules": [{"subcommands": ["click"]}]}},
+        {"approvals": {"wait_sec": 0}},
+        {"approvals": {"rules": [{"name": "a", "element_word": ["pay"]}]}},
     ],
-    ids=["file-scheme", "unknown-key", "wildcard", "zero-timeout", "typo-section"],
+    ids=["file-scheme", "unknown-key", "wildcard", "zero-timeout", "typo-section", "unnamed-rule", "zero-wait", "typo-criterion"],
 )
 def test_what_the_schema_rejects_the_server_rejects_too(server_bin: Path, tmp_path: Path, bad: dict) -> None:
     schema = json.loads((POLICY_DIR / "browser-shell.policy.schema.json").read_text())
@@ -70,3 +73,13 @@ def test_policy_check_and_explain_name_their_file_and_refuse_a_missing_one_as_se
         capture_output=True, text=True,
     )
     assert run.returncode == 1 and "refused [address.private]" in run.stdout, run.stdout
+
+
+def test_an_approval_rule_naming_no_subcommand_is_refused(server_bin: Path, tmp_path: Path) -> None:
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps({"approvals": {"rules": [{"name": "pay", "subcommands": ["click", "clik"]}]}}))
+    run = subprocess.run([str(server_bin), "policy", "check", str(policy)], capture_output=True, text=True)
+    assert run.returncode == 2 and "no such subcommand: clik" in run.stderr, (run.returncode, run.stderr)
+    policy.write_text(json.dumps({"approvals": {"rules": [{"name": "pay", "subcommands": ["click"]}]}}))
+    run = subprocess.run([str(server_bin), "policy", "check", str(policy)], capture_output=True, text=True)
+    assert run.returncode == 0 and json.loads(run.stdout)["approvals"]["rules"][0]["name"] == "pay", run.stderr

@@ -241,6 +241,7 @@ CROSSES_EXEC = "the trampoline's failure line, which crosses an exec and is read
 WORDS_FOR_A_REASON = {
     "src/policy/address.rs": A_PERSONS_WORDS,
     "src/policy/url_policy.rs": A_PERSONS_WORDS,
+    "src/policy/approvals.rs": A_PERSONS_WORDS,
     "src/policy/secrets.rs": A_PERSONS_WORDS,
     "src/daemons/uid_claim.rs": A_PERSONS_WORDS,
     "src/daemons/identities.rs": A_PERSONS_WORDS,

@@ -288,9 +288,10 @@ fn classify(record: &Value, phase: &str, outcome: Option<&str>) -> Classified {
         );
     // An intent is written before the command runs: its result is the
     // outcome's to tell, or nobody's when the server died mid-call. An
-    // evidence record tells what the page looked like, not a result: a
-    // SIEM counts each call once.
-    let pending = matches!(phase, "intent" | "evidence") && !blocked;
+    // evidence record tells what the page looked like, an approval record
+    // what a person was asked and said, not a result: a SIEM counts each
+    // call once (a refusal after a no is its own denied record).
+    let pending = matches!(phase, "intent" | "evidence" | "approval") && !blocked;
     let status = if blocked || failed {
         (2, "Failure")
     } else if pending {

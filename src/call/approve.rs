@@ -1,0 +1,300 @@
+//! The approval stage, between a call's admission and its intent: a call
+//! the policy's `approvals` rules match runs only after a person says yes
+//! to exactly what was shown (docs/design.md, "Approvals").
+//!
+//! A subcommand no rule names costs nothing here. Otherwise the session's
+//! page is looked at (its URL and title, through the warden) and the
+//! element named as the last snapshot named it; if a rule matches, an
+//! `approval.requested` record is synced, the request goes to a channel
+//! (`crate::approvals`) and the call waits, holding its session's turn,
+//! up to the policy's `wait_sec` (not `timeout_sec`, which bounds the
+//! command once it may run). A yes is bound to what was shown: the page
+//! and element are looked at again, and if either changed the person is
+//! asked again. A no, or no answer, refuses the call (exit 126) and nothing
+//! runs. Each answer is a record before the intent, which names the
+//! approval it rests on.
+
+use serde_json::{Value, json};
+
+use super::{context::Call, plan::Planned, record::redact_argv, request::Validated};
+use crate::{
+    approvals::desk::{Answer, Desk},
+    evidence::{Witness, Witnesses},
+    obs::journal::Journal,
+    policy::approvals::{Element, Facts},
+    refusal::{Refusal, Rule},
+    runner::Runner,
+};
+
+/// How often a call is asked about again when its page keeps changing
+/// under the question.
+const MAX_ASKS: usize = 3;
+
+/// What the stage borrows.
+#[derive(Clone, Copy)]
+pub(crate) struct Approving<'a> {
+    pub(crate) journal: &'a Journal,
+    pub(crate) runner: &'a Runner,
+    pub(crate) witnesses: &'a Witnesses,
+    /// The operator's desk; `None` when no channel can reach a person.
+    pub(crate) desk: Option<&'a Desk>,
+}
+
+/// What a person is shown, and what a yes is bound to.
+struct Shown {
+    /// The request as shown (URLs redacted, page text scrubbed).
+    content: Value,
+    /// The page's URL and the element's role and name, unredacted: a yes
+    /// covers these and nothing else.
+    binding: (Option<String>, Option<(String, String)>),
+    rule: Option<String>,
+}
+
+/// Decide whether `request` may run: `None` when no rule needs a yes, the
+/// approval the intent names when a person gave one, or the refusal.
+pub(crate) async fn approve(
+    with: Approving<'_>,
+    call: &Call<'_>,
+    request: &Validated,
+    planned: &Planned,
+) -> Result<Option<Value>, Refusal> {
+    let facts = planned.subcommand.facts();
+    if !call
+        .rules
+        .url
+        .approvals
+        .may_need(facts.name, facts.witness != Witness::Nothing)
+    {
+        return Ok(None);
+    }
+    let asked = Asked {
+        with,
+        call,
+        request,
+        planned,
+    };
+    let mut shown = look(with, call, request, planned).await;
+    for _ in 0..MAX_ASKS {
+        let Some(rule) = shown.rule.clone() else {
+            // What it acts on (now) needs no yes.
+            return Ok(None);
+        };
+        let (id, sha) = requested(with, call, request, &rule, &shown)?;
+        match asked.answer(&id, &sha, &rule, &shown).await? {
+            Settled::Granted(grant) => return Ok(Some(grant)),
+            Settled::Changed(again) => shown = again,
+        }
+    }
+    Err(Refusal::new(
+        Rule::ApprovalDenied,
+        format!(
+            "the page kept changing while a person was asked about it ({MAX_ASKS} times); nothing ran"
+        ),
+    ))
+}
+
+/// One call being asked about.
+struct Asked<'a, 'c> {
+    with: Approving<'a>,
+    call: &'a Call<'c>,
+    request: &'a Validated,
+    planned: &'a Planned,
+}
+
+/// How a yes ended.
+enum Settled {
+    /// It holds: the grant the intent names.
+    Granted(Value),
+    /// The page or the element changed since it was shown: ask about this.
+    Changed(Shown),
+}
+
+impl Asked<'_, '_> {
+    /// Wait for the answer to request `id` (`sha`: what was shown) and
+    /// record it; a no, no answer or no channel is the call's refusal.
+    async fn answer(
+        &self,
+        id: &str,
+        sha: &str,
+        rule: &str,
+        shown: &Shown,
+    ) -> Result<Settled, Refusal> {
+        let Self {
+            with,
+            call,
+            request,
+            planned,
+        } = *self;
+        let record = |outcome, approval| answered(with, call, request, id, outcome, approval);
+        let Some(desk) = with.desk else {
+            let why = "no channel can ask a person (the audit log is in the confined agent-browser's reach)";
+            record(audit::Outcome::Declined, json!({"why": why}));
+            return Err(Refusal::new(
+                Rule::ApprovalDenied,
+                format!("approval {id} (rule {rule:?}) was not given: {why}"),
+            ));
+        };
+        let wait = call.rules.url.approvals.wait;
+        match desk.answer(id, sha, wait, &call.cancel).await {
+            Answer::Yes { by } => {
+                let again = look(with, call, request, planned).await;
+                if again.binding == shown.binding {
+                    let grant = json!({"id": id, "rule": rule, "shown_sha256": sha, "by": by});
+                    record(audit::Outcome::Granted, grant.clone());
+                    return Ok(Settled::Granted(grant));
+                }
+                let why = "the page or the element changed after it was shown: asked again";
+                record(audit::Outcome::Declined, json!({"by": by, "why": why}));
+                Ok(Settled::Changed(again))
+            }
+            Answer::No { by, why } => {
+                record(audit::Outcome::Declined, json!({"by": by, "why": why}));
+                Err(Refusal::new(
+                    Rule::ApprovalDenied,
+                    format!("approval {id} (rule {rule:?}) was denied: {why}; nothing ran"),
+                ))
+            }
+            Answer::None => {
+                record(
+                    audit::Outcome::Expired,
+                    json!({"waited_sec": wait.as_secs()}),
+                );
+                Err(Refusal::new(
+                    Rule::ApprovalExpired,
+                    format!(
+                        "approval {id} (rule {rule:?}) got no answer within {} s; nothing ran",
+                        wait.as_secs()
+                    ),
+                ))
+            }
+            Answer::Cancelled => {
+                record(audit::Outcome::Cancelled, json!({}));
+                Err(Refusal::new(
+                    Rule::Cancelled,
+                    "cancelled while waiting for a person's approval",
+                ))
+            }
+        }
+    }
+}
+
+/// The session's page and the element, and the rule the call matches.
+async fn look(
+    with: Approving<'_>,
+    call: &Call<'_>,
+    request: &Validated,
+    planned: &Planned,
+) -> Shown {
+    let facts = planned.subcommand.facts();
+    let rules = &call.rules;
+    let daemon = request.session.daemon_name();
+    let acts_on_element = facts.witness == Witness::Element;
+    let target = planned.tokens.get(1).map_or("", String::as_str);
+    let (named, element_json) = if acts_on_element {
+        let (named, json) = with.witnesses.named(daemon, target, &rules.secrets);
+        (named, Some(json))
+    } else {
+        (None, None)
+    };
+    let page = with.runner.look(daemon).await.ok().map(|(_, look)| look);
+    let open_url = (facts.name == "open").then_some(target);
+    let decided = Facts {
+        subcommand: facts.name,
+        changes_page: facts.witness != Witness::Nothing,
+        acts_on_element,
+        element: named.as_ref().map(|(role, name)| Element { role, name }),
+        page_url: page.as_ref().map(|p| p.url.as_str()),
+        open_url,
+        typed_secrets: &planned.secrets,
+    };
+    let rule = rules.url.approvals.needed(&decided).map(|r| r.name.clone());
+    let mut content = json!({
+        "session_id": request.session.as_str(),
+        "subcommand": facts.name,
+        "argv": redact_argv(&rules.redactor, &request.argv),
+        "page": match &page {
+            Some(p) => json!({
+                "url": rules.redactor.url(&rules.secrets.scrub(&p.url)),
+                "title": rules.secrets.scrub(&p.title),
+            }),
+            None => json!({"unseen": "the page could not be read"}),
+        },
+    });
+    if let Some(element) = element_json {
+        content["element"] = element;
+    }
+    Shown {
+        content,
+        binding: (page.map(|p| p.url), named),
+        rule,
+    }
+}
+
+/// Record the request (synced: it is durable before anyone sees it) and
+/// post it; its id and the digest of what was shown.
+fn requested(
+    with: Approving<'_>,
+    call: &Call<'_>,
+    request: &Validated,
+    rule: &str,
+    shown: &Shown,
+) -> Result<(String, String), Refusal> {
+    let id = crate::obs::journal::new_call_id();
+    let sha = audit::sha256_hex(audit::canonical_json(&shown.content).as_bytes());
+    let wait = call.rules.url.approvals.wait.as_secs();
+    let approval = json!({
+        "id": id, "rule": rule, "channel": "operator", "shown": shown.content,
+        "shown_sha256": sha, "wait_sec": wait,
+    });
+    let mut event = call
+        .record
+        .event(audit::Phase::Approval, Some(&request.session));
+    event.outcome = Some(audit::Outcome::Requested);
+    event.approval = Some(approval.clone());
+    with.journal.append_unattached_synced(event).map_err(|e| {
+        Refusal::new(
+            Rule::ApprovalDenied,
+            format!("audit unavailable ({e}): no approval was asked for; nothing ran"),
+        )
+    })?;
+    if let Some(desk) = with.desk {
+        let mut posted = approval;
+        posted["server_pid"] = json!(std::process::id());
+        if let Err(e) = desk.post(&id, &posted) {
+            let why = format!("the request could not be put on the operator's desk: {e}");
+            answered(
+                with,
+                call,
+                request,
+                &id,
+                audit::Outcome::Declined,
+                json!({"why": why}),
+            );
+            return Err(Refusal::new(
+                Rule::ApprovalDenied,
+                format!("approval {id} was not asked for: {why}; nothing ran"),
+            ));
+        }
+    }
+    Ok((id, sha))
+}
+
+/// Record how request `id` ended.
+fn answered(
+    with: Approving<'_>,
+    call: &Call<'_>,
+    request: &Validated,
+    id: &str,
+    outcome: audit::Outcome,
+    mut approval: Value,
+) {
+    approval["id"] = json!(id);
+    let mut event = call
+        .record
+        .event(audit::Phase::Approval, Some(&request.session));
+    event.outcome = Some(outcome);
+    event.approval = Some(approval);
+    if let Err(e) = with.journal.append(event, call.span) {
+        tracing::error!(error = %e, "audit record of an approval's answer not written");
+    }
+}

@@ -1,0 +1,188 @@
+"""Approvals: a call the policy's `approvals` rules match runs only after a person's yes to exactly
+what was shown, given on the machine (`browser-shell approvals`), never by the agent or the page.
+Real Chromium, real agent-browser, the demo site's /checkout ("Pay 12 €") on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import harness
+import pytest
+
+pytestmark = pytest.mark.chromium
+
+WORDS = ["pay", "buy", "delete", "send", "transfer"]
+
+
+def policy(wait_sec: int) -> dict[str, Any]:
+    return {
+        "open": {"allow_private_cidrs": ["127.0.0.1/32"]},
+        "approvals": {"wait_sec": wait_sec, "rules": [
+            {"name": "payments", "subcommands": ["click", "dblclick"], "element_roles": ["button"], "element_words": WORDS},
+        ]},
+    }
+
+
+def records(log: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+
+
+def approvals(log: Path) -> list[dict[str, Any]]:
+    return [r for r in records(log) if r.get("phase") == "approval"]
+
+
+def cli(server_bin: Path, log: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(server_bin), "approvals", *args, "--audit-log", str(log)],
+                          capture_output=True, text=True, timeout=30)
+
+
+def waiting(server_bin: Path, log: Path, skip: set[str] | None = None) -> str:
+    """The id of a request waiting on the desk (other than `skip`), once one is."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        listed = cli(server_bin, log, "list")
+        assert listed.returncode == 0, listed.stderr
+        ids = [line.split()[0] for line in listed.stdout.splitlines() if not line.startswith("no request")]
+        ids = [i for i in ids if i not in (skip or set())]
+        if ids:
+            return ids[0]
+        time.sleep(0.05)
+    raise AssertionError("no approval request was put on the desk")
+
+
+class Pending:
+    """A tool call made on a thread: it waits for its approval while the test answers."""
+
+    def __init__(self, srv: Any, sid: str, argv: list[str]) -> None:
+        self.result: tuple[bool, dict[str, Any]] | None = None
+        self.thread = threading.Thread(target=lambda: setattr(self, "result", srv.call(sid, argv)))
+        self.thread.start()
+
+    def reply(self) -> dict[str, Any]:
+        self.thread.join(60)
+        assert self.result is not None, "the call never came back"
+        return self.result[1]
+
+
+def checkout(srv: Any, web: harness.WebServer, sid: str, query: str = "") -> dict[str, str]:
+    """Open /checkout and return its refs by accessible name."""
+    srv.ok(sid, ["open", web.url("/checkout" + query)])
+    snap = srv.ok(sid, ["snapshot", "-i"])["snapshot"]
+    return {name: ref for name, ref in re.findall(r'"([^"]+)" \[ref=(e\d+)\]', snap)}
+
+
+def paid(web: harness.WebServer, since: int) -> bool:
+    """Whether /paid was asked for after the first `since` requests (the site serves every test)."""
+    return any(r.startswith("/paid") for r in web.seen_paths()[since:])
+
+
+def test_a_pay_button_runs_only_after_a_yes_and_a_text_box_needs_none(start_server, web, binaries) -> None:
+    srv = start_server(policy_json=policy(60))
+    log, sid, since = srv.cfg.audit_log, "ap-1", len(web.seen_paths())
+    refs = checkout(srv, web, sid)
+    srv.ok(sid, ["click", "@" + refs["Note"]])
+    assert approvals(log) == [], "a click on a text box asked for a yes"
+
+    call = Pending(srv, sid, ["click", "@" + refs["Pay 12 €"]])
+    asked = waiting(binaries.server, log)
+    shown = cli(binaries.server, log, "show", asked)
+    assert shown.returncode == 0 and "Pay 12 €" in shown.stdout and web.url("/checkout") in shown.stdout, shown
+    assert not paid(web, since), "the click ran before anyone said yes"
+    answered = cli(binaries.server, log, "approve", asked)
+    assert answered.returncode == 0, answered.stderr
+    reply = call.reply()
+    assert reply["exit_code"] == 0, reply
+
+    requested, granted = approvals(log)
+    assert requested["outcome"] == "requested" and granted["outcome"] == "granted", (requested, granted)
+    assert requested["approval"]["shown"]["element"] == {"ref": refs["Pay 12 €"], "role": "button", "name": "Pay 12 €"}
+    assert requested["approval"]["shown"]["page"]["title"] == "Checkout"
+    assert granted["approval"]["by"]["uid"] == 0 and granted["approval"]["by"]["channel"] == "operator"
+    intent = next(r for r in records(log) if r.get("phase") == "intent" and r["call_id"] == granted["call_id"])
+    assert intent["approval"]["id"] == asked == requested["approval"]["id"], intent
+    assert intent["approval"]["shown_sha256"] == requested["approval"]["shown_sha256"]
+    assert records(log).index(granted) < records(log).index(intent), "the yes is chained after the intent"
+    srv.ok(sid, ["wait", "--url", "**/paid**"], 20)
+    assert paid(web, since)
+    verified = subprocess.run([str(binaries.server), "audit", "verify", str(log)], capture_output=True, text=True)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    # OCSF carries the approval with the call; a SIEM still counts the call once (its outcome).
+    ocsf = subprocess.run([str(binaries.server), "audit", "report", str(log), "--format", "ocsf"],
+                          capture_output=True, text=True)
+    assert ocsf.returncode == 0, ocsf.stderr
+    events = [json.loads(line) for line in ocsf.stdout.splitlines() if line.strip()]
+    of_call = [e for e in events if e["metadata"].get("correlation_uid") == granted["call_id"]]
+    kinds = {(e["unmapped"].get("phase"), e["status"]) for e in of_call}
+    assert ("approval", "Unknown") in kinds and ("outcome", "Success") in kinds, kinds
+    assert any(e["unmapped"].get("approval", {}).get("id") == asked for e in of_call), of_call
+
+
+def test_a_no_or_no_answer_refuses_the_call_and_nothing_runs(start_server, web, binaries) -> None:
+    srv = start_server(policy_json=policy(3))
+    log, sid, since = srv.cfg.audit_log, "ap-2", len(web.seen_paths())
+    refs = checkout(srv, web, sid)
+    pay = "@" + refs["Pay 12 €"]
+
+    call = Pending(srv, sid, ["click", pay])
+    denied = cli(binaries.server, log, "deny", waiting(binaries.server, log), "--reason", "not today")
+    assert denied.returncode == 0, denied.stderr
+    reply = call.reply()
+    assert reply["exit_code"] == 126 and "approval.denied" in reply["stderr"] and "not today" in reply["stderr"], reply
+
+    started = time.monotonic()
+    is_error, reply = srv.call(sid, ["click", pay])
+    assert reply["exit_code"] == 126 and "approval.expired" in reply["stderr"], reply
+    assert time.monotonic() - started >= 3, "it did not wait for an answer"
+    assert [a["outcome"] for a in approvals(log)] == ["requested", "denied", "requested", "expired"]
+    refusals = [r for r in records(log) if r.get("phase") == "denied"]
+    assert [r["rule"] for r in refusals] == ["approval.denied", "approval.expired"], refusals
+    time.sleep(0.5)
+    assert not paid(web, since), "a refused payment reached the site"
+
+
+def test_neither_the_page_nor_the_agent_can_give_the_yes(start_server, web, binaries) -> None:
+    srv = start_server(policy_json=policy(4))
+    log, sid, since = srv.cfg.audit_log, "ap-3", len(web.seen_paths())
+    refs = checkout(srv, web, sid, "?hostile=1")
+    # The page's own "Approve" button is just a button: clicking it grants nothing.
+    srv.ok(sid, ["click", "@" + refs["Approve"]])
+    assert approvals(log) == []
+
+    call = Pending(srv, sid, ["click", "@" + refs["Pay 12 €"]])
+    asked = waiting(binaries.server, log)
+    # The agent, meanwhile, tries every way of answering its own request through the tool.
+    for argv in (["approvals", "approve", asked], ["approve", asked], ["eval", f"approve('{asked}')"]):
+        _, attempt = srv.call("ap-3b", argv)
+        assert attempt["exit_code"] == 126, attempt
+    reply = call.reply()
+    assert reply["exit_code"] == 126 and "approval.expired" in reply["stderr"], reply
+    assert [a["outcome"] for a in approvals(log)] == ["requested", "expired"]
+    assert not paid(web, since)
+
+
+def test_a_page_that_changes_under_a_pending_approval_is_asked_about_again(start_server, web, binaries) -> None:
+    srv = start_server(policy_json=policy(60))
+    log, sid = srv.cfg.audit_log, "ap-4"
+    opened = time.monotonic()
+    refs = checkout(srv, web, sid, "?moves=2500")
+    call = Pending(srv, sid, ["click", "@" + refs["Pay 12 €"]])
+    first = waiting(binaries.server, log)
+    shown = cli(binaries.server, log, "show", first).stdout
+    assert "moves=2500" in shown, shown
+    # The page's URL changes 2.5 s after it loaded; the yes comes after that.
+    time.sleep(max(0.0, opened + 3.5 - time.monotonic()))
+    assert cli(binaries.server, log, "approve", first).returncode == 0
+    second = waiting(binaries.server, log, skip={first})
+    assert "moved=1" in cli(binaries.server, log, "show", second).stdout
+    assert cli(binaries.server, log, "approve", second).returncode == 0
+    assert call.reply()["exit_code"] == 0
+    outcomes = [(a["outcome"], a["approval"]["id"]) for a in approvals(log)]
+    assert outcomes == [("requested", first), ("denied", first), ("requested", second), ("granted", second)], outcomes
+    assert "changed" in approvals(log)[1]["approval"]["why"]
+
