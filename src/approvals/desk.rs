@@ -22,6 +22,8 @@ use std::{
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::Answer;
+
 /// How often a waiting call looks for an answer.
 const LOOK_EVERY: Duration = Duration::from_millis(100);
 
@@ -33,19 +35,6 @@ pub(crate) fn dir_of(audit_log: &Path) -> PathBuf {
     let mut name = audit_log.as_os_str().to_owned();
     name.push(".approvals");
     PathBuf::from(name)
-}
-
-/// What came back for a request.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Answer {
-    /// Yes, from `by`.
-    Yes { by: Value },
-    /// No, from `by`, and why (the operator's words, or a mismatch).
-    No { by: Value, why: String },
-    /// Nothing within the wait.
-    None,
-    /// The call was cancelled while it waited.
-    Cancelled,
 }
 
 /// The operator's desk of one server.

@@ -6,7 +6,34 @@
 //! driven browser: an approval is never something the agent or the page
 //! can produce.
 //!
-//! The one channel so far is the operator's desk ([`desk`]): request files
-//! beside the audit log, answered with `browser-shell approvals`.
+//! Two channels: the person at the MCP client, through elicitation where
+//! the client supports it ([`Ask`], implemented by the transport), and the
+//! operator's desk ([`desk`]): request files beside the audit log, answered
+//! with `browser-shell approvals`. The policy says which may be used.
 
 pub(crate) mod desk;
+
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+
+/// What came back for a request.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Answer {
+    /// Yes, from `by`.
+    Yes { by: Value },
+    /// No, from `by`, and why (the person's words, or a mismatch).
+    No { by: Value, why: String },
+    /// Nothing within the wait.
+    None,
+    /// The call was cancelled while it waited.
+    Cancelled,
+}
+
+/// The person at the MCP client, asked through the client.
+pub(crate) trait Ask: Send + Sync + std::fmt::Debug {
+    /// Ask `message` (what will happen, as shown); the answer, or
+    /// [`Answer::None`] past `within`.
+    fn ask(&self, message: String, within: Duration) -> BoxFuture<'_, Answer>;
+}

@@ -18,10 +18,10 @@ use serde_json::{Value, json};
 
 use super::{context::Call, plan::Planned, record::redact_argv, request::Validated};
 use crate::{
-    approvals::desk::{Answer, Desk},
+    approvals::{Answer, Ask, desk::Desk},
     evidence::{Witness, Witnesses},
     obs::journal::Journal,
-    policy::approvals::{Element, Facts},
+    policy::approvals::{Channel, Element, Facts},
     refusal::{Refusal, Rule},
     runner::Runner,
 };
@@ -79,8 +79,9 @@ pub(crate) async fn approve(
             // What it acts on (now) needs no yes.
             return Ok(None);
         };
-        let (id, sha) = requested(with, call, request, &rule, &shown)?;
-        match asked.answer(&id, &sha, &rule, &shown).await? {
+        let via = via(with, call);
+        let (id, sha) = requested(with, call, request, (&rule, via.as_ref()), &shown)?;
+        match asked.answer(via, (&id, &sha), &rule, &shown).await? {
             Settled::Granted(grant) => return Ok(Some(grant)),
             Settled::Changed(again) => shown = again,
         }
@@ -91,6 +92,60 @@ pub(crate) async fn approve(
             "the page kept changing while a person was asked about it ({MAX_ASKS} times); nothing ran"
         ),
     ))
+}
+
+/// How a request reaches a person.
+enum Via<'a> {
+    /// The person at the MCP client (elicitation).
+    Client(&'a dyn Ask),
+    /// The operator's desk.
+    Desk(&'a Desk),
+}
+
+impl Via<'_> {
+    fn name(&self) -> &'static str {
+        match self {
+            Self::Client(_) => "elicitation",
+            Self::Desk(_) => "operator",
+        }
+    }
+}
+
+/// The first of the policy's channels that can reach a person for this call.
+fn via<'a>(with: Approving<'a>, call: &'a Call<'_>) -> Option<Via<'a>> {
+    let channels = &call.rules.url.approvals.channels;
+    channels.iter().find_map(|channel| match channel {
+        Channel::Elicitation => call.asker.as_deref().map(Via::Client),
+        Channel::Operator => with.desk.map(Via::Desk),
+    })
+}
+
+/// What the person at the client reads: what will happen, and the digest
+/// a yes covers.
+fn message(id: &str, sha: &str, rule: &str, shown: &Shown) -> String {
+    let c = &shown.content;
+    let text = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+    let argv: Vec<String> = c["argv"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(text)
+        .collect();
+    let element = match (c["element"].get("role"), c["element"].get("name")) {
+        (Some(role), Some(name)) => format!("\nElement: {} \"{}\"", text(role), text(name)),
+        _ if c["element"].is_null() => String::new(),
+        _ => format!("\nElement: {} (not named by a snapshot)", c["element"]),
+    };
+    format!(
+        "browser-shell asks for your approval before an AI agent acts (rule \"{rule}\").\n\
+         Session: {}\nCommand: {}{element}\nPage: {} ({})\n\
+         Approve only if you are a person who wants this to happen. Request {id}, shown {}.",
+        text(&c["session_id"]),
+        argv.join(" "),
+        text(&c["page"]["title"]),
+        text(&c["page"]["url"]),
+        &sha[..sha.len().min(16)],
+    )
 }
 
 /// One call being asked about.
@@ -114,8 +169,8 @@ impl Asked<'_, '_> {
     /// record it; a no, no answer or no channel is the call's refusal.
     async fn answer(
         &self,
-        id: &str,
-        sha: &str,
+        via: Option<Via<'_>>,
+        (id, sha): (&str, &str),
         rule: &str,
         shown: &Shown,
     ) -> Result<Settled, Refusal> {
@@ -126,16 +181,25 @@ impl Asked<'_, '_> {
             planned,
         } = *self;
         let record = |outcome, approval| answered(with, call, request, id, outcome, approval);
-        let Some(desk) = with.desk else {
-            let why = "no channel can ask a person (the audit log is in the confined agent-browser's reach)";
-            record(audit::Outcome::Declined, json!({"why": why}));
-            return Err(Refusal::new(
-                Rule::ApprovalDenied,
-                format!("approval {id} (rule {rule:?}) was not given: {why}"),
-            ));
-        };
         let wait = call.rules.url.approvals.wait;
-        match desk.answer(id, sha, wait, &call.cancel).await {
+        let answer = match via {
+            Some(Via::Desk(desk)) => desk.answer(id, sha, wait, &call.cancel).await,
+            Some(Via::Client(asker)) => tokio::select! {
+                answer = asker.ask(message(id, sha, rule, shown), wait) => answer,
+                () = call.cancel.cancelled() => Answer::Cancelled,
+            },
+            None => {
+                let why = "no channel can ask a person: the client cannot elicit (or the policy's \
+                           approvals.channels leaves it out) and the operator's desk is left out or \
+                           unavailable (the audit log in the confined agent-browser's reach)";
+                record(audit::Outcome::Declined, json!({"why": why}));
+                return Err(Refusal::new(
+                    Rule::ApprovalDenied,
+                    format!("approval {id} (rule {rule:?}) was not given: {why}"),
+                ));
+            }
+        };
+        match answer {
             Answer::Yes { by } => {
                 let again = look(with, call, request, planned).await;
                 if again.binding == shown.binding {
@@ -236,14 +300,14 @@ fn requested(
     with: Approving<'_>,
     call: &Call<'_>,
     request: &Validated,
-    rule: &str,
+    (rule, via): (&str, Option<&Via<'_>>),
     shown: &Shown,
 ) -> Result<(String, String), Refusal> {
     let id = crate::obs::journal::new_call_id();
     let sha = audit::sha256_hex(audit::canonical_json(&shown.content).as_bytes());
     let wait = call.rules.url.approvals.wait.as_secs();
     let approval = json!({
-        "id": id, "rule": rule, "channel": "operator", "shown": shown.content,
+        "id": id, "rule": rule, "channel": via.map_or("none", Via::name), "shown": shown.content,
         "shown_sha256": sha, "wait_sec": wait,
     });
     let mut event = call
@@ -257,7 +321,7 @@ fn requested(
             format!("audit unavailable ({e}): no approval was asked for; nothing ran"),
         )
     })?;
-    if let Some(desk) = with.desk {
+    if let Some(Via::Desk(desk)) = via {
         let mut posted = approval;
         posted["server_pid"] = json!(std::process::id());
         if let Err(e) = desk.post(&id, &posted) {

@@ -17,6 +17,9 @@ pub(crate) struct CallContext {
     pub(crate) traceparent: Option<String>,
     pub(crate) tracestate: Option<String>,
     pub(crate) cancel: CancellationToken,
+    /// The person at the client, when the client can be asked
+    /// (elicitation): an approvals channel.
+    pub(crate) asker: Option<Arc<dyn crate::approvals::Ask>>,
 }
 
 /// One call in flight: its identity in the audit log, its span, its start,
@@ -28,6 +31,8 @@ pub(crate) struct Call<'a> {
     pub(crate) span: &'a ActiveCall,
     pub(crate) started: Instant,
     pub(crate) cancel: CancellationToken,
+    /// As in its [`CallContext`].
+    pub(crate) asker: Option<Arc<dyn crate::approvals::Ask>>,
 }
 
 impl<'a> Call<'a> {
@@ -43,6 +48,7 @@ impl<'a> Call<'a> {
             span,
             started: Instant::now(),
             cancel: ctx.cancel.clone(),
+            asker: ctx.asker.clone(),
         }
     }
 

@@ -91,6 +91,8 @@ const SIBLING_SUFFIXES: &[&str] = &[
     // The image store (`--evidence images`), a directory: checked through
     // the records that name its images.
     ".evidence",
+    // The approvals desk, a directory of pending requests (no records).
+    ".approvals",
     // The serving server's pid (`policy reload` finds it there).
     ".pid",
 ];

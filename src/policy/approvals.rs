@@ -23,6 +23,7 @@ const MAX_WAIT_SECS: u64 = 3600;
 #[serde(deny_unknown_fields)]
 pub(super) struct Section {
     wait_sec: Option<u64>,
+    channels: Option<Vec<Channel>>,
     #[serde(default)]
     rules: Vec<RuleSpec>,
 }
@@ -40,12 +41,27 @@ struct RuleSpec {
     typed_secrets: Option<Vec<String>>,
 }
 
+/// A way of reaching a person.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Channel {
+    /// The person at the MCP client, through elicitation, where the client
+    /// supports it. Whoever answers the client's prompts approves: a client
+    /// that hands them to the model lets the agent approve itself.
+    Elicitation,
+    /// The operator on the machine (`browser-shell approvals`).
+    Operator,
+}
+
 /// The effective approval rules.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct Approvals {
     /// How long a person has to answer; past it, the call is refused.
     #[serde(rename = "wait_sec", serialize_with = "secs")]
     pub(crate) wait: Duration,
+    /// The channels that may ask, in order: the first that can reach a
+    /// person is used.
+    pub(crate) channels: Vec<Channel>,
     pub(crate) rules: Vec<ApprovalRule>,
 }
 
@@ -57,6 +73,7 @@ impl Default for Approvals {
     fn default() -> Self {
         Self {
             wait: DEFAULT_WAIT,
+            channels: vec![Channel::Elicitation, Channel::Operator],
             rules: Vec::new(),
         }
     }
@@ -218,6 +235,13 @@ pub(super) fn parse(section: Section) -> Result<Approvals, String> {
             ));
         }
     };
+    let channels = match section.channels {
+        None => Approvals::default().channels,
+        Some(list) if list.is_empty() => {
+            return Err("approvals.channels: name at least one (elicitation, operator)".into());
+        }
+        Some(list) => list,
+    };
     let mut rules: Vec<ApprovalRule> = Vec::new();
     for (i, spec) in section.rules.into_iter().enumerate() {
         let at = format!("approvals.rules[{i}]");
@@ -254,7 +278,11 @@ pub(super) fn parse(section: Section) -> Result<Approvals, String> {
         };
         rules.push(rule);
     }
-    Ok(Approvals { wait, rules })
+    Ok(Approvals {
+        wait,
+        channels,
+        rules,
+    })
 }
 
 #[cfg(test)]

@@ -152,6 +152,11 @@ fn a_bad_section_is_refused_naming_where() {
             "unknown field",
         ),
         (r#"{"approvals": []}"#, "approvals: must be a JSON object"),
+        (r#"{"approvals": {"channels": []}}"#, "approvals.channels"),
+        (
+            r#"{"approvals": {"channels": ["email"]}}"#,
+            "approvals.channels",
+        ),
     ] {
         let err = UrlPolicy::from_json(json).expect_err(json).to_string();
         assert!(err.contains(needle), "{json}: {err}");

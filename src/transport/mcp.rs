@@ -82,11 +82,13 @@ impl ServerHandler for BrowserShellServer {
         };
         // From `initialize` (up to 2025-11-25), or from the request's own
         // `_meta` (2026-07-28, which has no handshake): rmcp knows which.
+        let client = context
+            .client_info()
+            .map(|info| format!("{}/{}", info.name, info.version));
         let ctx = CallContext {
             request_id: Some(request_id_string(&context.id)),
-            client: context
-                .client_info()
-                .map(|info| format!("{}/{}", info.name, info.version)),
+            asker: super::elicit::Elicit::of(&context, client.clone()),
+            client,
             protocol_version: context.protocol_version().map(|v| v.to_string()),
             traceparent: meta("traceparent"),
             tracestate: meta("tracestate"),

@@ -5,6 +5,7 @@
 //! `tools/call` into a call ([`mcp`]), and the one tool's advertised schema
 //! ([`tool`]).
 
+mod elicit;
 pub(crate) mod mcp;
 pub(crate) mod method_spans;
 pub(crate) mod stdio;

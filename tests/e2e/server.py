@@ -122,6 +122,9 @@ class ServerConfig:
     # count daemons, tabs and records exactly; the pool's own tests and the tests of the README's
     # configurations run it.
     pool: str | None = "0"
+    # The client's answer to the server's elicitation requests (async (context, params) -> result);
+    # None: the client declares no elicitation capability.
+    elicitation_callback: Any = None
 
     @property
     def state_dir(self) -> Path:
@@ -330,7 +333,9 @@ async def open_session(cfg: ServerConfig, faults: list[str] | None = None):
 
     with open(cfg.stderr_log, "a", encoding="utf-8") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write):
-            async with ClientSession(read, write, message_handler=on_message) as session:
+            async with ClientSession(
+                read, write, message_handler=on_message, elicitation_callback=cfg.elicitation_callback
+            ) as session:
                 with anyio.fail_after(30):
                     await session.initialize()
                 yield session

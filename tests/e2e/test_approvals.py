@@ -186,3 +186,69 @@ def test_a_page_that_changes_under_a_pending_approval_is_asked_about_again(start
     assert outcomes == [("requested", first), ("denied", first), ("requested", second), ("granted", second)], outcomes
     assert "changed" in approvals(log)[1]["approval"]["why"]
 
+
+
+class Person:
+    """The person at the MCP client: answers each elicitation as told, and keeps what it was shown."""
+
+    def __init__(self, answer: str, late_s: float = 0.0) -> None:
+        self.answer, self.late_s, self.shown = answer, late_s, []
+
+    async def __call__(self, context: Any, params: Any) -> Any:
+        from mcp import types
+
+        self.shown.append(params)
+        if self.late_s:
+            await anyio_sleep(self.late_s)
+        if self.answer == "approve":
+            return types.ElicitResult(action="accept", content={"approve": True})
+        if self.answer == "untick":
+            return types.ElicitResult(action="accept", content={"approve": False})
+        return types.ElicitResult(action="decline")
+
+
+async def anyio_sleep(seconds: float) -> None:
+    import anyio
+
+    await anyio.sleep(seconds)
+
+
+@pytest.mark.parametrize("answer", ["approve", "decline", "untick", "late"])
+def test_the_person_at_the_client_answers_through_elicitation(start_server, web, answer: str) -> None:
+    person = Person("approve" if answer == "late" else answer, late_s=5.0 if answer == "late" else 0.0)
+    srv = start_server(policy_json=policy(3), elicitation_callback=person)
+    log, sid, since = srv.cfg.audit_log, f"ap-el-{answer}", len(web.seen_paths())
+    refs = checkout(srv, web, sid)
+    _, reply = srv.call(sid, ["click", "@" + refs["Pay 12 €"]])
+    (asked,) = person.shown
+    assert "Pay 12 €" in asked.message and "Checkout" in asked.message and sid in asked.message, asked.message
+    assert asked.requested_schema["required"] == ["approve"], asked.requested_schema
+    trail = approvals(log)
+    assert trail[0]["approval"]["channel"] == "elicitation", trail[0]
+    if answer == "approve":
+        assert reply["exit_code"] == 0, reply
+        assert trail[1]["outcome"] == "granted" and trail[1]["approval"]["by"]["channel"] == "elicitation", trail
+        assert trail[1]["approval"]["by"]["client"].startswith("mcp/"), trail[1]
+        srv.ok(sid, ["wait", "--url", "**/paid**"], 20)
+    elif answer == "late":
+        assert reply["exit_code"] == 126 and "approval.expired" in reply["stderr"], reply
+        assert trail[1]["outcome"] == "expired", trail
+    else:
+        assert reply["exit_code"] == 126 and "approval.denied" in reply["stderr"], reply
+        assert trail[1]["outcome"] == "denied", trail
+    assert paid(web, since) == (answer == "approve")
+
+
+def test_a_policy_can_keep_approvals_off_the_client(start_server, web, binaries) -> None:
+    """An operator whose client might hand prompts to the model names only the operator's channel."""
+    person = Person("approve")
+    strict = policy(30)
+    strict["approvals"]["channels"] = ["operator"]
+    srv = start_server(policy_json=strict, elicitation_callback=person)
+    log, sid = srv.cfg.audit_log, "ap-op"
+    refs = checkout(srv, web, sid)
+    call = Pending(srv, sid, ["click", "@" + refs["Pay 12 €"]])
+    assert cli(binaries.server, log, "deny", waiting(binaries.server, log)).returncode == 0
+    assert call.reply()["exit_code"] == 126
+    assert person.shown == [], "the client was asked though the policy leaves it out"
+    assert approvals(log)[0]["approval"]["channel"] == "operator"
