@@ -181,8 +181,16 @@ pub(crate) struct Named {
 
 impl Named {
     /// Note the images `record` (at `seq`) names: the `image` of its
-    /// evidence's `before` and `after` looks.
+    /// evidence's `before` and `after` looks, and the one an approval
+    /// request showed.
     pub(crate) fn note(&mut self, record: &Map<String, Value>, seq: u64) {
+        let shown = record
+            .get("approval")
+            .and_then(|a| a.pointer("/shown/image/sha256"))
+            .and_then(Value::as_str);
+        if let Some(digest) = shown {
+            self.images.entry(digest.to_owned()).or_insert(seq);
+        }
         let Some(evidence) = record.get("evidence") else {
             return;
         };

@@ -73,7 +73,7 @@ pub(crate) async fn approve(
         request,
         planned,
     };
-    let mut shown = look(with, call, request, planned).await;
+    let mut shown = look(with, call, (request, planned), true).await;
     for _ in 0..MAX_ASKS {
         let Some(rule) = shown.rule.clone() else {
             // What it acts on (now) needs no yes.
@@ -83,7 +83,8 @@ pub(crate) async fn approve(
         let (id, sha) = requested(with, call, request, (&rule, via.as_ref()), &shown)?;
         match asked.answer(via, (&id, &sha), &rule, &shown).await? {
             Settled::Granted(grant) => return Ok(Some(grant)),
-            Settled::Changed(again) => shown = again,
+            // Asked about again, as the page is now (its image too).
+            Settled::Changed => shown = look(with, call, (request, planned), true).await,
         }
     }
     Err(Refusal::new(
@@ -160,8 +161,8 @@ struct Asked<'a, 'c> {
 enum Settled {
     /// It holds: the grant the intent names.
     Granted(Value),
-    /// The page or the element changed since it was shown: ask about this.
-    Changed(Shown),
+    /// The page or the element changed since it was shown.
+    Changed,
 }
 
 impl Asked<'_, '_> {
@@ -201,7 +202,7 @@ impl Asked<'_, '_> {
         };
         match answer {
             Answer::Yes { by } => {
-                let again = look(with, call, request, planned).await;
+                let again = look(with, call, (request, planned), false).await;
                 if again.binding == shown.binding {
                     let grant = json!({"id": id, "rule": rule, "shown_sha256": sha, "by": by});
                     record(audit::Outcome::Granted, grant.clone());
@@ -209,7 +210,7 @@ impl Asked<'_, '_> {
                 }
                 let why = "the page or the element changed after it was shown: asked again";
                 record(audit::Outcome::Declined, json!({"by": by, "why": why}));
-                Ok(Settled::Changed(again))
+                Ok(Settled::Changed)
             }
             Answer::No { by, why } => {
                 record(audit::Outcome::Declined, json!({"by": by, "why": why}));
@@ -242,12 +243,14 @@ impl Asked<'_, '_> {
     }
 }
 
-/// The session's page and the element, and the rule the call matches.
+/// The session's page and the element, and the rule the call matches;
+/// when `pictured` and a rule matches, an image of the page too (at
+/// `--evidence images`).
 async fn look(
     with: Approving<'_>,
     call: &Call<'_>,
-    request: &Validated,
-    planned: &Planned,
+    (request, planned): (&Validated, &Planned),
+    pictured: bool,
 ) -> Shown {
     let facts = planned.subcommand.facts();
     let rules = &call.rules;
@@ -260,7 +263,7 @@ async fn look(
     } else {
         (None, None)
     };
-    let page = with.runner.look(daemon).await.ok().map(|(_, look)| look);
+    let (tab, page) = with.runner.look(daemon).await.ok().unzip();
     let open_url = (facts.name == "open").then_some(target);
     let decided = Facts {
         subcommand: facts.name,
@@ -286,6 +289,15 @@ async fn look(
     });
     if let Some(element) = element_json {
         content["element"] = element;
+    }
+    if let (true, Some(_), Some(tab)) = (pictured, &rule, &tab) {
+        let image = with
+            .witnesses
+            .picture(with.journal, with.runner, (daemon, tab), &rules.secrets)
+            .await;
+        if let Some((key, image)) = image {
+            content[key] = image;
+        }
     }
     Shown {
         content,

@@ -71,6 +71,14 @@ pub(super) fn run(cmd: &ApprovalsCmd) -> anyhow::Result<()> {
         ApprovalsCmd::Show { desk, id } => {
             let request = find(desk, id)?;
             writeln!(out, "{}", serde_json::to_string_pretty(&request)?)?;
+            // At `--evidence images`, the page as it was when asked.
+            if let Some(sha) = request
+                .pointer("/shown/image/sha256")
+                .and_then(Value::as_str)
+            {
+                let image = audit::evidence_dir(&desk.audit_log).join(format!("{sha}.png"));
+                writeln!(out, "image of the page: {}", image.display())?;
+            }
             Ok(())
         }
         ApprovalsCmd::Approve { desk, id } => answer(&mut out, desk, id, true, None),

@@ -447,6 +447,17 @@ pub(super) fn policy_explain(args: &PolicyExplainArgs) -> anyhow::Result<bool> {
                 let addrs: Vec<String> = checked.resolved.iter().map(ToString::to_string).collect();
                 writeln!(out, "addresses: {}", addrs.join(", "))?;
             }
+            for (rule, on_page) in policy.approvals.for_open(&checked.url) {
+                let when = if on_page {
+                    ", if the session's page matches it"
+                } else {
+                    ""
+                };
+                writeln!(
+                    out,
+                    "approval: `open` waits for a person's yes (rule {rule:?}){when}"
+                )?;
+            }
             Ok(true)
         }
         Err(refusal) => {

@@ -231,6 +231,32 @@ impl Witnesses {
         })
     }
 
+    /// An image of `daemon`'s tab `target` as it is now, masked and kept in
+    /// the store, for what an approval request shows: `("image", what a
+    /// record says of it)` or `("image_withheld", why)`; `None` when images
+    /// are not kept (below `--evidence images`).
+    pub(crate) async fn picture(
+        &self,
+        journal: &Journal,
+        runner: &Runner,
+        (daemon, target): (&DaemonName, &crate::chromium_ids::TargetId),
+        secrets: &crate::policy::secrets::Secrets,
+    ) -> Option<(&'static str, Value)> {
+        let inner = self.inner.as_ref().filter(|i| i.level == Level::Images)?;
+        let kept = runner
+            .shoot(daemon, target)
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|shot| picture::keep(&shot, secrets).map_err(|e| e.to_string()));
+        Some(match kept {
+            Ok(kept) => match inner.store(journal, daemon, kept).await {
+                Ok(image) => ("image", image),
+                Err(why) => ("image_withheld", json!(why.to_string())),
+            },
+            Err(why) => ("image_withheld", json!(why)),
+        })
+    }
+
     /// Wait until the look after `daemon`'s previous call is taken: a call
     /// of the session is admitted only then (the session's turn is not held
     /// for it, so the registry never sees a session busy with its evidence).

@@ -136,6 +136,28 @@ impl Approvals {
         self.rules.is_empty()
     }
 
+    /// The rules an `open` of `url` (as the policy allowed it) matches,
+    /// each with whether that depends on the session's page (unknown here).
+    pub(crate) fn for_open(&self, url: &str) -> Vec<(&str, bool)> {
+        let facts = Facts {
+            subcommand: "open",
+            changes_page: true,
+            acts_on_element: false,
+            element: None,
+            page_url: None,
+            open_url: Some(url),
+            typed_secrets: &[],
+        };
+        self.rules
+            .iter()
+            .filter(|rule| rule.matches(&facts))
+            .map(|rule| {
+                let on_page = !rule.page_hosts.is_empty() || !rule.page_url_prefixes.is_empty();
+                (rule.name.as_str(), on_page)
+            })
+            .collect()
+    }
+
     /// The subcommands the rules name that `known` does not know.
     pub(crate) fn unknown_subcommands(&self, known: impl Fn(&str) -> bool) -> Vec<String> {
         let named = self.rules.iter().flat_map(|r| &r.subcommands);

@@ -174,3 +174,18 @@ fn a_policy_without_approvals_keeps_its_digest_shape() {
         120
     );
 }
+
+#[test]
+fn explain_names_the_rules_an_open_meets() {
+    let a = approvals(
+        r#"{"approvals": {"rules": [
+            {"name": "bank", "subcommands": ["open"], "open_hosts": [".bank.test"]},
+            {"name": "from the shop", "subcommands": ["open"], "page_hosts": ["shop.test"]},
+            {"name": "clicks", "subcommands": ["click"]}]}}"#,
+    );
+    assert_eq!(
+        a.for_open("https://www.bank.test/"),
+        [("bank", false), ("from the shop", true)]
+    );
+    assert_eq!(a.for_open("https://news.test/"), [("from the shop", true)]);
+}

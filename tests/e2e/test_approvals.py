@@ -14,6 +14,7 @@ from typing import Any
 
 import harness
 import pytest
+from test_report import SHOTS, cdp
 
 pytestmark = pytest.mark.chromium
 
@@ -121,6 +122,14 @@ def test_a_pay_button_runs_only_after_a_yes_and_a_text_box_needs_none(start_serv
     kinds = {(e["unmapped"].get("phase"), e["status"]) for e in of_call}
     assert ("approval", "Unknown") in kinds and ("outcome", "Success") in kinds, kinds
     assert any(e["unmapped"].get("approval", {}).get("id") == asked for e in of_call), of_call
+    # The HTML report's approvals view: what was asked and shown, who answered how.
+    html = subprocess.run([str(binaries.server), "audit", "report", str(log), "--format", "html"],
+                          capture_output=True, text=True)
+    assert html.returncode == 0, html.stderr
+    view = html.stdout.split('<h2 id="approvals">', 1)[1].split("</table>", 1)[0]
+    for shown in (asked, "payments", "granted", "uid 0", "Checkout", "button “Pay 12 €”",
+                  requested["approval"]["shown_sha256"], "operator"):
+        assert shown in view, (shown, view)
 
 
 def test_a_no_or_no_answer_refuses_the_call_and_nothing_runs(start_server, web, binaries) -> None:
@@ -252,3 +261,41 @@ def test_a_policy_can_keep_approvals_off_the_client(start_server, web, binaries)
     assert call.reply()["exit_code"] == 126
     assert person.shown == [], "the client was asked though the policy leaves it out"
     assert approvals(log)[0]["approval"]["channel"] == "operator"
+
+
+def test_the_person_is_shown_an_image_of_the_page_that_verify_holds_to_its_digest(
+    start_server, web, binaries, chromium: harness.Chromium
+) -> None:
+    person = Person("approve")
+    srv = start_server(policy_json=policy(30), elicitation_callback=person, extra_args=["--evidence", "images"])
+    log, sid = srv.cfg.audit_log, "ap-img"
+    refs = checkout(srv, web, sid)
+    srv.ok(sid, ["click", "@" + refs["Pay 12 €"]])
+    requested = approvals(log)[0]
+    image = requested["approval"]["shown"]["image"]
+    stored = Path(f"{log}.evidence") / f"{image['sha256']}.png"
+    assert stored.is_file() and image["width"] > 0, image
+    files = sorted(str(p) for p in log.parent.glob(log.name + "*"))
+    verified = subprocess.run([str(binaries.server), "audit", "verify", *files], capture_output=True, text=True)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    html = subprocess.run([str(binaries.server), "audit", "report", *files, "--format", "html"],
+                          capture_output=True, text=True).stdout
+    view = html.split('<h2 id="approvals">', 1)[1].split("</table>", 1)[0]
+    assert f'data-sha256="{image["sha256"]}" src="data:image/png;base64,' in view, view[:2000]
+    # In a real browser: the approvals view's image loads (the report's CSP allows only its own images).
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page, errors = SHOTS / "report-approvals.html", []
+    page.write_text(html)
+    (loaded, answer) = cdp(chromium, page, [
+        "Array.from(document.querySelectorAll('table.approvals img'), i => i.complete && i.naturalWidth > 0)",
+        "document.querySelector('table.approvals td.ok').textContent",
+    ], SHOTS / "report-approvals.png", errors)
+    assert errors == [] and loaded == [True] and answer.startswith("granted"), (errors, loaded, answer)
+    # The image a person was shown is evidence like any other: gone, the log is NOT INTACT.
+    kept = stored.read_bytes()
+    stored.unlink()
+    try:
+        broken = subprocess.run([str(binaries.server), "audit", "verify", *files], capture_output=True, text=True)
+        assert broken.returncode == 1 and image["sha256"] in broken.stdout + broken.stderr, broken.stdout
+    finally:
+        stored.write_bytes(kept)

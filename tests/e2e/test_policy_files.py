@@ -83,3 +83,17 @@ def test_an_approval_rule_naming_no_subcommand_is_refused(server_bin: Path, tmp_
     policy.write_text(json.dumps({"approvals": {"rules": [{"name": "pay", "subcommands": ["click"]}]}}))
     run = subprocess.run([str(server_bin), "policy", "check", str(policy)], capture_output=True, text=True)
     assert run.returncode == 0 and json.loads(run.stdout)["approvals"]["rules"][0]["name"] == "pay", run.stderr
+
+
+def test_explain_says_which_approval_an_open_waits_for(server_bin: Path, tmp_path: Path) -> None:
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps({
+        "open": {"allow_private_cidrs": ["127.0.0.0/8"]},
+        "approvals": {"rules": [{"name": "the admin", "subcommands": ["open"], "open_hosts": ["127.0.0.2"]}]},
+    }))
+    run = subprocess.run([str(server_bin), "policy", "explain", "http://127.0.0.2:8080/", "--policy", str(policy)],
+                         capture_output=True, text=True)
+    assert run.returncode == 0 and 'approval: `open` waits for a person\'s yes (rule "the admin")' in run.stdout, run.stdout
+    run = subprocess.run([str(server_bin), "policy", "explain", "http://127.0.0.1:8080/", "--policy", str(policy)],
+                         capture_output=True, text=True)
+    assert run.returncode == 0 and "approval" not in run.stdout, run.stdout

@@ -32,6 +32,7 @@ pub fn build(records: &[Value], filter: &Filter) -> Report {
     let mut report = Report {
         servers,
         policies,
+        approvals: super::approvals::of(records, filter.session.as_deref()),
         ..Report::default()
     };
     let times: Vec<_> = timeline

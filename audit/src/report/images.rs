@@ -31,10 +31,15 @@ impl Report {
     /// [`MAX_REPORT_IMAGE_BYTES`].
     pub fn attach_images(&mut self, dir: &Path) {
         let mut total = 0u64;
+        let shown = self
+            .approvals
+            .iter()
+            .filter_map(|a| a.shown.pointer("/image/sha256").and_then(Value::as_str));
         let wanted: Vec<String> = self
             .timeline
             .iter()
             .flat_map(named)
+            .chain(shown)
             .map(str::to_owned)
             .collect();
         for digest in wanted {

@@ -7,6 +7,7 @@
 //! Everything shown comes from the log, which may have been tampered with:
 //! every value goes through [`printable`], and into HTML escaped.
 
+mod approvals;
 mod build;
 mod context;
 mod counts;
@@ -22,6 +23,7 @@ use std::{borrow::Cow, fmt::Write as _, path::PathBuf};
 use serde_json::Value;
 use time::{OffsetDateTime, format_description::well_known::Rfc3339};
 
+pub use approvals::Approval;
 pub use build::build;
 pub use images::MAX_REPORT_IMAGE_BYTES;
 pub use integrity::{Evidence, Integrity, Trust, assess};

@@ -230,6 +230,8 @@ pub struct Report {
     pub refusals_by_rule: BTreeMap<String, u64>,
     /// Where every session's calls went (the sum of the sessions').
     pub destinations: Destinations,
+    /// The requests for a person's yes, in the order asked.
+    pub approvals: Vec<super::approvals::Approval>,
     /// Median duration of allowed calls (ms).
     pub p50_ms: Option<f64>,
     /// 95th percentile duration of allowed calls (ms).

@@ -14,6 +14,7 @@ use std::fmt::Write as _;
 
 use sha2::{Digest as _, Sha256};
 
+mod approvals;
 mod replay;
 mod rows;
 mod sessions;
@@ -96,6 +97,7 @@ impl Report {
         self.banner(&mut o);
         self.summary(&mut o);
         self.sessions_html(&mut o);
+        self.approvals_html(&mut o);
         o.push_str(
             "<h2 id=\"timeline\">Timeline</h2>\
              <form id=\"filters\" hidden><label>session <select name=\"session\"><option value=\"*\">all</option>",
