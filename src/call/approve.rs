@@ -40,13 +40,20 @@ pub(crate) struct Approving<'a> {
     pub(crate) desk: Option<&'a Desk>,
 }
 
+/// What a yes covers, unredacted, and nothing else: the page's URL, the
+/// element's role and name, and where the elements so named are.
+#[derive(Debug, PartialEq)]
+struct Binding {
+    url: Option<String>,
+    element: Option<(String, String)>,
+    places: Vec<[i64; 4]>,
+}
+
 /// What a person is shown, and what a yes is bound to.
 struct Shown {
     /// The request as shown (URLs redacted, page text scrubbed).
     content: Value,
-    /// The page's URL and the element's role and name, unredacted: a yes
-    /// covers these and nothing else.
-    binding: (Option<String>, Option<(String, String)>),
+    binding: Binding,
     rule: Option<String>,
 }
 
@@ -263,7 +270,10 @@ async fn look(
     } else {
         (None, None)
     };
-    let (tab, page) = with.runner.look(daemon).await.ok().unzip();
+    let named_now = named
+        .as_ref()
+        .map(|(role, name)| (role.as_str(), name.as_str()));
+    let (tab, page) = with.runner.look(daemon, named_now).await.ok().unzip();
     let open_url = (facts.name == "open").then_some(target);
     let decided = Facts {
         subcommand: facts.name,
@@ -287,7 +297,11 @@ async fn look(
             None => json!({"unseen": "the page could not be read"}),
         },
     });
-    if let Some(element) = element_json {
+    let places = page.as_ref().map(|p| p.places.clone()).unwrap_or_default();
+    if let Some(mut element) = element_json {
+        if named.is_some() {
+            element["places"] = json!(places);
+        }
         content["element"] = element;
     }
     if let (true, Some(_), Some(tab)) = (pictured, &rule, &tab) {
@@ -301,7 +315,11 @@ async fn look(
     }
     Shown {
         content,
-        binding: (page.map(|p| p.url), named),
+        binding: Binding {
+            url: page.map(|p| p.url),
+            element: named,
+            places,
+        },
         rule,
     }
 }

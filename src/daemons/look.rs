@@ -7,7 +7,14 @@ pub(crate) struct PageLook {
     /// The URL of the tab's current history entry: the committed one.
     pub(crate) url: String,
     pub(crate) title: String,
+    /// Where the elements of the role and name the look was asked about
+    /// are (x, y, width, height in CSS pixels, rounded), in document order;
+    /// empty when it was asked about none, or none is rendered.
+    pub(crate) places: Vec<[i64; 4]>,
 }
+
+/// An element as a snapshot names it: its role and accessible name.
+pub(crate) type Named<'a> = (&'a str, &'a str);
 
 /// A screenshot of the viewport, and the DOM read just before and after
 /// it: what it may show.

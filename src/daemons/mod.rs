@@ -16,7 +16,7 @@ use futures_util::future::BoxFuture;
 use crate::{chromium_ids::TargetId, session_id::DaemonName};
 
 pub(crate) use identities::{ChildUid, Identities, UidRange};
-pub(crate) use look::{DomRead, Field, LookError, PageLook, Shot};
+pub(crate) use look::{DomRead, Field, LookError, Named, PageLook, Shot};
 pub(crate) use socket_dir::{SocketDir, SocketFile, SocketIdentity};
 pub(crate) use uid_claim::{ChildUids, claim as claim_child_uids, why_not as why_no_child_uids};
 
@@ -73,11 +73,13 @@ pub(crate) trait Tabs: Send + Sync + std::fmt::Debug {
     fn label<'a>(&'a self, daemon: &'a DaemonName, session: &'a str) -> BoxFuture<'a, bool>;
 
     /// Look at `target`, a tab of `daemon`'s, once it is quiet: its
-    /// document's URL, title and fields (for the evidence of an action).
+    /// document's URL and title (for the evidence of an action), and where
+    /// the elements named `element` are (for what an approval binds).
     fn look<'a>(
         &'a self,
         daemon: &'a DaemonName,
         target: &'a TargetId,
+        element: Option<Named<'a>>,
     ) -> BoxFuture<'a, Result<PageLook, LookError>>;
 
     /// A screenshot of `target`, with the DOM read just after it.
@@ -109,6 +111,7 @@ impl Tabs for NoTabs {
         &'a self,
         _daemon: &'a DaemonName,
         _target: &'a TargetId,
+        _element: Option<Named<'a>>,
     ) -> BoxFuture<'a, Result<PageLook, LookError>> {
         Box::pin(std::future::ready(Err(LookError::NoGate)))
     }

@@ -299,7 +299,7 @@ impl Witnesses {
                 inner.learn_refs(&acted);
                 return;
             }
-            let look = runner.look(&acted.daemon).await;
+            let look = runner.look(&acted.daemon, None).await;
             if inner.level == Level::Images {
                 inner
                     .shoot_after(&journal, &runner, look, acted, held)

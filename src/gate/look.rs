@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use super::{GateError, Shared};
 use crate::{
     chromium_ids::TargetId,
-    daemons::{DomRead, Field, PageLook, Shot},
+    daemons::{DomRead, Field, Named, PageLook, Shot},
     session_id::DaemonName,
 };
 
@@ -28,6 +28,9 @@ const SETTLE_WITHIN: Duration = Duration::from_secs(3);
 
 /// How long the screenshot may take: past it, no image is kept.
 const SHOT_WITHIN: Duration = Duration::from_secs(1);
+
+/// Most elements of one role and name placed by a look.
+const MAX_PLACES: usize = 16;
 
 /// One command to `target` on the warden's connection.
 async fn call(
@@ -73,6 +76,7 @@ pub(super) async fn look(
     shared: &Arc<Shared>,
     daemon: &DaemonName,
     target: &TargetId,
+    element: Option<Named<'_>>,
 ) -> Result<PageLook, GateError> {
     let _ = shared.warden.quiet(shared, target, SETTLE_WITHIN).await?;
     let history = call(
@@ -83,7 +87,85 @@ pub(super) async fn look(
         json!({}),
     )
     .await?;
-    current_entry(&history).ok_or_else(|| GateError::from("the tab has no current history entry"))
+    let mut look = current_entry(&history)
+        .ok_or_else(|| GateError::from("the tab has no current history entry"))?;
+    if let Some(element) = element {
+        look.places = places(shared, daemon, target, element).await?;
+    }
+    Ok(look)
+}
+
+/// Where the elements of `role` named `name` are: found through Chromium's
+/// accessibility tree (as the snapshot named them), placed by their border
+/// box, in document order.
+async fn places(
+    shared: &Arc<Shared>,
+    daemon: &DaemonName,
+    target: &TargetId,
+    (role, name): Named<'_>,
+) -> Result<Vec<[i64; 4]>, GateError> {
+    let document = call(
+        shared,
+        daemon,
+        target,
+        "DOM.getDocument",
+        json!({"depth": 0}),
+    )
+    .await?;
+    let root = document
+        .pointer("/root/backendNodeId")
+        .and_then(Value::as_i64)
+        .ok_or("Chromium gave no document")?;
+    let query = json!({"backendNodeId": root, "accessibleName": name, "role": role});
+    let found = call(shared, daemon, target, "Accessibility.queryAXTree", query).await?;
+    let nodes = found.get("nodes").and_then(Value::as_array);
+    let mut places = Vec::new();
+    for node in nodes.into_iter().flatten().take(MAX_PLACES) {
+        let Some(id) = node.get("backendDOMNodeId").and_then(Value::as_i64) else {
+            continue;
+        };
+        // An element that is not rendered has no box: it is nowhere.
+        let Ok(model) = call(
+            shared,
+            daemon,
+            target,
+            "DOM.getBoxModel",
+            json!({"backendNodeId": id}),
+        )
+        .await
+        else {
+            continue;
+        };
+        let quad: Vec<f64> = model
+            .pointer("/model/border")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_f64)
+            .collect();
+        if let Some(place) = bounds(&quad) {
+            places.push(place);
+        }
+    }
+    Ok(places)
+}
+
+/// The rounded bounding box (x, y, width, height) of a quad's four points.
+fn bounds(quad: &[f64]) -> Option<[i64; 4]> {
+    if quad.len() != 8 {
+        return None;
+    }
+    let xs = || quad.iter().step_by(2).copied();
+    let ys = || quad.iter().skip(1).step_by(2).copied();
+    let (left, top) = (xs().fold(f64::MAX, f64::min), ys().fold(f64::MAX, f64::min));
+    let (right, bottom) = (xs().fold(f64::MIN, f64::max), ys().fold(f64::MIN, f64::max));
+    let round = |v: f64| v.round() as i64;
+    Some([
+        round(left),
+        round(top),
+        round(right - left),
+        round(bottom - top),
+    ])
 }
 
 /// A screenshot of `target`'s viewport, and its DOM read just before and
@@ -126,6 +208,7 @@ fn current_entry(history: &Value) -> Option<PageLook> {
     Some(PageLook {
         url: text("url")?,
         title: text("title").unwrap_or_default(),
+        places: Vec::new(),
     })
 }
 

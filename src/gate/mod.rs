@@ -162,6 +162,7 @@ impl crate::daemons::Tabs for Handle {
         &'a self,
         daemon: &'a DaemonName,
         target: &'a TargetId,
+        element: Option<crate::daemons::Named<'a>>,
     ) -> futures_util::future::BoxFuture<
         'a,
         Result<crate::daemons::PageLook, crate::daemons::LookError>,
@@ -171,7 +172,7 @@ impl crate::daemons::Tabs for Handle {
                 .serving
                 .get()
                 .ok_or(crate::daemons::LookError::NoGate)?;
-            look::look(shared, daemon, target)
+            look::look(shared, daemon, target, element)
                 .await
                 .map_err(|e| crate::daemons::LookError::Browser(e.to_string()))
         })

@@ -184,12 +184,13 @@ impl Runner {
     pub(crate) async fn look(
         &self,
         daemon_name: &DaemonName,
+        element: Option<crate::daemons::Named<'_>>,
     ) -> Result<(TargetId, crate::daemons::PageLook), crate::daemons::LookError> {
         let target = self
             .own_tab(daemon_name)
             .await
             .ok_or(crate::daemons::LookError::NoTab)?;
-        let look = self.tabs.look(daemon_name, &target).await?;
+        let look = self.tabs.look(daemon_name, &target, element).await?;
         Ok((target, look))
     }
 

@@ -102,7 +102,10 @@ def test_a_pay_button_runs_only_after_a_yes_and_a_text_box_needs_none(start_serv
 
     requested, granted = approvals(log)
     assert requested["outcome"] == "requested" and granted["outcome"] == "granted", (requested, granted)
-    assert requested["approval"]["shown"]["element"] == {"ref": refs["Pay 12 €"], "role": "button", "name": "Pay 12 €"}
+    element = requested["approval"]["shown"]["element"]
+    assert {k: element[k] for k in ("ref", "role", "name")} == {"ref": refs["Pay 12 €"], "role": "button", "name": "Pay 12 €"}
+    (place,) = element["places"]
+    assert place[2] > 0 and place[3] > 0, element  # where it is on the page: a yes is bound to it too
     assert requested["approval"]["shown"]["page"]["title"] == "Checkout"
     assert granted["approval"]["by"]["uid"] == 0 and granted["approval"]["by"]["channel"] == "operator"
     intent = next(r for r in records(log) if r.get("phase") == "intent" and r["call_id"] == granted["call_id"])
@@ -175,27 +178,34 @@ def test_neither_the_page_nor_the_agent_can_give_the_yes(start_server, web, bina
     assert not paid(web, since)
 
 
-def test_a_page_that_changes_under_a_pending_approval_is_asked_about_again(start_server, web, binaries) -> None:
+@pytest.mark.parametrize("change", ["moves", "shifts"])
+def test_a_page_that_changes_under_a_pending_approval_is_asked_about_again(
+    start_server, web, binaries, change: str
+) -> None:
+    """`moves`: the page's URL changes; `shifts`: a banner pushes the same button down."""
     srv = start_server(policy_json=policy(60))
-    log, sid = srv.cfg.audit_log, "ap-4"
+    log, sid = srv.cfg.audit_log, f"ap-4-{change}"
     opened = time.monotonic()
-    refs = checkout(srv, web, sid, "?moves=2500")
+    refs = checkout(srv, web, sid, f"?{change}=2500")
     call = Pending(srv, sid, ["click", "@" + refs["Pay 12 €"]])
     first = waiting(binaries.server, log)
-    shown = cli(binaries.server, log, "show", first).stdout
-    assert "moves=2500" in shown, shown
-    # The page's URL changes 2.5 s after it loaded; the yes comes after that.
+    before = json.loads(cli(binaries.server, log, "show", first).stdout)["shown"]
+    # The page changes 2.5 s after it loaded; the yes comes after that.
     time.sleep(max(0.0, opened + 3.5 - time.monotonic()))
     assert cli(binaries.server, log, "approve", first).returncode == 0
     second = waiting(binaries.server, log, skip={first})
-    assert "moved=1" in cli(binaries.server, log, "show", second).stdout
+    after = json.loads(cli(binaries.server, log, "show", second).stdout)["shown"]
+    if change == "moves":
+        assert "moves=2500" in before["page"]["url"] and "moved=1" in after["page"]["url"], (before, after)
+    else:
+        assert before["page"] == after["page"], (before, after)
+        (was,), (now,) = before["element"]["places"], after["element"]["places"]
+        assert now[1] >= was[1] + 150 and now[2:] == was[2:], (was, now)
     assert cli(binaries.server, log, "approve", second).returncode == 0
     assert call.reply()["exit_code"] == 0
     outcomes = [(a["outcome"], a["approval"]["id"]) for a in approvals(log)]
     assert outcomes == [("requested", first), ("denied", first), ("requested", second), ("granted", second)], outcomes
     assert "changed" in approvals(log)[1]["approval"]["why"]
-
-
 
 class Person:
     """The person at the MCP client: answers each elicitation as told, and keeps what it was shown."""
