@@ -187,17 +187,19 @@ class Server(Mcp):
     a policy that allows `web_cidr` (the loopback web server)."""
 
     def __init__(self, ab: Path, cdp: int, web_cidr: str, evidence: Path, extra: list[str] | None = None,
-                 phases: bool = False, audit_log: Path | None = None):
+                 phases: bool = False, audit_log: Path | None = None, approvals: dict | None = None):
         """`phases`: debug logging of the server's `call phases` events to `self.log` (for the profile;
         the logging itself costs each call a little, so timed servers run without it). `audit_log`: an
-        existing log to go on with, as a restarted server does (default: a new one of its own)."""
+        existing log to go on with, as a restarted server does (default: a new one of its own).
+        `approvals`: the policy's `approvals` section (default: none)."""
         self.base = Path(tempfile.mkdtemp(prefix="bsb", dir="/tmp"))
         # Enterable by others: each session's agent-browser runs as a uid of its own (--child-uids).
         self.base.chmod(0o711)
         self.log = self.base / "server.log"
         # Beside the audit log, not under /tmp: the server refuses a policy the confined child could write.
         policy = evidence / f"policy-{self.base.name}.json"
-        policy.write_text(json.dumps({"open": {"allow_private_cidrs": [web_cidr]}}))
+        policy.write_text(json.dumps({"open": {"allow_private_cidrs": [web_cidr]},
+                                      **({"approvals": approvals} if approvals else {})}))
         self.audit = audit_log or evidence / f"audit-{self.base.name}.jsonl"
         self.started_before = self._started_records()
         # A checkout under /tmp: the server refuses binaries the child could replace unless told.
@@ -326,8 +328,13 @@ def row(name: str, a: list[float], b: list[float] | None, target: str, ok=None) 
 # --------------------------------------------------------------------------- warm calls
 
 
+# An approval rule the warm calls do not meet: what they cost with approvals configured.
+PAYMENTS = {"rules": [{"name": "payments", "subcommands": ["click", "dblclick"], "element_roles": ["button"],
+                       "element_words": ["pay", "buy", "delete", "send", "transfer"]}]}
+
+
 def bench_warm(ab: Path, chromium, web, evidence: Path, n: int, notes: list[str]) -> list[str]:
-    srv = Server(ab, chromium.port, "127.0.0.1/32", evidence)
+    srv = Server(ab, chromium.port, "127.0.0.1/32", evidence, approvals=PAYMENTS)
     assert srv.call("b1", ["open", web.url("/form")])["exit_code"] == 0
     # The same warm daemon as browser-shell's session: it was started with the browser gate's URL, so
     # agent-browser direct is given that URL too (another --cdp would make the daemon reconnect).
