@@ -29,6 +29,37 @@ pub(crate) struct Admitted<'s> {
 /// How often a call starts over when its session is retired while it waits.
 const MAX_TRIES: u32 = 3;
 
+/// The one bound of an admission: a time, and the call's cancellation.
+#[derive(Clone, Copy)]
+struct Bound<'a> {
+    give_up: tokio::time::Instant,
+    wait: std::time::Duration,
+    cancel: &'a CancellationToken,
+}
+
+impl Bound<'_> {
+    /// `what`, within the bound: past it the session is `busy` (what it is
+    /// still doing); `named` is what a cancelled call waited for.
+    async fn wait_for<T>(
+        self,
+        what: impl Future<Output = T>,
+        (busy, named): (&str, &str),
+    ) -> Result<T, Refusal> {
+        tokio::select! {
+            done = tokio::time::timeout_at(self.give_up, what) => done.map_err(|_| {
+                Refusal::new(Rule::Busy, format!(
+                    "the session is still {busy} after {} s; try again",
+                    self.wait.as_secs()
+                ))
+            }),
+            () = self.cancel.cancelled() => Err(Refusal::new(
+                Rule::Cancelled,
+                format!("cancelled while waiting for {named}"),
+            )),
+        }
+    }
+}
+
 pub(crate) async fn admit<'s>(
     sessions: &Sessions,
     admission: &'s Admission,
@@ -41,43 +72,35 @@ pub(crate) async fn admit<'s>(
     let give_up = tokio::time::Instant::now() + wait;
     let mut tries = 0;
     let mut just_bound = false;
+    let bound = Bound {
+        give_up,
+        wait,
+        cancel,
+    };
     let (turn, name) = loop {
         let turn = sessions.enter(&request.session).await?;
         just_bound |= turn.bound.is_some();
         let (lock, name) = (turn.lock, turn.daemon_name);
-        let turn = tokio::select! {
-            turn = tokio::time::timeout_at(give_up, Arc::clone(&lock).lock_owned()) => turn.map_err(|_| {
-                Refusal::new(Rule::Busy, format!(
-                    "the session is still busy with its previous call after {} s; try again",
-                    wait.as_secs()
-                ))
-            })?,
-            () = cancel.cancelled() => {
-                return Err(Refusal::new(
-                    Rule::Cancelled,
-                    "cancelled while waiting for the session's previous call",
-                ));
-            }
-        };
+        let turn = bound
+            .wait_for(
+                Arc::clone(&lock).lock_owned(),
+                ("busy with its previous call", "the session's previous call"),
+            )
+            .await?;
         // The session may have been retired (reaped, evicted) while this
         // call waited for its turn: then it starts anew, as a new session.
         if sessions.is_current(&name, &lock) {
             // The look after the previous call is the end of that call's
             // work: this one acts only on the page it left.
-            tokio::select! {
-                looked = tokio::time::timeout_at(give_up, witnesses.looked(&name)) => looked.map_err(|_| {
-                    Refusal::new(Rule::Busy, format!(
-                        "the session is still looking at what its previous call left after {} s; try again",
-                        wait.as_secs()
-                    ))
-                })?,
-                () = cancel.cancelled() => {
-                    return Err(Refusal::new(
-                        Rule::Cancelled,
-                        "cancelled while waiting for the look after the session's previous call",
-                    ));
-                }
-            }
+            bound
+                .wait_for(
+                    witnesses.looked(&name),
+                    (
+                        "looking at what its previous call left",
+                        "the look after the session's previous call",
+                    ),
+                )
+                .await?;
             break (turn, name);
         }
         tries += 1;

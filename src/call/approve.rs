@@ -131,27 +131,19 @@ fn via<'a>(with: Approving<'a>, call: &'a Call<'_>) -> Option<Via<'a>> {
 /// What the person at the client reads: what will happen, and the digest
 /// a yes covers.
 fn message(id: &str, sha: &str, rule: &str, shown: &Shown) -> String {
-    let c = &shown.content;
-    let text = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_owned);
-    let argv: Vec<String> = c["argv"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(text)
-        .collect();
-    let element = match (c["element"].get("role"), c["element"].get("name")) {
-        (Some(role), Some(name)) => format!("\nElement: {} \"{}\"", text(role), text(name)),
-        _ if c["element"].is_null() => String::new(),
-        _ => format!("\nElement: {} (not named by a snapshot)", c["element"]),
-    };
+    let said = audit::report::describe_shown(&shown.content);
+    let element = said
+        .element
+        .map(|e| format!("\nElement: {e}"))
+        .unwrap_or_default();
+    let session = shown.content["session_id"].as_str().unwrap_or_default();
     format!(
         "browser-shell asks for your approval before an AI agent acts (rule \"{rule}\").\n\
-         Session: {}\nCommand: {}{element}\nPage: {} ({})\n\
+         Session: {session}\nCommand: {}{element}\nPage: {} ({})\n\
          Approve only if you are a person who wants this to happen. Request {id}, shown {}.",
-        text(&c["session_id"]),
-        argv.join(" "),
-        text(&c["page"]["title"]),
-        text(&c["page"]["url"]),
+        said.command,
+        said.title,
+        said.url,
         &sha[..sha.len().min(16)],
     )
 }

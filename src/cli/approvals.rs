@@ -7,22 +7,13 @@
 use std::{io::Write, path::PathBuf};
 
 use anyhow::{Context, bail};
-use clap::{Args, Subcommand};
+use clap::Subcommand;
 use serde_json::Value;
 
 use crate::approvals::desk;
 
-#[derive(Debug, Clone, Args)]
-pub(super) struct DeskArgs {
-    /// The running server's audit log (its desk is `<FILE>.approvals/`).
-    #[arg(
-        long,
-        env = "BROWSER_SHELL_AUDIT_LOG",
-        value_name = "FILE",
-        default_value = "/var/log/browser-shell/audit.jsonl"
-    )]
-    pub audit_log: PathBuf,
-}
+/// The running server's audit log: its desk is `<FILE>.approvals/`.
+pub(super) use super::reload::ReloadArgs as DeskArgs;
 
 #[derive(Debug, Subcommand)]
 pub(super) enum ApprovalsCmd {

@@ -27,7 +27,8 @@ const ANSWER_WITHIN: Duration = Duration::from_secs(10);
 /// `browser-shell policy reload`.
 #[derive(Debug, Clone, Args)]
 pub(super) struct ReloadArgs {
-    /// The running server's audit log (its pid file is `<FILE>.pid`).
+    /// The running server's audit log (its pid file `<FILE>.pid` and its
+    /// approvals desk `<FILE>.approvals/` lie beside it).
     #[arg(
         long,
         env = "BROWSER_SHELL_AUDIT_LOG",

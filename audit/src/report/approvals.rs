@@ -76,3 +76,39 @@ pub(super) fn of(records: &[Value], session: Option<&str>) -> Vec<Approval> {
     found.retain(|a| session.is_none_or(|s| s == a.session));
     found
 }
+
+/// What a request showed, in words (for the report and for the person
+/// asked): the command as redacted, the element, the page.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Shown {
+    /// The argv as the request holds it (free text redacted).
+    pub command: String,
+    /// `button “Pay 12 €”`, or the element as given when no snapshot
+    /// named it; none for a call that acts on no element.
+    pub element: Option<String>,
+    /// The page's title.
+    pub title: String,
+    /// The page's URL (redacted), or why it was not seen.
+    pub url: String,
+}
+
+/// `shown` (a request's `shown` object) in words.
+pub fn describe(shown: &Value) -> Shown {
+    let text = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+    let argv = shown["argv"].as_array().into_iter().flatten().map(text);
+    let element = &shown["element"];
+    let named = match (element.get("role"), element.get("name")) {
+        (Some(role), Some(name)) => Some(format!("{} “{}”", text(role), text(name))),
+        _ if element.is_null() => None,
+        _ => Some(format!("{element} (not named by a snapshot)")),
+    };
+    let page = &shown["page"];
+    Shown {
+        command: argv.collect::<Vec<_>>().join(" "),
+        element: named,
+        title: page["title"].as_str().unwrap_or_default().to_owned(),
+        url: page["url"]
+            .as_str()
+            .map_or_else(|| text(page), str::to_owned),
+    }
+}

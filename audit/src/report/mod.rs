@@ -23,7 +23,7 @@ use std::{borrow::Cow, fmt::Write as _, path::PathBuf};
 use serde_json::Value;
 use time::{OffsetDateTime, format_description::well_known::Rfc3339};
 
-pub use approvals::Approval;
+pub use approvals::{Approval, Shown, describe as describe_shown};
 pub use build::build;
 pub use images::MAX_REPORT_IMAGE_BYTES;
 pub use integrity::{Evidence, Integrity, Trust, assess};

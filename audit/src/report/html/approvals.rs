@@ -78,30 +78,14 @@ fn row(o: &mut String, a: &Approval, image: &str) {
 
 /// The command, the element and the page, as the person saw them.
 fn shown(shown: &Value) -> String {
-    let text = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_owned);
-    let argv: Vec<String> = shown["argv"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(text)
-        .collect();
-    let element = match (shown["element"].get("role"), shown["element"].get("name")) {
-        (Some(role), Some(name)) => format!(" on {} “{}”", text(role), text(name)),
-        _ if shown["element"].is_null() => String::new(),
-        _ => format!(" on {}", shown["element"]),
-    };
-    let page = &shown["page"];
+    let said = crate::report::describe_shown(shown);
+    let element = said.element.map(|e| format!(" on {e}")).unwrap_or_default();
     format!(
         "<code>{}</code>{} <div>{} <span class=\"muted\">{}</span></div>",
-        esc(&argv.join(" ")),
+        esc(&said.command),
         esc(&element),
-        esc(&page["title"]
-            .as_str()
-            .map(str::to_owned)
-            .unwrap_or_default()),
-        esc(&page["url"]
-            .as_str()
-            .map_or_else(|| text(page), str::to_owned)),
+        esc(&said.title),
+        esc(&said.url),
     )
 }
 
