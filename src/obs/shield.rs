@@ -12,9 +12,9 @@
 //! for a space, twice over, `&#N;` references) and then searched for the
 //! text: a text costs a string, where a pattern of every spelling (as for
 //! the few secrets) would cost a compiled regex for each of the many texts.
-//! An evidence record's page text (titles, element names) has typed text
-//! masked wherever it appears, in any case and white space, not only in
-//! URLs.
+//! An evidence record's page text (titles, element names), and what an
+//! approval record says was shown, has typed text masked wherever it
+//! appears, in any case and white space, not only in URLs.
 //! Replies are not shielded from typed text: the agent may see what it typed.
 //! Diagnostics are: every line the server prints or logs passes the same
 //! shield ([`scrub_diagnostic`]) once the server has one.
@@ -121,15 +121,19 @@ impl Shield {
         {
             shield_strings(value, &shield);
         }
-        // An evidence record quotes page text (titles, element names) as
-        // well as URLs: typed text is masked wherever it appears there.
+        // An evidence record, and what an approval showed, quote page text
+        // (titles, element names) as well as URLs: typed text is masked
+        // wherever it appears there.
+        let anywhere = |text: &str| {
+            let shielded = shield(text);
+            let text = shielded.as_deref().unwrap_or(text);
+            mask_typed_anywhere(text, &typed).or(shielded)
+        };
         if let Some(evidence) = event.evidence.as_mut() {
-            let anywhere = |text: &str| {
-                let shielded = shield(text);
-                let text = shielded.as_deref().unwrap_or(text);
-                mask_typed_anywhere(text, &typed).or(shielded)
-            };
             shield_strings(evidence, &anywhere);
+        }
+        if let Some(shown) = event.approval.as_mut().and_then(|a| a.get_mut("shown")) {
+            shield_strings(shown, &anywhere);
         }
     }
 }

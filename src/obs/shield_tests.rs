@@ -150,3 +150,25 @@ fn typed_text_in_an_evidence_records_page_text_is_masked_wherever_it_is() {
         "{text}"
     );
 }
+
+#[test]
+fn what_an_approval_showed_keeps_no_typed_text_and_no_secret() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shield = shield(dir.path());
+    shield.remember_typed("hello world");
+    let mut event = audit::Event::new(audit::Phase::Approval, "c".to_owned());
+    event.approval = Some(serde_json::json!({
+        "id": "a1",
+        "shown": {
+            "page": {"url": "http://h/s?q=hello+world", "title": "Results for Hello World"},
+            "element": {"role": "button", "name": format!("Pay with {SECRET}")},
+        },
+    }));
+    shield.apply(&mut event);
+    let text = serde_json::to_string(&event.approval).expect("json");
+    assert!(
+        !text.to_lowercase().contains("hello") && !text.contains(SECRET),
+        "{text}"
+    );
+    assert_eq!(event.approval.as_ref().expect("kept")["id"], "a1");
+}
