@@ -6,12 +6,15 @@
 //! driven browser: an approval is never something the agent or the page
 //! can produce.
 //!
-//! Two channels: the person at the MCP client, through elicitation where
-//! the client supports it ([`Ask`], implemented by the transport), and the
+//! The channels: the person at the MCP client, through elicitation where
+//! the client supports it: asked mid-call ([`Ask`], implemented by the
+//! transport) up to 2025-11-25, or by ending the call with the question and
+//! resuming it on the client's retry ([`retry`]) from 2026-07-28; and the
 //! operator's desk ([`desk`]): request files beside the audit log, answered
 //! with `browser-shell approvals`. The policy says which may be used.
 
 pub(crate) mod desk;
+pub(crate) mod retry;
 
 use std::time::Duration;
 
@@ -29,6 +32,15 @@ pub(crate) enum Answer {
     None,
     /// The call was cancelled while it waited.
     Cancelled,
+}
+
+/// What a yes covers, unredacted, and nothing else: the page's URL, the
+/// element's role and name, and where the elements so named are.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Binding {
+    pub(crate) url: Option<String>,
+    pub(crate) element: Option<(String, String)>,
+    pub(crate) places: Vec<[i64; 4]>,
 }
 
 /// The person at the MCP client, asked through the client.

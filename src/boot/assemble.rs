@@ -226,6 +226,8 @@ impl Plan {
             .context("cannot keep host-name lookups to glibc's files and dns")?;
         let witnesses = self.witnesses()?;
         let desk = self.desk(&runner)?;
+        let retries = crate::approvals::retry::Retries::new()
+            .context("cannot make the key that seals approval questions")?;
         Ok(Starting {
             parts: Parts {
                 gate: Some(gate),
@@ -242,6 +244,7 @@ impl Plan {
                 pool: self.pool,
                 witnesses,
                 desk,
+                retries,
             },
             self_test,
             agent_browser: self.agent_browser,

@@ -12,13 +12,19 @@
 //! and element are looked at again, and if either changed the person is
 //! asked again. A no, or no answer, refuses the call (exit 126) and nothing
 //! runs. Each answer is a record before the intent, which names the
-//! approval it rests on.
+//! approval it rests on. A 2026-07-28 client is asked by the call's result
+//! instead (`input_required`): the call ends, releasing its turn, and its
+//! retry brings the answer; what was shown is bound the same way.
 
 use serde_json::{Value, json};
 
 use super::{context::Call, plan::Planned, record::redact_argv, request::Validated};
 use crate::{
-    approvals::{Answer, Ask, desk::Desk},
+    approvals::{
+        Answer, Ask, Binding,
+        desk::Desk,
+        retry::{Echo, Question, Retries, Stale, Waiting},
+    },
     evidence::{Witness, Witnesses},
     obs::journal::Journal,
     policy::approvals::{Channel, Element, Facts},
@@ -38,15 +44,8 @@ pub(crate) struct Approving<'a> {
     pub(crate) witnesses: &'a Witnesses,
     /// The operator's desk; `None` when no channel can reach a person.
     pub(crate) desk: Option<&'a Desk>,
-}
-
-/// What a yes covers, unredacted, and nothing else: the page's URL, the
-/// element's role and name, and where the elements so named are.
-#[derive(Debug, PartialEq)]
-struct Binding {
-    url: Option<String>,
-    element: Option<(String, String)>,
-    places: Vec<[i64; 4]>,
+    /// Requests waiting for a 2026-07-28 client's retry.
+    pub(crate) retries: &'a Retries,
 }
 
 /// What a person is shown, and what a yes is bound to.
@@ -57,14 +56,33 @@ struct Shown {
     rule: Option<String>,
 }
 
-/// Decide whether `request` may run: `None` when no rule needs a yes, the
-/// approval the intent names when a person gave one, or the refusal.
+/// How the stage lets a call go on.
+pub(crate) enum Approved {
+    /// It may run, with the approval its intent names when one was needed.
+    Run(Option<Value>),
+    /// It ends with a question for the client (`input_required`); the
+    /// client's retry of the same call brings the answer.
+    Posed(Question),
+}
+
+/// Decide whether `request` may run: at once when no rule needs a yes,
+/// with the approval a person gave, after a question to the client, or
+/// refused.
 pub(crate) async fn approve(
     with: Approving<'_>,
     call: &Call<'_>,
     request: &Validated,
     planned: &Planned,
-) -> Result<Option<Value>, Refusal> {
+) -> Result<Approved, Refusal> {
+    let asked = Asked {
+        with,
+        call,
+        request,
+        planned,
+    };
+    if let Some(echo) = call.retry.as_ref().and_then(|r| r.echo.as_ref()) {
+        return asked.resume(echo).await;
+    }
     let facts = planned.subcommand.facts();
     if !call
         .rules
@@ -72,40 +90,18 @@ pub(crate) async fn approve(
         .approvals
         .may_need(facts.name, facts.witness != Witness::Nothing)
     {
-        return Ok(None);
+        return Ok(Approved::Run(None));
     }
-    let asked = Asked {
-        with,
-        call,
-        request,
-        planned,
-    };
-    let mut shown = look(with, call, (request, planned), true).await;
-    for _ in 0..MAX_ASKS {
-        let Some(rule) = shown.rule.clone() else {
-            // What it acts on (now) needs no yes.
-            return Ok(None);
-        };
-        let via = via(with, call);
-        let (id, sha) = requested(with, call, request, (&rule, via.as_ref()), &shown)?;
-        match asked.answer(via, (&id, &sha), &rule, &shown).await? {
-            Settled::Granted(grant) => return Ok(Some(grant)),
-            // Asked about again, as the page is now (its image too).
-            Settled::Changed => shown = look(with, call, (request, planned), true).await,
-        }
-    }
-    Err(Refusal::new(
-        Rule::ApprovalDenied,
-        format!(
-            "the page kept changing while a person was asked about it ({MAX_ASKS} times); nothing ran"
-        ),
-    ))
+    let shown = look(with, call, (request, planned), true).await;
+    asked.ask(shown, 0).await
 }
 
 /// How a request reaches a person.
 enum Via<'a> {
-    /// The person at the MCP client (elicitation).
+    /// The person at the MCP client, asked mid-call (elicitation).
     Client(&'a dyn Ask),
+    /// The person at a 2026-07-28 client, asked by the call's result.
+    Retry,
     /// The operator's desk.
     Desk(&'a Desk),
 }
@@ -114,16 +110,19 @@ impl Via<'_> {
     fn name(&self) -> &'static str {
         match self {
             Self::Client(_) => "elicitation",
+            Self::Retry => "input_required",
             Self::Desk(_) => "operator",
         }
     }
 }
 
-/// The first of the policy's channels that can reach a person for this call.
+/// The first of the policy's channels that can reach a person for this
+/// call; the client's, on either revision's way of asking, is one channel.
 fn via<'a>(with: Approving<'a>, call: &'a Call<'_>) -> Option<Via<'a>> {
     let channels = &call.rules.url.approvals.channels;
     channels.iter().find_map(|channel| match channel {
-        Channel::Elicitation => call.asker.as_deref().map(Via::Client),
+        Channel::Elicitation => (call.asker.as_deref().map(Via::Client))
+            .or_else(|| call.retry.as_ref().map(|_| Via::Retry)),
         Channel::Operator => with.desk.map(Via::Desk),
     })
 }
@@ -148,6 +147,17 @@ fn message(id: &str, sha: &str, rule: &str, shown: &Shown) -> String {
     )
 }
 
+/// The call as a retry must repeat it: its session, arguments and
+/// timeout. A question's state is bound to these bytes.
+fn call_bytes(request: &Validated) -> Vec<u8> {
+    let call = json!({
+        "session_id": request.session.as_str(),
+        "argv": request.argv,
+        "timeout_ms": u64::try_from(request.timeout.as_millis()).unwrap_or(u64::MAX),
+    });
+    audit::canonical_json(&call).into_bytes()
+}
+
 /// One call being asked about.
 struct Asked<'a, 'c> {
     with: Approving<'a>,
@@ -165,64 +175,174 @@ enum Settled {
 }
 
 impl Asked<'_, '_> {
-    /// Wait for the answer to request `id` (`sha`: what was shown) and
-    /// record it; a no, no answer or no channel is the call's refusal.
-    async fn answer(
-        &self,
-        via: Option<Via<'_>>,
-        (id, sha): (&str, &str),
-        rule: &str,
-        shown: &Shown,
-    ) -> Result<Settled, Refusal> {
+    /// Ask about `shown` (this call was asked `asks` times before), again
+    /// while the page keeps changing under the question.
+    async fn ask(&self, mut shown: Shown, asks: usize) -> Result<Approved, Refusal> {
         let Self {
             with,
             call,
             request,
             planned,
         } = *self;
-        let record = |outcome, approval| answered(with, call, request, id, outcome, approval);
+        for asks in asks..MAX_ASKS {
+            let Some(rule) = shown.rule.clone() else {
+                // What it acts on (now) needs no yes.
+                return Ok(Approved::Run(None));
+            };
+            let via = via(with, call);
+            let (id, sha) = requested(with, call, request, (&rule, via.as_ref()), &shown)?;
+            let answer = match via {
+                Some(Via::Retry) => return self.pose((&id, &sha), &rule, shown, asks + 1),
+                via => self.hear(via, (&id, &sha), &rule, &shown).await?,
+            };
+            match self
+                .settle(answer, (&id, &sha), &rule, &shown.binding)
+                .await?
+            {
+                Settled::Granted(grant) => return Ok(Approved::Run(Some(grant))),
+                // Asked about again, as the page is now (its image too).
+                Settled::Changed => shown = look(with, call, (request, planned), true).await,
+            }
+        }
+        Err(Refusal::new(
+            Rule::ApprovalDenied,
+            format!(
+                "the page kept changing while a person was asked about it ({MAX_ASKS} times); nothing ran"
+            ),
+        ))
+    }
+
+    /// End the call with its question; the retry resumes it. Unanswered
+    /// within the wait, it is recorded expired.
+    fn pose(
+        &self,
+        (id, sha): (&str, &str),
+        rule: &str,
+        shown: Shown,
+        asks: usize,
+    ) -> Result<Approved, Refusal> {
+        let Self { with, call, .. } = *self;
         let wait = call.rules.url.approvals.wait;
-        let answer = match via {
+        let mut expired = call
+            .record
+            .event(audit::Phase::Approval, Some(&self.request.session));
+        expired.outcome = Some(audit::Outcome::Expired);
+        expired.approval = Some(json!({"id": id, "waited_sec": wait.as_secs()}));
+        let journal = with.journal.clone();
+        let on_expiry = move || {
+            if let Err(e) = journal.append_unattached(expired) {
+                tracing::error!(error = %e, "audit record of an approval's expiry not written");
+            }
+        };
+        let message = message(id, sha, rule, &shown);
+        let waiting = Waiting {
+            sha: sha.to_owned(),
+            rule: rule.to_owned(),
+            binding: shown.binding,
+            asks,
+        };
+        let bytes = call_bytes(self.request);
+        match with.retries.hold(id, waiting, (&bytes, wait), on_expiry) {
+            Ok(state) => Ok(Approved::Posed(Question {
+                id: id.to_owned(),
+                message,
+                state,
+            })),
+            Err(e) => {
+                let why = format!("the question's state could not be sealed: {e}");
+                self.record(id, audit::Outcome::Declined, json!({"why": why}));
+                Err(Refusal::new(
+                    Rule::ApprovalDenied,
+                    format!("approval {id} was not asked for: {why}; nothing ran"),
+                ))
+            }
+        }
+    }
+
+    /// The client's retry: the answer to the question its state names, if
+    /// that state was sealed for exactly this call and is still waiting.
+    async fn resume(&self, echo: &Echo) -> Result<Approved, Refusal> {
+        let bytes = call_bytes(self.request);
+        let (id, waiting) = self.with.retries.take(&echo.state, &bytes).map_err(stale)?;
+        let answer = echo.answer.clone();
+        let (sha, rule) = (&waiting.sha, &waiting.rule);
+        match self
+            .settle(answer, (&id, sha), rule, &waiting.binding)
+            .await?
+        {
+            Settled::Granted(grant) => Ok(Approved::Run(Some(grant))),
+            Settled::Changed => {
+                let (with, call) = (self.with, self.call);
+                let shown = look(with, call, (self.request, self.planned), true).await;
+                self.ask(shown, waiting.asks).await
+            }
+        }
+    }
+
+    /// The answer from `via` to request `id` (`sha`: what was shown); no
+    /// channel at all is the call's refusal.
+    async fn hear(
+        &self,
+        via: Option<Via<'_>>,
+        (id, sha): (&str, &str),
+        rule: &str,
+        shown: &Shown,
+    ) -> Result<Answer, Refusal> {
+        let call = self.call;
+        let wait = call.rules.url.approvals.wait;
+        Ok(match via {
             Some(Via::Desk(desk)) => desk.answer(id, sha, wait, &call.cancel).await,
             Some(Via::Client(asker)) => tokio::select! {
                 answer = asker.ask(message(id, sha, rule, shown), wait) => answer,
                 () = call.cancel.cancelled() => Answer::Cancelled,
             },
-            None => {
+            Some(Via::Retry) | None => {
                 let why = "no channel can ask a person: the client cannot elicit (or the policy's \
                            approvals.channels leaves it out) and the operator's desk is left out or \
                            unavailable (the audit log in the confined agent-browser's reach)";
-                record(audit::Outcome::Declined, json!({"why": why}));
+                self.record(id, audit::Outcome::Declined, json!({"why": why}));
                 return Err(Refusal::new(
                     Rule::ApprovalDenied,
                     format!("approval {id} (rule {rule:?}) was not given: {why}"),
                 ));
             }
-        };
+        })
+    }
+
+    /// Record how request `id` was answered; a yes holds only if the page
+    /// and the element are still as `bound`. A no, no answer or a
+    /// cancellation is the call's refusal.
+    async fn settle(
+        &self,
+        answer: Answer,
+        (id, sha): (&str, &str),
+        rule: &str,
+        bound: &Binding,
+    ) -> Result<Settled, Refusal> {
+        let wait = self.call.rules.url.approvals.wait;
         match answer {
             Answer::Yes { by } => {
-                let again = look(with, call, (request, planned), false).await;
-                if again.binding == shown.binding {
+                let (with, call) = (self.with, self.call);
+                let again = look(with, call, (self.request, self.planned), false).await;
+                if again.binding == *bound {
                     let grant = json!({"id": id, "rule": rule, "shown_sha256": sha, "by": by});
-                    record(audit::Outcome::Granted, grant.clone());
+                    self.record(id, audit::Outcome::Granted, grant.clone());
                     return Ok(Settled::Granted(grant));
                 }
                 let why = "the page or the element changed after it was shown: asked again";
-                record(audit::Outcome::Declined, json!({"by": by, "why": why}));
+                self.record(id, audit::Outcome::Declined, json!({"by": by, "why": why}));
                 Ok(Settled::Changed)
             }
             Answer::No { by, why } => {
-                record(audit::Outcome::Declined, json!({"by": by, "why": why}));
+                self.record(id, audit::Outcome::Declined, json!({"by": by, "why": why}));
                 Err(Refusal::new(
                     Rule::ApprovalDenied,
                     format!("approval {id} (rule {rule:?}) was denied: {why}; nothing ran"),
                 ))
             }
             Answer::None => {
-                record(
-                    audit::Outcome::Expired,
-                    json!({"waited_sec": wait.as_secs()}),
-                );
+                let waited = json!({"waited_sec": wait.as_secs()});
+                self.record(id, audit::Outcome::Expired, waited);
                 Err(Refusal::new(
                     Rule::ApprovalExpired,
                     format!(
@@ -232,7 +352,7 @@ impl Asked<'_, '_> {
                 ))
             }
             Answer::Cancelled => {
-                record(audit::Outcome::Cancelled, json!({}));
+                self.record(id, audit::Outcome::Cancelled, json!({}));
                 Err(Refusal::new(
                     Rule::Cancelled,
                     "cancelled while waiting for a person's approval",
@@ -240,6 +360,33 @@ impl Asked<'_, '_> {
             }
         }
     }
+
+    fn record(&self, id: &str, outcome: audit::Outcome, approval: Value) {
+        answered(self.with, self.call, self.request, id, outcome, approval);
+    }
+}
+
+/// Why a retry's state resumes nothing: its own refusal, saying what to do.
+fn stale(why: Stale) -> Refusal {
+    let (rule, said) = match why {
+        Stale::NotThisCall => (
+            Rule::ApprovalDenied,
+            "the retry's request state was not issued by this server for this call (its session, \
+             arguments or timeout differ, it was altered, or the server restarted)",
+        ),
+        Stale::Expired => (
+            Rule::ApprovalExpired,
+            "the approval's wait ended before the retry came",
+        ),
+        Stale::Used => (
+            Rule::ApprovalDenied,
+            "the approval this retry answers was answered already (an answer is used once)",
+        ),
+    };
+    Refusal::new(
+        rule,
+        format!("{said}; nothing ran. Call again without it to be asked anew"),
+    )
 }
 
 /// The session's page and the element, and the rule the call matches;

@@ -20,6 +20,9 @@ pub(crate) struct CallContext {
     /// The person at the client, when the client can be asked
     /// (elicitation): an approvals channel.
     pub(crate) asker: Option<Arc<dyn crate::approvals::Ask>>,
+    /// A 2026-07-28 client that can be asked by the call's result, and
+    /// what its retry brought back: an approvals channel.
+    pub(crate) retry: Option<crate::approvals::retry::Retry>,
 }
 
 /// One call in flight: its identity in the audit log, its span, its start,
@@ -33,6 +36,8 @@ pub(crate) struct Call<'a> {
     pub(crate) cancel: CancellationToken,
     /// As in its [`CallContext`].
     pub(crate) asker: Option<Arc<dyn crate::approvals::Ask>>,
+    /// As in its [`CallContext`].
+    pub(crate) retry: Option<crate::approvals::retry::Retry>,
 }
 
 impl<'a> Call<'a> {
@@ -49,6 +54,7 @@ impl<'a> Call<'a> {
             started: Instant::now(),
             cancel: ctx.cancel.clone(),
             asker: ctx.asker.clone(),
+            retry: ctx.retry.clone(),
         }
     }
 

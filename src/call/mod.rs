@@ -80,6 +80,7 @@ pub(crate) struct Services<'a> {
     pub(crate) witnesses: &'a crate::evidence::Witnesses,
     /// Where approvals are asked for (`None`: nowhere).
     pub(crate) desk: Option<&'a crate::approvals::desk::Desk>,
+    pub(crate) retries: &'a crate::approvals::retry::Retries,
 }
 
 impl<'a> Services<'a> {
@@ -98,6 +99,7 @@ impl<'a> Services<'a> {
             runner: self.runner,
             witnesses: self.witnesses,
             desk: self.desk,
+            retries: self.retries,
         }
     }
 }
@@ -176,7 +178,12 @@ async fn run(
     };
     // A person's yes, where the policy asks for one, before the intent.
     let approval = match approve::approve(services.approving(), call, &request, &planned).await {
-        Ok(approval) => approval,
+        Ok(approve::Approved::Run(approval)) => approval,
+        Ok(approve::Approved::Posed(question)) => {
+            let subcommand = request.argv.first().cloned();
+            let reply = Reply::asking(request.session.as_str(), question);
+            return (reply, Ending::Asking { subcommand });
+        }
         Err(refusal) => {
             let argv = Some(request.argv.as_slice());
             return refuse(journal, pace, call, Some(&request.session), argv, &refusal);

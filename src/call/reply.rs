@@ -30,6 +30,10 @@ pub(crate) struct Reply {
     /// never part of the dict ([`super::image`]).
     #[serde(skip)]
     pub image: Option<String>,
+    /// A question for a 2026-07-28 client: the call's result is then
+    /// `input_required`, not this reply ([`crate::approvals::retry`]).
+    #[serde(skip)]
+    pub question: Option<crate::approvals::retry::Question>,
 }
 
 impl Reply {
@@ -44,6 +48,7 @@ impl Reply {
             stdout: String::new(),
             stderr: refusal.to_string(),
             image: None,
+            question: None,
         }
     }
 
@@ -68,6 +73,23 @@ impl Reply {
             stdout: String::new(),
             stderr: format!("{refusal}; the command ran, and its output was withheld"),
             image: None,
+            question: None,
+        }
+    }
+
+    /// The call asks its client a question (an approval); the reply's own
+    /// fields say so to anyone who reads it instead.
+    pub(crate) fn asking(session_id: &str, question: crate::approvals::retry::Question) -> Self {
+        Self {
+            session_id: session_id.to_owned(),
+            exit_code: exit_code::REFUSED,
+            stdout: String::new(),
+            stderr: format!(
+                "approval {} is asked of the person at the client; retry with the answer",
+                question.id
+            ),
+            image: None,
+            question: Some(question),
         }
     }
 
@@ -78,6 +100,7 @@ impl Reply {
             stdout: String::new(),
             stderr: format!("browser-shell error: {message}"),
             image: None,
+            question: None,
         }
     }
 }
@@ -134,6 +157,7 @@ pub(crate) fn normalize_marked(
         stdout,
         stderr: truncate(&stderr, max_bytes, 0),
         image: None,
+        question: None,
     }
 }
 

@@ -26,6 +26,10 @@ pub(crate) enum Ending {
     AuditUnavailable {
         subcommand: Option<String>,
     },
+    /// It ended with a question for the client; its retry is another call.
+    Asking {
+        subcommand: Option<String>,
+    },
 }
 
 pub(crate) fn start(
@@ -72,6 +76,11 @@ pub(crate) fn finish(span: ActiveCall, reply: &Reply, ending: &Ending) {
             error_message: status.as_deref(),
             ..CallOutcome::default()
         },
+        Ending::Asking { subcommand } => CallOutcome {
+            subcommand: subcommand.as_deref(),
+            verdict: "pending",
+            ..CallOutcome::default()
+        },
         Ending::AuditUnavailable { subcommand } => CallOutcome {
             subcommand: subcommand.as_deref(),
             verdict: "denied",
@@ -95,6 +104,7 @@ fn status_of(ending: &Ending, exit_code: i32) -> Option<String> {
         } => super::conclude::error_type(*outcome)
             .map(|class| format!("{class}: {subcommand}, exit code {exit_code}")),
         Ending::Denied { rule, .. } => Some(format!("{}: {}", rule.error_type(), rule.id())),
+        Ending::Asking { .. } => None,
         Ending::AuditUnavailable { .. } => {
             Some("audit_unavailable: the intent was not made durable, nothing ran".to_owned())
         }

@@ -70,6 +70,8 @@ pub(crate) struct Parts {
     /// Where approvals are asked for; `None` when no channel can reach a
     /// person.
     pub(crate) desk: Option<crate::approvals::desk::Desk>,
+    /// Approval requests waiting for a 2026-07-28 client's retry.
+    pub(crate) retries: crate::approvals::retry::Retries,
 }
 
 /// The server: its services, each owned here and handed by reference to
@@ -93,6 +95,8 @@ pub(crate) struct Server {
     pub(crate) witnesses: crate::evidence::Witnesses,
     /// The operator's desk for approvals.
     pub(crate) desk: Option<crate::approvals::desk::Desk>,
+    /// Approval requests waiting for a 2026-07-28 client's retry.
+    pub(crate) retries: crate::approvals::retry::Retries,
 }
 
 impl std::fmt::Debug for Server {
@@ -158,6 +162,7 @@ impl Server {
             gate,
             witnesses: parts.witnesses,
             desk: parts.desk,
+            retries: parts.retries,
         }
     }
 

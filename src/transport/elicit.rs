@@ -2,15 +2,16 @@
 //! (`elicitation/create`, form mode) asking a yes or no about exactly what
 //! was shown. Only where the client declared the capability, and only on
 //! revisions before 2026-07-28, which forbids requests from the server (its
-//! `input_required` retry is another channel, not built). The answer comes
-//! back on this request, so it cannot be replayed for another one.
+//! `input_required` retry carries the same form: `super::input_required`).
+//! The answer comes back on this request, so it cannot be replayed for
+//! another one.
 
 use std::{sync::Arc, time::Duration};
 
 use futures_util::future::BoxFuture;
 use rmcp::{
     RoleServer,
-    model::{ElicitRequestParams, ElicitationAction, ElicitationSchema},
+    model::{ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema},
     service::{ElicitationMode, Peer, RequestContext, ServiceError},
 };
 use serde_json::{Value, json};
@@ -18,7 +19,7 @@ use serde_json::{Value, json};
 use crate::approvals::{Answer, Ask};
 
 /// The first revision without server-to-client requests.
-const NO_REQUESTS_FROM: &str = "2026-07-28";
+pub(super) const NO_REQUESTS_FROM: &str = "2026-07-28";
 
 /// The key of the form's one field.
 const APPROVE: &str = "approve";
@@ -66,57 +67,20 @@ impl Elicit {
 impl Ask for Elicit {
     fn ask(&self, message: String, within: Duration) -> BoxFuture<'_, Answer> {
         Box::pin(async move {
-            let schema = ElicitationSchema::builder()
-                .required_bool_with(APPROVE, |b| {
-                    b.title("Approve")
-                        .description("Tick only if you, a person, want exactly this to happen.")
-                })
-                .build();
-            let schema = match schema {
-                Ok(schema) => schema,
+            let by = self.by();
+            let params = match form(message) {
+                Ok(params) => params,
                 Err(why) => {
-                    return Answer::No {
-                        by: self.by(),
-                        why: format!("the question could not be put: {why}"),
-                    };
+                    let why = format!("the question could not be put: {why}");
+                    return Answer::No { by, why };
                 }
-            };
-            let params = ElicitRequestParams::FormElicitationParams {
-                meta: None,
-                message,
-                requested_schema: schema,
             };
             let asked = self
                 .peer
                 .create_elicitation_with_timeout(params, Some(within))
                 .await;
-            let by = self.by();
             match asked {
-                Ok(result) => match result.action {
-                    ElicitationAction::Accept => {
-                        let yes = result
-                            .content
-                            .as_ref()
-                            .and_then(|c| c.get(APPROVE))
-                            .and_then(Value::as_bool);
-                        if yes == Some(true) {
-                            Answer::Yes { by }
-                        } else {
-                            Answer::No {
-                                by,
-                                why: "the person at the client did not tick approve".into(),
-                            }
-                        }
-                    }
-                    ElicitationAction::Decline => Answer::No {
-                        by,
-                        why: "the person at the client declined".into(),
-                    },
-                    _ => Answer::No {
-                        by,
-                        why: "the person at the client cancelled".into(),
-                    },
-                },
+                Ok(result) => answer_of(&result, by),
                 Err(ServiceError::Timeout { .. }) => Answer::None,
                 Err(e) => Answer::No {
                     by,
@@ -124,5 +88,49 @@ impl Ask for Elicit {
                 },
             }
         })
+    }
+}
+
+/// The question as a form with one required box to tick: the same on
+/// every revision; the schema builder's complaint if it refuses it.
+pub(super) fn form(message: String) -> Result<ElicitRequestParams, &'static str> {
+    let schema = ElicitationSchema::builder()
+        .required_bool_with(APPROVE, |b| {
+            b.title("Approve")
+                .description("Tick only if you, a person, want exactly this to happen.")
+        })
+        .build()?;
+    Ok(ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message,
+        requested_schema: schema,
+    })
+}
+
+/// The person's answer in the client's result: only a ticked box is a yes.
+pub(super) fn answer_of(result: &ElicitResult, by: Value) -> Answer {
+    match result.action {
+        ElicitationAction::Accept => {
+            let content = result.content.as_ref();
+            let ticked = content
+                .and_then(|c| c.get(APPROVE))
+                .and_then(Value::as_bool);
+            if ticked == Some(true) {
+                Answer::Yes { by }
+            } else {
+                Answer::No {
+                    by,
+                    why: "the person at the client did not tick approve".into(),
+                }
+            }
+        }
+        ElicitationAction::Decline => Answer::No {
+            by,
+            why: "the person at the client declined".into(),
+        },
+        _ => Answer::No {
+            by,
+            why: "the person at the client cancelled".into(),
+        },
     }
 }

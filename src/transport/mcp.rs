@@ -88,6 +88,7 @@ impl ServerHandler for BrowserShellServer {
         let ctx = CallContext {
             request_id: Some(request_id_string(&context.id)),
             asker: super::elicit::Elicit::of(&context, client.clone()),
+            retry: super::input_required::retry_of(&context, &request, client.as_deref()),
             client,
             protocol_version: context.protocol_version().map(|v| v.to_string()),
             traceparent: meta("traceparent"),
@@ -109,6 +110,9 @@ impl ServerHandler for BrowserShellServer {
         }
         let services = services(&self.server);
         let mut reply = call::handle(services, request.arguments.as_ref(), &ctx).await;
+        if let Some(question) = reply.question.take() {
+            return super::input_required::result_of(question).map(CallToolResponse::from);
+        }
         let image = reply.image.take();
         let is_error = reply.is_error();
         let value = serde_json::to_value(&reply).map_err(|e| {
@@ -151,5 +155,6 @@ fn services(server: &Server) -> call::Services<'_> {
         typing: &server.gate.typing,
         witnesses: &server.witnesses,
         desk: server.desk.as_ref(),
+        retries: &server.retries,
     }
 }

@@ -1,0 +1,103 @@
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use super::{Retries, Stale, Waiting};
+use crate::approvals::Binding;
+
+fn waiting() -> Waiting {
+    Waiting {
+        sha: "d1".into(),
+        rule: "payments".into(),
+        binding: Binding {
+            url: Some("http://127.0.0.1/checkout".into()),
+            element: Some(("button".into(), "Pay".into())),
+            places: vec![[1, 2, 3, 4]],
+        },
+        asks: 1,
+    }
+}
+
+const CALL: &[u8] = br#"{"argv":["click","@e5"],"session_id":"s1"}"#;
+const LONG: Duration = Duration::from_secs(60);
+
+#[tokio::test]
+async fn a_state_resumes_the_call_it_was_sealed_for_once() {
+    let retries = Retries::new().expect("a key");
+    let state = retries
+        .hold("a1", waiting(), (CALL, LONG), || {})
+        .expect("sealed");
+    let (id, held) = retries.take(&state, CALL).expect("resumed");
+    assert_eq!((id.as_str(), held.sha.as_str()), ("a1", "d1"));
+    assert_eq!(retries.take(&state, CALL).unwrap_err(), Stale::Used);
+}
+
+#[tokio::test]
+async fn a_state_does_not_resume_changed_arguments_and_stays_waiting() {
+    let retries = Retries::new().expect("a key");
+    let state = retries
+        .hold("a1", waiting(), (CALL, LONG), || {})
+        .expect("sealed");
+    let other = br#"{"argv":["click","@e6"],"session_id":"s1"}"#;
+    assert_eq!(retries.take(&state, other).unwrap_err(), Stale::NotThisCall);
+    assert!(
+        retries.take(&state, CALL).is_ok(),
+        "a refused replay used up the request"
+    );
+}
+
+#[tokio::test]
+async fn a_forged_or_another_servers_state_resumes_nothing() {
+    let retries = Retries::new().expect("a key");
+    let state = retries
+        .hold("a1", waiting(), (CALL, LONG), || {})
+        .expect("sealed");
+    let restarted = Retries::new().expect("a key");
+    assert_eq!(
+        restarted.take(&state, CALL).unwrap_err(),
+        Stale::NotThisCall
+    );
+    let mut forged = state.clone();
+    forged.push('A');
+    assert_eq!(retries.take(&forged, CALL).unwrap_err(), Stale::NotThisCall);
+    assert_eq!(
+        retries.take("rs2.x.y", CALL).unwrap_err(),
+        Stale::NotThisCall
+    );
+}
+
+#[tokio::test]
+async fn an_unanswered_request_expires_and_says_so_once() {
+    let retries = Retries::new().expect("a key");
+    let fired = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&fired);
+    let within = Duration::from_millis(50);
+    let state = retries
+        .hold("a1", waiting(), (CALL, within), move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+        })
+        .expect("sealed");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(fired.load(Ordering::SeqCst), 1);
+    assert_eq!(retries.take(&state, CALL).unwrap_err(), Stale::Expired);
+}
+
+#[tokio::test]
+async fn an_answered_request_does_not_expire() {
+    let retries = Retries::new().expect("a key");
+    let fired = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&fired);
+    let within = Duration::from_millis(50);
+    let state = retries
+        .hold("a1", waiting(), (CALL, within), move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+        })
+        .expect("sealed");
+    assert!(retries.take(&state, CALL).is_ok());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(fired.load(Ordering::SeqCst), 0);
+}
