@@ -11,9 +11,12 @@
 //! transport) up to 2025-11-25, or by ending the call with the question and
 //! resuming it on the client's retry ([`retry`]) from 2026-07-28; and the
 //! operator's desk ([`desk`]): request files beside the audit log, answered
-//! with `browser-shell approvals`. The policy says which may be used.
+//! with `browser-shell approvals`; and a dialog on the browser's X display
+//! ([`display`]), for whoever watches it (the stack's VNC). The policy
+//! says which may be used.
 
 pub(crate) mod desk;
+pub(crate) mod display;
 pub(crate) mod retry;
 
 use std::time::Duration;

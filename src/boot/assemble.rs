@@ -123,6 +123,8 @@ pub(crate) struct Plan {
     pub(crate) max_output_bytes: usize,
     pub(crate) max_image_bytes: u64,
     pub(crate) witness: WitnessPlan,
+    /// `--approvals-display`.
+    pub(crate) approvals_display: Option<String>,
 }
 
 /// `--evidence` and the image store's bounds.
@@ -226,8 +228,7 @@ impl Plan {
             .context("cannot keep host-name lookups to glibc's files and dns")?;
         let witnesses = self.witnesses()?;
         let desk = self.desk(&runner)?;
-        let retries = crate::approvals::retry::Retries::new()
-            .context("cannot make the key that seals approval questions")?;
+        let (retries, display) = self.approvals()?;
         Ok(Starting {
             parts: Parts {
                 gate: Some(gate),
@@ -245,10 +246,30 @@ impl Plan {
                 witnesses,
                 desk,
                 retries,
+                display,
             },
             self_test,
             agent_browser: self.agent_browser,
         })
+    }
+
+    /// The key that seals approval questions for 2026-07-28 clients, and
+    /// the display approval dialogs are drawn on (empty, as the image's ENV
+    /// leaves it: none).
+    fn approvals(
+        &self,
+    ) -> anyhow::Result<(
+        crate::approvals::retry::Retries,
+        Option<crate::approvals::display::Display>,
+    )> {
+        let retries = crate::approvals::retry::Retries::new()
+            .context("cannot make the key that seals approval questions")?;
+        let display = (self.approvals_display.as_deref())
+            .filter(|name| !name.is_empty())
+            .map(crate::approvals::display::Display::open)
+            .transpose()
+            .context("cannot draw approval dialogs there (--approvals-display): start its X server first, or leave the flag out")?;
+        Ok((retries, display))
     }
 
     /// The operator's desk for approvals, beside the audit log; none when

@@ -23,6 +23,7 @@ use crate::{
     approvals::{
         Answer, Ask, Binding,
         desk::Desk,
+        display::Display,
         retry::{Echo, Question, Retries, Stale, Waiting},
     },
     evidence::{Witness, Witnesses},
@@ -42,8 +43,10 @@ pub(crate) struct Approving<'a> {
     pub(crate) journal: &'a Journal,
     pub(crate) runner: &'a Runner,
     pub(crate) witnesses: &'a Witnesses,
-    /// The operator's desk; `None` when no channel can reach a person.
+    /// The operator's desk; `None` when the log is in the child's reach.
     pub(crate) desk: Option<&'a Desk>,
+    /// The display dialogs are drawn on, if one was given.
+    pub(crate) display: Option<&'a Display>,
     /// Requests waiting for a 2026-07-28 client's retry.
     pub(crate) retries: &'a Retries,
 }
@@ -102,6 +105,8 @@ enum Via<'a> {
     Client(&'a dyn Ask),
     /// The person at a 2026-07-28 client, asked by the call's result.
     Retry,
+    /// A dialog on the browser's display.
+    Display(&'a Display),
     /// The operator's desk.
     Desk(&'a Desk),
 }
@@ -111,6 +116,7 @@ impl Via<'_> {
         match self {
             Self::Client(_) => "elicitation",
             Self::Retry => "input_required",
+            Self::Display(_) => "display",
             Self::Desk(_) => "operator",
         }
     }
@@ -123,6 +129,7 @@ fn via<'a>(with: Approving<'a>, call: &'a Call<'_>) -> Option<Via<'a>> {
     channels.iter().find_map(|channel| match channel {
         Channel::Elicitation => (call.asker.as_deref().map(Via::Client))
             .or_else(|| call.retry.as_ref().map(|_| Via::Retry)),
+        Channel::Display => with.display.map(Via::Display),
         Channel::Operator => with.desk.map(Via::Desk),
     })
 }
@@ -292,14 +299,18 @@ impl Asked<'_, '_> {
         let wait = call.rules.url.approvals.wait;
         Ok(match via {
             Some(Via::Desk(desk)) => desk.answer(id, sha, wait, &call.cancel).await,
+            Some(Via::Display(display)) => {
+                (display.answer(message(id, sha, rule, shown), wait, &call.cancel)).await
+            }
             Some(Via::Client(asker)) => tokio::select! {
                 answer = asker.ask(message(id, sha, rule, shown), wait) => answer,
                 () = call.cancel.cancelled() => Answer::Cancelled,
             },
             Some(Via::Retry) | None => {
-                let why = "no channel can ask a person: the client cannot elicit (or the policy's \
-                           approvals.channels leaves it out) and the operator's desk is left out or \
-                           unavailable (the audit log in the confined agent-browser's reach)";
+                let why = "no channel can ask a person: the client cannot elicit, no \
+                           --approvals-display was given, and the operator's desk is unavailable (the \
+                           audit log in the confined agent-browser's reach), or the policy's \
+                           approvals.channels leaves out those that could";
                 self.record(id, audit::Outcome::Declined, json!({"why": why}));
                 return Err(Refusal::new(
                     Rule::ApprovalDenied,

@@ -80,6 +80,7 @@ pub(crate) struct Services<'a> {
     pub(crate) witnesses: &'a crate::evidence::Witnesses,
     /// Where approvals are asked for (`None`: nowhere).
     pub(crate) desk: Option<&'a crate::approvals::desk::Desk>,
+    pub(crate) display: Option<&'a crate::approvals::display::Display>,
     pub(crate) retries: &'a crate::approvals::retry::Retries,
 }
 
@@ -99,6 +100,7 @@ impl<'a> Services<'a> {
             runner: self.runner,
             witnesses: self.witnesses,
             desk: self.desk,
+            display: self.display,
             retries: self.retries,
         }
     }

@@ -313,6 +313,12 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "BROWSER_SHELL_EVIDENCE_MAX_MB", value_name = "MIB", default_value_t = 2048,
           value_parser = clap::value_parser!(u64).range(1..=16_777_216))]
     pub(crate) evidence_max_mb: u64,
+
+    /// The X display (e.g. `:99`) on which a dialog asks for approvals, for
+    /// whoever watches it and may click (the stack's VNC): the policy's
+    /// `display` channel. Reached once at start; a wrong one stops it.
+    #[arg(long, env = "BROWSER_SHELL_APPROVALS_DISPLAY", value_name = "DISPLAY")]
+    pub(crate) approvals_display: Option<String>,
 }
 
 /// Where the policy file is when no `--policy` names one.

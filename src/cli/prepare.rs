@@ -81,6 +81,7 @@ impl ServeArgs {
                     total: self.evidence_max_mb << 20,
                 },
             },
+            approvals_display: self.approvals_display.clone(),
         })
     }
 

@@ -49,6 +49,10 @@ pub(crate) enum Channel {
     /// supports it. Whoever answers the client's prompts approves: a client
     /// that hands them to the model lets the agent approve itself.
     Elicitation,
+    /// A dialog on the browser's X display (`--approvals-display`), for
+    /// whoever may send input to it: on the stack, a VNC client with the
+    /// control password.
+    Display,
     /// The operator on the machine (`browser-shell approvals`).
     Operator,
 }
@@ -73,7 +77,7 @@ impl Default for Approvals {
     fn default() -> Self {
         Self {
             wait: DEFAULT_WAIT,
-            channels: vec![Channel::Elicitation, Channel::Operator],
+            channels: vec![Channel::Elicitation, Channel::Display, Channel::Operator],
             rules: Vec::new(),
         }
     }
@@ -260,7 +264,9 @@ pub(super) fn parse(section: Section) -> Result<Approvals, String> {
     let channels = match section.channels {
         None => Approvals::default().channels,
         Some(list) if list.is_empty() => {
-            return Err("approvals.channels: name at least one (elicitation, operator)".into());
+            return Err(
+                "approvals.channels: name at least one (elicitation, display, operator)".into(),
+            );
         }
         Some(list) => list,
     };

@@ -72,6 +72,8 @@ pub(crate) struct Parts {
     pub(crate) desk: Option<crate::approvals::desk::Desk>,
     /// Approval requests waiting for a 2026-07-28 client's retry.
     pub(crate) retries: crate::approvals::retry::Retries,
+    /// The X display approval dialogs are drawn on (`--approvals-display`).
+    pub(crate) display: Option<crate::approvals::display::Display>,
 }
 
 /// The server: its services, each owned here and handed by reference to
@@ -97,6 +99,8 @@ pub(crate) struct Server {
     pub(crate) desk: Option<crate::approvals::desk::Desk>,
     /// Approval requests waiting for a 2026-07-28 client's retry.
     pub(crate) retries: crate::approvals::retry::Retries,
+    /// The X display approval dialogs are drawn on (`--approvals-display`).
+    pub(crate) display: Option<crate::approvals::display::Display>,
 }
 
 impl std::fmt::Debug for Server {
@@ -163,6 +167,7 @@ impl Server {
             witnesses: parts.witnesses,
             desk: parts.desk,
             retries: parts.retries,
+            display: parts.display,
         }
     }
 

@@ -155,6 +155,7 @@ fn services(server: &Server) -> call::Services<'_> {
         typing: &server.gate.typing,
         witnesses: &server.witnesses,
         desk: server.desk.as_ref(),
+        display: server.display.as_ref(),
         retries: &server.retries,
     }
 }

@@ -326,10 +326,25 @@ class TcpStream:
 # --------------------------------------------------------------------------- RFB (VNC)
 
 
-class Rfb:
-    """RFB 3.8, security type None, raw encoding, pixels as 32-bit little-endian RGB (r<<16|g<<8|b)."""
+def vnc_response(password: str, challenge: bytes) -> bytes:
+    """VNC authentication: the challenge DES-encrypted under the password (8 bytes, each bit-reversed)."""
+    from cryptography.hazmat.decrepit.ciphers.algorithms import TripleDES
+    from cryptography.hazmat.primitives.ciphers import Cipher, modes
 
-    def __init__(self, stream: WebSocket | TcpStream) -> None:
+    key = bytes(int(f"{b:08b}"[::-1], 2) for b in password.encode()[:8].ljust(8, b"\0"))
+    encryptor = Cipher(TripleDES(key * 3), modes.ECB()).encryptor()  # one key thrice: single DES
+    return encryptor.update(challenge) + encryptor.finalize()
+
+
+class RfbRefused(AssertionError):
+    """The VNC server refused the password."""
+
+
+class Rfb:
+    """RFB 3.8, VNC authentication with `password`, raw encoding, pixels as 32-bit little-endian RGB
+    (r<<16|g<<8|b). The stack's x11vnc takes a view-only password and a control one (input)."""
+
+    def __init__(self, stream: WebSocket | TcpStream, password: str) -> None:
         self.s = stream
         version = self.s.recv(12)
         assert version.startswith(b"RFB 003."), version
@@ -337,10 +352,12 @@ class Rfb:
         (count,) = self.s.recv(1)
         assert count > 0, f"server refused the connection: {self.s.recv(4)!r}"
         types = self.s.recv(count)
-        assert 1 in types, f"security type None not offered: {list(types)}"
-        self.s.sendall(bytes([1]))
+        assert 2 in types, f"VNC authentication not offered: {list(types)}"
+        self.s.sendall(bytes([2]))
+        self.s.sendall(vnc_response(password, self.s.recv(16)))
         (result,) = struct.unpack(">I", self.s.recv(4))
-        assert result == 0, "security handshake failed"
+        if result != 0:
+            raise RfbRefused("the VNC password was refused")
         self.s.sendall(bytes([1]))  # ClientInit: shared
         self.width, self.height = struct.unpack(">HH", self.s.recv(4))
         self.s.recv(16)  # server pixel format (replaced below)
@@ -384,8 +401,22 @@ class Rfb:
             else:
                 raise AssertionError(f"unexpected RFB server message {msg}")
 
+    def click(self, x: int, y: int) -> None:
+        """Move the pointer to (x, y), press and release the left button (PointerEvent). The server
+        handles a client's messages in order: the update it sends after them means it has taken them
+        (a connection closed sooner may lose them)."""
+        for mask in (0, 1, 0):
+            self.s.sendall(struct.pack(">BBHH", 5, mask, x, y))
+        self.grab(x, y, 1, 1)
+
     def close(self) -> None:
         self.s.close()
+
+
+def vnc_password(stack: Any, control: bool) -> str:
+    """The stack's VNC password: the control one (may send input) or the view-only one."""
+    name = "vnc-password" if control else "vnc-view-password"
+    return (stack.run_dir / name).read_text().strip()
 
 
 def share_of(pixels: list[tuple[int, int, int]], rgb: tuple[int, int, int], tolerance: int = 8) -> float:

@@ -67,10 +67,12 @@ def script_env(xdg: Path, server_bin: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def run(script: Path, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run(
+    script: Path, env: dict[str, str], timeout: float = 120, args: list[str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """A stack script, from / (not from the checkout: the scripts must not depend on the cwd)."""
     return subprocess.run(
-        [str(script)], env=env, cwd="/", stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout
+        [str(script), *(args or [])], env=env, cwd="/", stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout
     )
 
 
@@ -481,6 +483,13 @@ def test_vnc_url_prints_a_ticketed_url_the_gateway_accepts(tmp_stack: TmpStack):
     assert query["autoconnect"] == ["1"], url
     (ws_path,) = query["path"]
     assert ws_path.startswith("websockify?ticket="), url
+    # The VNC password rides after '#', which the browser sends nowhere: the view-only one by default,
+    # the one that may click (approval dialogs) with --control.
+    run_dir = tmp_stack.run_dir
+    assert parts.fragment == "password=" + (run_dir / "vnc-view-password").read_text().strip(), url
+    control = run(tmp_stack.checkout / "deploy" / "local" / "vnc-url", tmp_stack.env, args=["--control"])
+    assert control.returncode == 0, out(control)
+    assert control.stdout.strip().endswith("#password=" + (run_dir / "vnc-password").read_text().strip())
     # The page noVNC is, as the browser asks for it (the query goes to nginx too).
     status, _, page = request(tmp_stack.port, "GET", f"{parts.path}?{parts.query}")
     assert status == 200 and b"noVNC" in page, status

@@ -40,6 +40,16 @@ COLOR = (0xFF, 0x00, 0xAA)
 # Only the fixture server's address is allowed (no allow_hosts: every other private or loopback
 # address, 127.0.0.2 included, is refused as address.private).
 POLICY = {"open": {"allow_private_cidrs": ["127.0.0.1/32"]}}
+
+
+def with_payments(web: harness.WebServer) -> dict[str, Any]:
+    """POLICY, and a click on the demo checkout's "Pay" button waits for a person: on the stack (the
+    hub asks its clients nothing), through the dialog on the display, answered over VNC. Only on that
+    page: a click by selector elsewhere (SKILL.md's) cannot be named, and doubt would match."""
+    rule = {"name": "payments", "subcommands": ["click"], "element_roles": ["button"], "element_words": ["pay"],
+            "page_url_prefixes": [web.url("/checkout")]}
+    return {**POLICY, "approvals": {"wait_sec": 60, "rules": [rule]}}
+APPROVE_RGB, DENY_RGB = (0x1A, 0x7F, 0x37), (0xB4, 0x23, 0x18)
 # The operator's secret, given to `up` as BROWSER_SHELL_SECRETS_FILE.
 SECRET = "stack-s3cret-value"
 SECRETS = {
@@ -53,9 +63,9 @@ SECRETS = {
 
 
 @pytest.fixture(scope="module")
-def stack(binaries: Binaries) -> Iterator[st.Stack]:
+def stack(binaries: Binaries, web: harness.WebServer) -> Iterator[st.Stack]:
     try:
-        with st.running_stack(binaries.server, POLICY, secrets_json=SECRETS) as running:
+        with st.running_stack(binaries.server, with_payments(web), secrets_json=SECRETS) as running:
             yield running
             pids = running.pids()
             dirs = [Path(running.env_file[k]) for k in ("STACK_STATE_DIR", "STACK_OUTPUT_DIR")]
@@ -217,7 +227,7 @@ def test_vnc_through_the_gateway_shows_the_page_the_agent_opened(stack, web: har
     control: the colour is absent before `open`."""
     status, ws = st.WebSocket.connect(stack.public, f"/websockify?ticket={ticket(stack)}")
     assert status == 101 and ws is not None, status
-    rfb = st.Rfb(ws)
+    rfb = st.Rfb(ws, st.vnc_password(stack, control=False))
     try:
         assert (rfb.width, rfb.height) == (1280, 800), (rfb.width, rfb.height)
         box = (440, 350, 400, 200)  # the middle of the screen: page content, below the toolbar
@@ -242,6 +252,88 @@ def test_vnc_through_the_gateway_shows_the_page_the_agent_opened(stack, web: har
             await ok(session, "stack-vnc", ["close"])
 
         with_session(stack, close)
+
+
+def rfb_through_gateway(stack: st.Stack, password: str) -> st.Rfb:
+    status, ws = st.WebSocket.connect(stack.public, f"/websockify?ticket={ticket(stack)}")
+    assert status == 101 and ws is not None, status
+    return st.Rfb(ws, password)
+
+
+def button_on_screen(rfb: st.Rfb, rgb: tuple[int, int, int]) -> tuple[int, int] | None:
+    """The centre of the block of `rgb` pixels on the screen, as a person finds the button."""
+    pixels = rfb.grab(0, 0, rfb.width, rfb.height)
+    hits = [(i % rfb.width, i // rfb.width) for i, p in enumerate(pixels) if p == rgb]
+    if len(hits) < 200:
+        return None
+    xs, ys = sorted(x for x, _ in hits), sorted(y for _, y in hits)
+    return xs[len(xs) // 2], ys[len(ys) // 2]
+
+
+def test_on_the_stack_a_pay_click_waits_for_a_click_on_the_display_over_vnc(
+    stack, web: harness.WebServer, binaries: Binaries
+):
+    """The hub opens no elicitation, so the stack asks by a dialog on the browser's display: a VNC
+    client that may only watch (the view password) cannot answer it; one with the control password
+    clicks Approve (found on the screen by its colour) and the payment runs; Deny refuses the next."""
+    import threading
+
+    sid, since = "stack-pay", len(web.seen_paths())
+
+    async def refs_of(session: ClientSession) -> dict[str, str]:
+        await ok(session, sid, ["open", web.url("/checkout")])
+        snap = (await ok(session, sid, ["snapshot", "-i"]))["snapshot"]
+        return {name: ref for name, ref in re.findall(r'"([^"]+)" \[ref=(e\d+)\]', snap)}
+
+    log = stack.run_dir / "audit.jsonl"
+
+    def pay(refs: dict[str, str]) -> dict[str, Any]:
+        async def go(session: ClientSession) -> dict[str, Any]:
+            return (await call(session, sid, ["click", "@" + refs["Pay 12 €"]]))[1]
+
+        return with_session(stack, go)
+
+    for answer, rgb in (("approve", APPROVE_RGB), ("deny", DENY_RGB)):
+        refs, before = with_session(stack, refs_of), len(web.seen_paths())
+        done: list[dict[str, Any]] = []
+        waiting = threading.Thread(target=lambda: done.append(pay(refs)))
+        waiting.start()
+        watcher = rfb_through_gateway(stack, st.vnc_password(stack, control=False))
+        try:
+            at = st.wait_for(lambda: button_on_screen(watcher, rgb), timeout=20)
+            assert at, "no approval dialog appeared on the display"
+            watcher.click(*at)  # a view-only client: x11vnc drops its input
+            time.sleep(1.5)
+            assert waiting.is_alive() and not any(p.startswith("/paid") for p in web.seen_paths()[before:])
+        finally:
+            watcher.close()
+        with pytest.raises(st.RfbRefused):
+            rfb_through_gateway(stack, "not-it")  # a ticket (the API key) and no password: no entry
+        person = rfb_through_gateway(stack, st.vnc_password(stack, control=True))
+        try:
+            person.click(*at)
+        finally:
+            person.close()
+        waiting.join(30)
+        assert done, "the call did not come back after the click"
+        (reply,) = done
+        trail = [json.loads(line) for line in log.read_text().splitlines()]
+        asked = [r for r in trail if r.get("phase") == "approval" and r.get("session_id") == sid]
+        assert asked[-2]["outcome"] == "requested" and asked[-2]["approval"]["channel"] == "display", asked[-2]
+        assert asked[-1]["approval"]["by"] == {"channel": "display", "display": stack.env_file["DISPLAY"]}, asked[-1]
+        if answer == "approve":
+            assert reply["exit_code"] == 0 and asked[-1]["outcome"] == "granted", (reply, asked[-1])
+
+            async def paid(session: ClientSession) -> None:
+                await ok(session, sid, ["wait", "--url", "**/paid**"], 20)
+
+            with_session(stack, paid)
+        else:
+            assert reply["exit_code"] == 126 and "approval.denied" in reply["stderr"], reply
+            assert asked[-1]["outcome"] == "denied", asked[-1]
+    assert sum(p.startswith("/paid") for p in web.seen_paths()[since:]) == 1
+    verified = subprocess.run([str(binaries.server), "audit", "verify", str(log)], capture_output=True, text=True)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
 
 
 def pool_refilled_after(stack, session: str) -> bool:

@@ -240,7 +240,8 @@ def test_the_novnc_page_carries_the_ticket_help(stack):
 
 def novnc_url(stack: st.Stack, ticket_value: str | None) -> str:
     path = "websockify" if ticket_value is None else f"websockify?ticket={ticket_value}"
-    return f"http://127.0.0.1:{stack.public}/vnc/vnc.html?autoconnect=1&path={urllib.parse.quote(path, safe='')}"
+    url = f"http://127.0.0.1:{stack.public}/vnc/vnc.html?autoconnect=1&path={urllib.parse.quote(path, safe='')}"
+    return f"{url}#password={st.vnc_password(stack, control=False)}"
 
 
 STATE_JS = """JSON.stringify({
