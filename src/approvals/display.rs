@@ -207,7 +207,8 @@ fn dialog(
     slot: usize,
 ) -> Result<Option<bool>, Failure> {
     let (conn, screen) = x11rb::connect(Some(name))?;
-    let screen = conn.setup().roots[screen].clone();
+    let screen =
+        (conn.setup().roots.get(screen).cloned()).ok_or("the display has no such screen")?;
     let font = font(&conn)?;
     let layout = Layout::of(&font, message);
     let colours = Colours::of(&conn, &screen)?;

@@ -334,6 +334,11 @@ def test_on_the_stack_a_pay_click_waits_for_a_click_on_the_display_over_vnc(
     assert sum(p.startswith("/paid") for p in web.seen_paths()[since:]) == 1
     verified = subprocess.run([str(binaries.server), "audit", "verify", str(log)], capture_output=True, text=True)
     assert verified.returncode == 0, verified.stdout + verified.stderr
+    # The report's approvals view says who could have answered: whoever clicked on that display.
+    html = subprocess.run([str(binaries.server), "audit", "report", str(log), "--format", "html"],
+                          capture_output=True, text=True).stdout
+    view = html.split('<h2 id="approvals">', 1)[1].split("</table>", 1)[0]
+    assert f"whoever clicked on display {stack.env_file['DISPLAY']}" in view, view[:3000]
 
 
 def pool_refilled_after(stack, session: str) -> bool:

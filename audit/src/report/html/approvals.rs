@@ -89,7 +89,8 @@ fn shown(shown: &Value) -> String {
     )
 }
 
-/// Who answered: the operator's uid and name, or the client.
+/// Who answered: the operator's uid and name, the client, or whoever
+/// clicked on the display.
 fn by(by: Option<&Value>) -> String {
     let Some(by) = by else {
         return String::new();
@@ -105,7 +106,10 @@ fn by(by: Option<&Value>) -> String {
             user.map(|u| format!(" ({u})")).unwrap_or_default()
         ),
         (None, _, Some(client)) => format!("the person at {client}"),
-        _ => "unknown".into(),
+        _ => match field("display") {
+            Some(display) => format!("whoever clicked on display {display}"),
+            None => "unknown".into(),
+        },
     };
     esc(&who)
 }
