@@ -1,9 +1,11 @@
 //! A screenshot made fit for the evidence store, or the reason it is not
-//! kept: fields whose value holds a secret are blacked out before the image
-//! is shrunk; a page whose text shows a secret, a secret field that cannot
-//! be placed, or a frame the look could not see into while secrets are
-//! configured withholds the image. Every spelling the scrubber knows counts
-//! (`crate::policy::secrets`).
+//! kept: fields whose value holds a secret are blacked out; a page whose
+//! text shows a secret, a secret field that cannot be placed, or a frame the
+//! look could not see into while secrets are configured withholds the
+//! image. Every spelling the scrubber knows counts (`crate::policy::secrets`).
+//! Chromium draws the image at review size (`gate::look`), so one with
+//! nothing to black out is kept as it came, and one over the byte bound is
+//! shrunk.
 
 use std::{borrow::Cow, io::Cursor};
 
@@ -13,8 +15,7 @@ use crate::{
     policy::secrets::Secrets,
 };
 
-/// Each side of the kept image is the screenshot's divided by this: a
-/// viewport of 1280 CSS pixels is kept 640 wide, enough to read a page.
+/// Each side of an image over [`MAX_IMAGE_BYTES`] is divided by this.
 const SHRINK_FACTOR: u32 = 2;
 
 /// The most bytes one kept image may have.
@@ -59,13 +60,23 @@ pub(super) fn keep(shot: &Shot, secrets: &Secrets) -> Result<Kept, Withheld> {
         1.0
     };
     let pixels: Vec<PixelRect> = masks.iter().map(|rect| in_pixels(*rect, scale)).collect();
-    let shrunk = png_scale::shrink_masked(
-        Cursor::new(&shot.png),
-        SHRINK_FACTOR,
-        MAX_IMAGE_BYTES,
-        &pixels,
-    )
-    .map_err(|e| Withheld::Unshrinkable(format!("{e:?}")))?;
+    if pixels.is_empty() && shot.png.len() <= MAX_IMAGE_BYTES {
+        let (width, height) = png_scale::dimensions(Cursor::new(&shot.png))
+            .map_err(|e| Withheld::NotPng(e.to_string()))?;
+        return Ok(Kept {
+            png: shot.png.clone(),
+            width,
+            height,
+            masked: 0,
+        });
+    }
+    let factor = if shot.png.len() <= MAX_IMAGE_BYTES {
+        1
+    } else {
+        SHRINK_FACTOR
+    };
+    let shrunk = png_scale::shrink_masked(Cursor::new(&shot.png), factor, MAX_IMAGE_BYTES, &pixels)
+        .map_err(|e| Withheld::Unshrinkable(format!("{e:?}")))?;
     Ok(Kept {
         png: shrunk.png,
         width: shrunk.width,

@@ -15,14 +15,15 @@ fn demo() -> Secrets {
     secrets(r#"{"pw": {"value": "hunter22", "hosts": ["127.0.0.1"]}}"#)
 }
 
-/// A white 40×20 RGB screenshot of a 20-CSS-pixel viewport (scale 2).
+/// A white 10×5 RGB screenshot of a 20-CSS-pixel viewport, drawn at half
+/// size as the gate asks Chromium to.
 fn white() -> Vec<u8> {
     let mut out = Vec::new();
-    let mut encoder = png::Encoder::new(&mut out, 40, 20);
+    let mut encoder = png::Encoder::new(&mut out, 10, 5);
     encoder.set_color(png::ColorType::Rgb);
     encoder.set_depth(png::BitDepth::Eight);
     let mut writer = encoder.write_header().unwrap();
-    writer.write_image_data(&[255; 40 * 20 * 3]).unwrap();
+    writer.write_image_data(&[255; 10 * 5 * 3]).unwrap();
     writer.finish().unwrap();
     out
 }
@@ -69,12 +70,25 @@ fn a_field_holding_a_secret_is_black_where_an_ordinary_field_is_not() {
         ..DomRead::default()
     };
     let kept = keep_shot(shot(read), &demo()).unwrap();
-    assert_eq!((kept.width, kept.height, kept.masked), (20, 10, 1));
+    assert_eq!((kept.width, kept.height, kept.masked), (10, 5, 1));
     let image = pixels(&kept);
-    // The secret's field (CSS 0..5 → image 0..10 → kept 0..5) is black...
-    assert_eq!(image[2][2], [0, 0, 0]);
-    // ...the ordinary field's place (CSS 10..15 → kept 10..15) is as it was.
-    assert_eq!(image[2][12], [255, 255, 255]);
+    // The secret's field (CSS 0..5 → image 0..2.5) is black...
+    assert_eq!(image[1][1], [0, 0, 0]);
+    // ...the ordinary field's place (CSS 10..15 → image 5..7.5) is as it was.
+    assert_eq!(image[1][6], [255, 255, 255]);
+}
+
+#[test]
+fn an_image_with_nothing_to_black_out_is_kept_as_chromium_drew_it() {
+    let read = DomRead {
+        fields: vec![field("plain text", Some([10.0, 0.0, 5.0, 5.0]))],
+        ..DomRead::default()
+    };
+    let kept = keep_shot(shot(read), &demo()).unwrap();
+    assert_eq!(
+        (kept.png, kept.width, kept.height, kept.masked),
+        (white(), 10, 5, 0)
+    );
 }
 
 #[test]
@@ -133,5 +147,5 @@ fn the_second_read_counts_as_much_as_the_first() {
     let mut two = shot(DomRead::default());
     two.reads[1] = moved;
     let kept = keep(&two, &demo()).unwrap();
-    assert_eq!(pixels(&kept)[2][12], [0, 0, 0]);
+    assert_eq!(pixels(&kept)[1][6], [0, 0, 0]);
 }
