@@ -70,17 +70,27 @@ async fn a_forged_or_another_servers_state_resumes_nothing() {
     );
 }
 
-#[tokio::test]
-async fn an_unanswered_request_expires_and_says_so_once() {
+/// A request held for 50 ms, and how often its expiry has fired.
+fn held_briefly() -> (Retries, String, Arc<AtomicUsize>) {
     let retries = Retries::new().expect("a key");
     let fired = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&fired);
-    let within = Duration::from_millis(50);
     let state = retries
-        .hold("a1", waiting(), (CALL, within), move || {
-            counter.fetch_add(1, Ordering::SeqCst);
-        })
+        .hold(
+            "a1",
+            waiting(),
+            (CALL, Duration::from_millis(50)),
+            move || {
+                counter.fetch_add(1, Ordering::SeqCst);
+            },
+        )
         .expect("sealed");
+    (retries, state, fired)
+}
+
+#[tokio::test]
+async fn an_unanswered_request_expires_and_says_so_once() {
+    let (retries, state, fired) = held_briefly();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(fired.load(Ordering::SeqCst), 1);
     assert_eq!(retries.take(&state, CALL).unwrap_err(), Stale::Expired);
@@ -88,15 +98,7 @@ async fn an_unanswered_request_expires_and_says_so_once() {
 
 #[tokio::test]
 async fn an_answered_request_does_not_expire() {
-    let retries = Retries::new().expect("a key");
-    let fired = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&fired);
-    let within = Duration::from_millis(50);
-    let state = retries
-        .hold("a1", waiting(), (CALL, within), move || {
-            counter.fetch_add(1, Ordering::SeqCst);
-        })
-        .expect("sealed");
+    let (retries, state, fired) = held_briefly();
     assert!(retries.take(&state, CALL).is_ok());
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(fired.load(Ordering::SeqCst), 0);

@@ -479,7 +479,8 @@ impl Inner {
             "bytes": stored.bytes,
             "width": kept.width,
             "height": kept.height,
-            "masked_fields": kept.masked,
+            "masked_fields": kept.masks.len(),
+            "masks": kept.masks,
         }))
     }
 

@@ -1,11 +1,9 @@
 //! A screenshot made fit for the evidence store, or the reason it is not
-//! kept: fields whose value holds a secret are blacked out; a page whose
-//! text shows a secret, a secret field that cannot be placed, or a frame the
-//! look could not see into while secrets are configured withholds the
-//! image. Every spelling the scrubber knows counts (`crate::policy::secrets`).
-//! Chromium draws the image at review size (`gate::look`), so one with
-//! nothing to black out is kept as it came, and one over the byte bound is
-//! shrunk.
+//! kept: fields whose value holds a secret are blacked out before the image
+//! is shrunk; a page whose text shows a secret, a secret field that cannot
+//! be placed, or a frame the look could not see into while secrets are
+//! configured withholds the image. Every spelling the scrubber knows counts
+//! (`crate::policy::secrets`).
 
 use std::{borrow::Cow, io::Cursor};
 
@@ -15,19 +13,22 @@ use crate::{
     policy::secrets::Secrets,
 };
 
-/// Each side of an image over [`MAX_IMAGE_BYTES`] is divided by this.
+/// Each side of the kept image is the screenshot's divided by this: a
+/// viewport of 1280 CSS pixels is kept 640 wide, enough to read a page.
 const SHRINK_FACTOR: u32 = 2;
 
 /// The most bytes one kept image may have.
 const MAX_IMAGE_BYTES: usize = 512 * 1024;
 
-/// A kept image: its PNG, and how many fields were blacked out.
+/// A kept image: its PNG, and where it was blacked out.
 #[derive(Debug)]
 pub(super) struct Kept {
     pub(super) png: Vec<u8>,
     pub(super) width: u32,
     pub(super) height: u32,
-    pub(super) masked: usize,
+    /// The blacked-out rectangles, in the kept image's pixels (x, y,
+    /// width, height): a reviewer tells a mask from the page's own black.
+    pub(super) masks: Vec<PixelRect>,
 }
 
 /// Why a screenshot is not kept.
@@ -60,28 +61,30 @@ pub(super) fn keep(shot: &Shot, secrets: &Secrets) -> Result<Kept, Withheld> {
         1.0
     };
     let pixels: Vec<PixelRect> = masks.iter().map(|rect| in_pixels(*rect, scale)).collect();
-    if pixels.is_empty() && shot.png.len() <= MAX_IMAGE_BYTES {
-        let (width, height) = png_scale::dimensions(Cursor::new(&shot.png))
-            .map_err(|e| Withheld::NotPng(e.to_string()))?;
-        return Ok(Kept {
-            png: shot.png.clone(),
-            width,
-            height,
-            masked: 0,
-        });
-    }
-    let factor = if shot.png.len() <= MAX_IMAGE_BYTES {
-        1
-    } else {
-        SHRINK_FACTOR
-    };
-    let shrunk = png_scale::shrink_masked(Cursor::new(&shot.png), factor, MAX_IMAGE_BYTES, &pixels)
-        .map_err(|e| Withheld::Unshrinkable(format!("{e:?}")))?;
+    let shrunk = png_scale::shrink_masked(
+        Cursor::new(&shot.png),
+        SHRINK_FACTOR,
+        MAX_IMAGE_BYTES,
+        &pixels,
+    )
+    .map_err(|e| Withheld::Unshrinkable(format!("{e:?}")))?;
+    let factor = SHRINK_FACTOR;
+    let masks = pixels
+        .iter()
+        .map(|[x, y, w, h]| {
+            [
+                x / factor,
+                y / factor,
+                w.div_ceil(factor),
+                h.div_ceil(factor),
+            ]
+        })
+        .collect();
     Ok(Kept {
         png: shrunk.png,
         width: shrunk.width,
         height: shrunk.height,
-        masked: pixels.len(),
+        masks,
     })
 }
 

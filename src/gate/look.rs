@@ -29,22 +29,6 @@ const SETTLE_WITHIN: Duration = Duration::from_secs(3);
 /// How long the screenshot may take: past it, no image is kept.
 const SHOT_WITHIN: Duration = Duration::from_secs(1);
 
-/// The evidence's images are drawn at this fraction of the viewport's CSS
-/// size: Chromium scaling as it draws costs it less than a full capture
-/// costs it and the server to shrink (docs/benchmarks.md, "Evidence per
-/// action"), and 640 pixels of a 1280 one are enough to read a page.
-const SHOT_SCALE: f64 = 0.5;
-
-/// The visual viewport, in CSS pixels of the page: where it is scrolled
-/// to and how big it is.
-#[derive(Debug, Clone, Copy)]
-struct Viewport {
-    x: f64,
-    y: f64,
-    width: f64,
-    height: f64,
-}
-
 /// Most elements of one role and name placed by a look.
 const MAX_PLACES: usize = 16;
 
@@ -62,13 +46,12 @@ async fn call(
         .await
 }
 
-/// The DOM of `target`, its fields placed in the viewport as it is now,
-/// and the viewport.
+/// The DOM of `target`, its fields placed in the viewport as it is now.
 async fn read(
     shared: &Arc<Shared>,
     daemon: &DaemonName,
     target: &TargetId,
-) -> Result<(DomRead, Viewport), GateError> {
+) -> Result<(DomRead, f64), GateError> {
     let snapshot = call(
         shared,
         daemon,
@@ -82,14 +65,8 @@ async fn read(
         .get("cssVisualViewport")
         .ok_or("Chromium gave no viewport")?;
     let number = |key: &str| viewport.get(key).and_then(Value::as_f64).unwrap_or(0.0);
-    let viewport = Viewport {
-        x: number("pageX"),
-        y: number("pageY"),
-        width: number("clientWidth"),
-        height: number("clientHeight"),
-    };
-    let read = read_dom(&snapshot, (viewport.x, viewport.y));
-    Ok((read, viewport))
+    let read = read_dom(&snapshot, (number("pageX"), number("pageY")));
+    Ok((read, number("clientWidth")))
 }
 
 /// Look at `target` (a tab of `daemon`'s) once a navigation the action
@@ -191,33 +168,29 @@ fn bounds(quad: &[f64]) -> Option<[i64; 4]> {
     ])
 }
 
-/// A screenshot of `target`'s viewport at [`SHOT_SCALE`], and its DOM read
-/// just before and just after.
+/// A screenshot of `target`'s viewport, and its DOM read just before and
+/// just after.
 pub(super) async fn shoot(
     shared: &Arc<Shared>,
     daemon: &DaemonName,
     target: &TargetId,
 ) -> Result<Shot, GateError> {
-    let (before, seen) = read(shared, daemon, target).await?;
-    if seen.width < 1.0 || seen.height < 1.0 {
-        return Err(GateError::Failed(
-            "the page has no viewport to picture".into(),
-        ));
-    }
-    let clip = json!({
-        "x": seen.x, "y": seen.y, "width": seen.width, "height": seen.height, "scale": SHOT_SCALE,
-    });
+    let (before, _) = read(shared, daemon, target).await?;
     let capture = call(
         shared,
         daemon,
         target,
         "Page.captureScreenshot",
-        json!({"format": "png", "clip": clip}),
+        // Less of Chromium's CPU for a larger PNG, which the server decodes
+        // and shrinks anyway (docs/benchmarks.md, "Evidence per action").
+        // Not a clipped, scaled capture: Chromium may draw that at the old
+        // scale, and the masks would miss.
+        json!({"format": "png", "optimizeForSpeed": true}),
     );
     let taken = tokio::time::timeout(SHOT_WITHIN, capture)
         .await
         .map_err(|_| GateError::Failed(format!("no screenshot within {SHOT_WITHIN:?}")))??;
-    let (after, seen) = read(shared, daemon, target).await?;
+    let (after, css_width) = read(shared, daemon, target).await?;
     let png = taken
         .get("data")
         .and_then(Value::as_str)
@@ -226,7 +199,7 @@ pub(super) async fn shoot(
         .map_err(|e| GateError::Failed(format!("the screenshot is not base64: {e}")))?;
     Ok(Shot {
         png,
-        css_width: seen.width,
+        css_width,
         reads: [before, after],
     })
 }
