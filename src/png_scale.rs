@@ -50,19 +50,20 @@ pub(crate) fn shrink<R: BufRead + Seek>(
     factor: u32,
     max_bytes: usize,
 ) -> Result<Shrunk, ShrinkError> {
-    shrink_masked(input, factor, max_bytes, &[])
+    shrink_masked(input, (factor, max_bytes), &[], png::Compression::Balanced)
 }
 
 /// A rectangle of an image, in its pixels: x, y, width, height.
 pub(crate) type PixelRect = [u32; 4];
 
 /// [`shrink`], with every pixel of `masks` made black (opaque) before the
-/// rows are averaged, so nothing of what was under them survives.
+/// rows are averaged, so nothing of what was under them survives, and the
+/// output compressed as much as `compression` says (less is faster).
 pub(crate) fn shrink_masked<R: BufRead + Seek>(
     input: R,
-    factor: u32,
-    max_bytes: usize,
+    (factor, max_bytes): (u32, usize),
     masks: &[PixelRect],
+    compression: png::Compression,
 ) -> Result<Shrunk, ShrinkError> {
     let unusable = |e: &dyn std::fmt::Display| ShrinkError::Unusable(e.to_string());
     let mut decoder = png::Decoder::new_with_limits(input, limits());
@@ -101,7 +102,7 @@ pub(crate) fn shrink_masked<R: BufRead + Seek>(
     let mut encoder = png::Encoder::new(sink, out_width, out_height);
     encoder.set_color(color);
     encoder.set_depth(png::BitDepth::Eight);
-    encoder.set_compression(png::Compression::Balanced);
+    encoder.set_compression(compression);
     let mut writer = encoder.write_header().map_err(|e| unusable(&e))?;
     let mut stream = writer.stream_writer().map_err(|e| unusable(&e))?;
     let mut rows_done = 0;
