@@ -60,13 +60,11 @@ impl Bound<'_> {
     }
 }
 
-/// The session's turn for `request`. `reads_only`: it changes no page and
-/// ends no session, so it need not wait for the look after the previous
-/// call (which it cannot disturb) and runs at once.
 pub(crate) async fn admit<'s>(
-    (sessions, admission): (&Sessions, &'s Admission),
+    sessions: &Sessions,
+    admission: &'s Admission,
     witnesses: &crate::evidence::Witnesses,
-    (request, reads_only): (&Validated, bool),
+    request: &Validated,
     cancel: &CancellationToken,
 ) -> Result<Admitted<'s>, Refusal> {
     let wait = admission.busy_wait();
@@ -92,9 +90,6 @@ pub(crate) async fn admit<'s>(
         // The session may have been retired (reaped, evicted) while this
         // call waited for its turn: then it starts anew, as a new session.
         if sessions.is_current(&name, &lock) {
-            if reads_only {
-                break (turn, name);
-            }
             // The look after the previous call is the end of that call's
             // work: this one acts only on the page it left.
             bound

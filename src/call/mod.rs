@@ -161,13 +161,11 @@ async fn run(
         Ok(planned) => planned,
         Err(refusal) => return refused(refusal),
     };
-    let facts = planned.subcommand.facts();
-    // `close` ends the session: the previous call's look finishes first.
-    let reads_only = facts.witness == crate::evidence::Witness::Nothing && facts.name != "close";
     let admitted = admit::admit(
-        (services.sessions, services.admission),
+        services.sessions,
+        services.admission,
         services.witnesses,
-        (&request, reads_only),
+        &request,
         &call.cancel,
     )
     .await;
