@@ -12,11 +12,9 @@ use std::{
 };
 
 use serde_json::Value;
+use tokio::sync::Notify;
 
 use crate::sync::lock;
-
-/// How often a wait for quiet looks again.
-const POLL: Duration = Duration::from_millis(20);
 
 /// A frame said to be loading longer than this is forgotten (its stop
 /// event was lost with its tab).
@@ -26,6 +24,10 @@ const FORGET_AFTER: Duration = Duration::from_secs(60);
 #[derive(Debug, Default)]
 pub(super) struct Loading {
     frames: Mutex<HashMap<String, Instant>>,
+    /// Woken when a frame's navigation ends: a wait for quiet is over the
+    /// moment the commit is seen, not at its next poll (a poll's period
+    /// was the whole cost of a read right after a navigating action).
+    ended: Notify,
 }
 
 impl Loading {
@@ -62,6 +64,7 @@ impl Loading {
             // 204, a refusal: loading stops without a commit).
             "Page.frameNavigated" | "Page.navigatedWithinDocument" | "Page.frameStoppedLoading" => {
                 frames.remove(frame);
+                self.ended.notify_waiters();
             }
             _ => {}
         }
@@ -70,15 +73,19 @@ impl Loading {
     /// Wait until `frame` has no navigation pending, for at most `within`;
     /// whether it has none.
     pub(super) async fn quiet(&self, frame: &str, within: Duration) -> bool {
-        let give_up = Instant::now() + within;
+        let give_up = tokio::time::Instant::now() + within;
         loop {
+            // Registered before the look at the frames, so an end noted
+            // between the look and the wait still wakes this one.
+            let ended = self.ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
             if !lock(&self.frames).contains_key(frame) {
                 return true;
             }
-            if Instant::now() >= give_up {
-                return false;
+            if tokio::time::timeout_at(give_up, ended).await.is_err() {
+                return !lock(&self.frames).contains_key(frame);
             }
-            tokio::time::sleep(POLL).await;
         }
     }
 }
@@ -101,5 +108,28 @@ mod tests {
         );
         loading.note("Page.frameNavigated", &json!({"frame": {"id": "F"}}));
         assert!(loading.quiet("F", Duration::ZERO).await);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_for_quiet_ends_when_the_commit_is_noted_not_at_a_poll() {
+        let loading = std::sync::Arc::new(Loading::default());
+        loading.note("Page.frameRequestedNavigation", &json!({"frameId": "F"}));
+        let waiting = {
+            let loading = std::sync::Arc::clone(&loading);
+            tokio::spawn(async move {
+                let started = tokio::time::Instant::now();
+                let quiet = loading.quiet("F", Duration::from_secs(3)).await;
+                (quiet, started.elapsed())
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(7)).await;
+        loading.note("Page.frameNavigated", &json!({"frame": {"id": "F"}}));
+        let (quiet, elapsed) = waiting.await.expect("the wait ends");
+        assert!(quiet);
+        assert_eq!(
+            elapsed,
+            Duration::from_millis(7),
+            "woken by the commit itself"
+        );
     }
 }
