@@ -24,6 +24,9 @@ pub(crate) struct Admitted<'s> {
     /// Bound to a pooled daemon by this call: its tab is still in the
     /// background.
     pub(crate) just_bound: bool,
+    /// A read let in before the previous call's look: the gate holds its
+    /// commands while the page navigates.
+    _reading: Option<crate::gate::Reading>,
 }
 
 /// How often a call starts over when its session is retired while it waits.
@@ -60,11 +63,13 @@ impl Bound<'_> {
     }
 }
 
+/// The session's turn for `request`, once the look after its previous call
+/// is taken; a call that `reads_only` goes in at once, its commands held by
+/// the gate (`readers`) while the page navigates instead.
 pub(crate) async fn admit<'s>(
-    sessions: &Sessions,
-    admission: &'s Admission,
-    witnesses: &crate::evidence::Witnesses,
-    request: &Validated,
+    (sessions, admission): (&Sessions, &'s Admission),
+    (witnesses, readers): (&crate::evidence::Witnesses, &crate::gate::Readers),
+    (request, reads_only): (&Validated, bool),
     cancel: &CancellationToken,
 ) -> Result<Admitted<'s>, Refusal> {
     let wait = admission.busy_wait();
@@ -77,6 +82,7 @@ pub(crate) async fn admit<'s>(
         wait,
         cancel,
     };
+    let mut reading = None;
     let (turn, name) = loop {
         let turn = sessions.enter(&request.session).await?;
         just_bound |= turn.bound.is_some();
@@ -90,6 +96,10 @@ pub(crate) async fn admit<'s>(
         // The session may have been retired (reaped, evicted) while this
         // call waited for its turn: then it starts anew, as a new session.
         if sessions.is_current(&name, &lock) {
+            if reads_only && witnesses.level() != crate::evidence::Level::Off {
+                reading = Some(readers.begin(name.as_str()));
+                break (turn, name);
+            }
             // The look after the previous call is the end of that call's
             // work: this one acts only on the page it left.
             bound
@@ -117,5 +127,6 @@ pub(crate) async fn admit<'s>(
         _slot: slot,
         session: request.session.run_by(&name),
         just_bound,
+        _reading: reading,
     })
 }

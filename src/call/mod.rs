@@ -76,6 +76,9 @@ pub(crate) struct Services<'a> {
     pub(crate) outputs: &'a Outputs,
     /// Where a secret's text may land while it is typed (the browser gate).
     pub(crate) typing: &'a SecretTyping,
+    /// Sessions whose call only reads (the browser gate holds their
+    /// commands on a tab while it navigates).
+    pub(crate) reading: &'a crate::gate::Readers,
     /// The evidence of calls that can change the page.
     pub(crate) witnesses: &'a crate::evidence::Witnesses,
     /// Where approvals are asked for (`None`: nowhere).
@@ -161,11 +164,11 @@ async fn run(
         Ok(planned) => planned,
         Err(refusal) => return refused(refusal),
     };
+    let reads_only = planned.subcommand.facts().reads_only;
     let admitted = admit::admit(
-        services.sessions,
-        services.admission,
-        services.witnesses,
-        &request,
+        (services.sessions, services.admission),
+        (services.witnesses, services.reading),
+        (&request, reads_only),
         &call.cancel,
     )
     .await;
@@ -401,7 +404,11 @@ fn witness(services: Services<'_>, call: &Call<'_>, ran: Ran<'_>) {
         witness: facts.witness,
         names_refs: subcommand == Subcommand::Snapshot,
         ended_session: facts.ends_session,
-        tokens: ran.planned.tokens.clone(),
+        element: (facts.witness == crate::evidence::Witness::Element).then(|| {
+            let target = ran.planned.tokens.get(1).map_or("", String::as_str);
+            let daemon = ran.request.session.daemon_name();
+            witnesses.named(daemon, target, &call.rules.secrets).1
+        }),
         stdout: if subcommand == Subcommand::Snapshot {
             raw.stdout.clone()
         } else {

@@ -68,6 +68,11 @@ pub(crate) struct Facts {
     pub(crate) comes_forward: bool,
     /// Whether it can change the page, and so leaves evidence.
     pub(crate) witness: Witness,
+    /// It only reads the page (not even focus or scroll moves): it need not
+    /// wait for the look after the session's previous call, only for a
+    /// navigation that call started to commit (docs/design.md, "Reads
+    /// after an action").
+    pub(crate) reads_only: bool,
 }
 
 macro_rules! subcommands {
@@ -110,6 +115,7 @@ const fn acts(name: &'static str, usage: &'static str) -> Facts {
         ends_session: false,
         comes_forward: false,
         witness: Witness::Element,
+        reads_only: false,
     }
 }
 
@@ -155,6 +161,7 @@ subcommands! {
         background_ok: true,
         page_text: PageText::Snapshot,
         witness: Witness::Nothing,
+        reads_only: true,
         ..acts("snapshot", "snapshot [-i] [-c] [-d <depth>] [-s <selector>]")
     },
     Click => acts("click", "click <selector|@ref>"),
@@ -191,6 +198,7 @@ subcommands! {
         background_ok: true,
         page_text: PageText::GetValues,
         witness: Witness::Nothing,
+        reads_only: true,
         ..acts("get", "get title|url | get text|value|count <selector> | get attr <selector> <name>")
     },
     Scroll => quiet(acts("scroll", "scroll [up|down|left|right] [<pixels>]")),

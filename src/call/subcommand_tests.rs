@@ -81,3 +81,18 @@ fn only_fill_and_type_take_secrets_and_only_close_ends_the_session() {
         }
     }
 }
+
+#[test]
+fn a_command_that_only_reads_leaves_no_evidence_and_ends_no_session() {
+    let reads: Vec<&str> = Subcommand::ALL
+        .iter()
+        .map(|s| s.facts())
+        .filter(|f| f.reads_only)
+        .inspect(|f| {
+            assert_eq!(f.witness, Witness::Nothing, "{}", f.name);
+            assert!(!f.ends_session && f.typed_from.is_none(), "{}", f.name);
+        })
+        .map(|f| f.name)
+        .collect();
+    assert_eq!(reads, ["snapshot", "get"]);
+}

@@ -158,8 +158,10 @@ pub(crate) struct Acted {
     pub(crate) names_refs: bool,
     /// It ended the session: what was remembered of it goes.
     pub(crate) ended_session: bool,
-    /// The command's tokens (`argv[1]` names an element).
-    pub(crate) tokens: Vec<String>,
+    /// The element the command acted on (its `argv[1]`), as the session's
+    /// last snapshot named it when the command ran ([`Witnesses::named`]):
+    /// a snapshot read after it must not rename it.
+    pub(crate) element: Option<Value>,
     /// agent-browser's output (a snapshot's refs are learnt from it).
     pub(crate) stdout: Vec<u8>,
     /// The command reached the browser (it was not withheld).
@@ -281,6 +283,10 @@ impl Witnesses {
         if !acted.ran || (acted.witness == Witness::Nothing && !acted.names_refs) {
             return;
         }
+        if acted.witness == Witness::Nothing {
+            inner.learn_refs_in_turn(&acted);
+            return;
+        }
         // Taken here, before the reply's call ends: the session's next call
         // cannot start before it (only one call of a session runs at once).
         let looking = inner.seen(&acted.daemon, |seen| Arc::clone(&seen.looking));
@@ -295,10 +301,6 @@ impl Witnesses {
             return;
         };
         tokio::spawn(async move {
-            if acted.witness == Witness::Nothing {
-                inner.learn_refs(&acted);
-                return;
-            }
             let look = runner.look(&acted.daemon, None).await;
             if inner.level == Level::Images {
                 inner
@@ -348,9 +350,27 @@ impl Inner {
         let _ = done.send(());
     }
 
-    fn learn_refs(&self, acted: &Acted) {
-        if let Some(refs) = refs::of_snapshot(&acted.stdout, &acted.rules.secrets) {
-            self.seen(&acted.daemon, |seen| seen.refs = Some(refs));
+    /// A snapshot's refs, learnt before the session's next action is let
+    /// in (it waits for the look lock, held here until they are): off the
+    /// reply's path when the lock is free; on it, rarely, when the previous
+    /// action's look still runs (a read does not wait for it).
+    fn learn_refs_in_turn(self: &Arc<Self>, acted: &Acted) {
+        let looking = self.seen(&acted.daemon, |seen| Arc::clone(&seen.looking));
+        let Ok(held) = looking.try_lock_owned() else {
+            self.learn_refs(&acted.daemon, &acted.stdout, &acted.rules);
+            return;
+        };
+        let (inner, daemon) = (Arc::clone(self), acted.daemon.clone());
+        let (stdout, rules) = (acted.stdout.clone(), Arc::clone(&acted.rules));
+        tokio::spawn(async move {
+            inner.learn_refs(&daemon, &stdout, &rules);
+            drop(held);
+        });
+    }
+
+    fn learn_refs(&self, daemon: &DaemonName, stdout: &[u8], rules: &Rules) {
+        if let Some(refs) = refs::of_snapshot(stdout, &rules.secrets) {
+            self.seen(daemon, |seen| seen.refs = Some(refs));
         }
     }
 
@@ -368,19 +388,14 @@ impl Inner {
             Err(why) => json!({ "unseen": why.to_string() }),
         };
         let call_id = acted.record.call_id.clone();
-        let (before, element) = self.seen(&acted.daemon, |seen| {
-            let before = match seen.last.replace((call_id, after.clone())) {
+        let before = self.seen(&acted.daemon, |seen| {
+            match seen.last.replace((call_id, after.clone())) {
                 Some((previous, mut look)) => {
                     look["after_call"] = json!(previous);
                     look
                 }
                 None => json!({"unseen": "no earlier action of this session was looked at"}),
-            };
-            let element = (acted.witness == Witness::Element).then(|| {
-                let target = acted.tokens.get(1).map_or("", String::as_str);
-                refs::element(target, seen.refs.as_ref(), &acted.rules.secrets)
-            });
-            (before, element)
+            }
         });
         let mut record = acted.record;
         let mut evidence = json!({
@@ -388,7 +403,7 @@ impl Inner {
             "before": before,
             "after": after,
         });
-        if let Some(element) = element {
+        if let Some(element) = acted.element {
             evidence["element"] = element;
         }
         record.evidence = Some(evidence);

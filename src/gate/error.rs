@@ -30,6 +30,15 @@ impl GateError {
             if error.get("message").and_then(Value::as_str)
                 .is_some_and(|m| m.contains("No target with given id")))
     }
+
+    /// Chromium said the tab's session has no page right now: a
+    /// navigation's commit is swapping its document, and asked again a
+    /// moment later it answers.
+    pub(crate) fn is_between_documents(&self) -> bool {
+        matches!(self, Self::Refused(error)
+            if error.get("message").and_then(Value::as_str)
+                .is_some_and(|m| m.contains("Not attached to an active page")))
+    }
 }
 
 impl From<String> for GateError {
@@ -61,5 +70,16 @@ mod tests {
         assert!(!GateError::Failed("No target with given id".into()).is_unknown_target());
         assert!(!GateError::Closed.is_unknown_target());
         assert!(!GateError::TimedOut("Target.getTargetInfo".into()).is_unknown_target());
+    }
+
+    #[test]
+    fn only_chromiums_own_no_page_answer_means_a_document_swap() {
+        let swapping = GateError::Refused(
+            json!({"code": -32000, "message": "Not attached to an active page"}),
+        );
+        assert!(swapping.is_between_documents());
+        let other = GateError::Refused(json!({"code": -32000, "message": "Not allowed"}));
+        assert!(!other.is_between_documents());
+        assert!(!GateError::Failed("Not attached to an active page".into()).is_between_documents());
     }
 }

@@ -83,7 +83,33 @@ pub(super) async fn judge(
     {
         return refused;
     }
+    if shared.reading.is_reading(&conn.session) {
+        settled_first(&request, conn, shared).await;
+    }
     policed_first(request, &shown_method, conn, shared).await
+}
+
+/// A read's command on a tab waits until the tab's navigation (one the
+/// session's previous call started) has committed, for a few seconds at
+/// most: then it reads the page that call went to ([`super::reading`]).
+async fn settled_first(request: &Value, conn: &Connection, shared: &Arc<Shared>) {
+    let target = request
+        .get("sessionId")
+        .and_then(Value::as_str)
+        .and_then(|cdp_session| {
+            lock(&conn.attached)
+                .get(cdp_session)
+                .filter(|a| a.kind == "page")
+                .map(|a| a.target_id.clone())
+        });
+    if let Some(target) = target {
+        // Past the bound, or with the warden unreachable, the read goes on
+        // and reads what is there, as with evidence off.
+        let _ = shared
+            .warden
+            .quiet(shared, &target, super::look::SETTLE_WITHIN)
+            .await;
+    }
 }
 
 /// A URL in the method's parameters the gate does not let through.

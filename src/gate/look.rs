@@ -23,8 +23,14 @@ use crate::{
     session_id::DaemonName,
 };
 
-/// How long a look waits for a navigation or load the action started.
-const SETTLE_WITHIN: Duration = Duration::from_secs(3);
+/// How long a look, or a read's command, waits for a navigation or load
+/// the action started.
+pub(super) const SETTLE_WITHIN: Duration = Duration::from_secs(3);
+
+/// How often, and how far apart, a look asks again for a tab between two
+/// documents (a commit swaps them in a few milliseconds).
+const BETWEEN_DOCUMENTS_TRIES: u32 = 20;
+const BETWEEN_DOCUMENTS_PAUSE: Duration = Duration::from_millis(5);
 
 /// How long the screenshot may take: past it, no image is kept.
 const SHOT_WITHIN: Duration = Duration::from_secs(1);
@@ -79,20 +85,33 @@ pub(super) async fn look(
     element: Option<Named<'_>>,
 ) -> Result<PageLook, GateError> {
     let _ = shared.warden.quiet(shared, target, SETTLE_WITHIN).await?;
-    let history = call(
-        shared,
-        daemon,
-        target,
-        "Page.getNavigationHistory",
-        json!({}),
-    )
-    .await?;
+    let history = history(shared, daemon, target).await?;
     let mut look = current_entry(&history)
         .ok_or_else(|| GateError::from("the tab has no current history entry"))?;
     if let Some(element) = element {
         look.places = places(shared, daemon, target, element).await?;
     }
     Ok(look)
+}
+
+/// `target`'s navigation history, asked again while the commit that ended
+/// the wait for quiet is still swapping the tab's document.
+async fn history(
+    shared: &Arc<Shared>,
+    daemon: &DaemonName,
+    target: &TargetId,
+) -> Result<Value, GateError> {
+    let mut tries = 0;
+    loop {
+        let method = "Page.getNavigationHistory";
+        match call(shared, daemon, target, method, json!({})).await {
+            Err(e) if e.is_between_documents() && tries < BETWEEN_DOCUMENTS_TRIES => {
+                tries += 1;
+                tokio::time::sleep(BETWEEN_DOCUMENTS_PAUSE).await;
+            }
+            answer => return answer,
+        }
+    }
 }
 
 /// Where the elements of `role` named `name` are: found through Chromium's

@@ -40,6 +40,7 @@ mod label;
 mod loading;
 mod look;
 mod methods;
+mod reading;
 mod relay;
 mod screen;
 mod shared;
@@ -50,15 +51,18 @@ mod warden;
 pub(crate) use error::GateError;
 pub(crate) use failed_loads::PAGE_WORD_WITHIN;
 
+pub(crate) use reading::{Readers, Reading};
 pub(crate) use typing::SecretTyping;
 
 use shared::{ChromiumSocket, Shared};
 
 /// What the rest of the server asks of the gate once it serves: which
-/// sessions type secrets, and ending a session's browser context.
+/// sessions type secrets or only read, and ending a session's browser
+/// context.
 #[derive(Clone, Default)]
 pub(crate) struct Handle {
     pub(crate) typing: SecretTyping,
+    pub(crate) reading: Readers,
     serving: Arc<std::sync::OnceLock<Arc<Shared>>>,
 }
 
@@ -323,6 +327,7 @@ impl Gate {
             tab_cap: tab_cap::TabCap::new(self.max_tabs),
             failed_loads: failed_loads::FailedLoads::default(),
             typing: handle.typing.clone(),
+            reading: handle.reading.clone(),
             socket_dir,
             identities,
             connections: Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS)),

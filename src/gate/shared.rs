@@ -37,6 +37,9 @@ pub(super) struct Shared {
     /// Sessions whose call is typing secrets: their text input waits for
     /// the focused frame's check.
     pub(super) typing: SecretTyping,
+    /// Sessions whose call only reads: their commands on a tab wait for
+    /// its navigation to commit.
+    pub(super) reading: super::Readers,
     /// The daemons' socket dir, where each writes its pinned tab's id.
     pub(super) socket_dir: crate::daemons::SocketDir,
     /// Each daemon's uid: who may name which session.

@@ -153,6 +153,7 @@ fn services(server: &Server) -> call::Services<'_> {
         runner: &server.runner,
         outputs: &server.outputs,
         typing: &server.gate.typing,
+        reading: &server.gate.reading,
         witnesses: &server.witnesses,
         desk: server.desk.as_ref(),
         display: server.display.as_ref(),

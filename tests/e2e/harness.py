@@ -333,6 +333,10 @@ def run_web_server(host: str = "127.0.0.1") -> Iterator[WebServer]:
             elif parsed.path == "/slow":
                 time.sleep(1.0)
                 self._send(200, _page("Slow page", "<p>slow</p>"))
+            elif parsed.path == "/slow-form":
+                # A form whose submission (Enter in its field) lands on /slow: a navigation that
+                # commits a second after the key that started it.
+                self._send(200, _page("Slow form", '<form action="/slow"><input id="q" name="q" aria-label="Query"></form>'))
             elif parsed.path == "/redirect":
                 # A server-side redirect to wherever ?to= says (tests point it at loopback only).
                 target = urllib.parse.parse_qs(parsed.query).get("to", ["/"])[0]

@@ -166,7 +166,7 @@ def test_the_smoke_flow_leaves_a_verified_replayable_trail_of_images(
     )
     assert errors == [], errors
     assert steps == ["open", "snapshot", "fill", "click", "wait", "get"], steps
-    assert len(loaded) == 2 * 4 - 1 and all(loaded), loaded  # the first `open` has no "before" image
+    assert len(loaded) == 2 * 4 - 1 and all(loaded), (loaded, trail)  # the first `open` has no "before" image
     assert "button" in clicked_shown and "Search" in clicked_shown, clicked_shown
 
     # OCSF (as OTLP, a copy of the record) carries the digests, never the images.
@@ -242,3 +242,44 @@ def test_a_typed_secret_is_blacked_out_and_a_page_showing_it_is_withheld(start_s
     # Nothing of the secret is in any record or any stored image's bytes.
     assert SECRET not in log.read_text()
     assert verify(srv.cfg.server_bin, log).returncode == 0
+
+
+def test_a_read_right_after_a_navigating_key_names_the_new_page_without_waiting_for_the_look(
+    start_server, web: harness.WebServer
+) -> None:
+    """The default level (digests). Enter submits a form to a page that answers after 1 s, so the
+    press's look waits that long for the commit. `get url` is let in at once (its intent is in the
+    chain before the press's evidence record) and still names the new page: the gate held its read
+    until the navigation committed. agent-browser's `press` itself sometimes waits for the
+    navigation (then nothing is in flight to race): the flow is tried until a press returns first."""
+    srv = start_server()
+    log = srv.cfg.audit_log
+    for attempt in range(6):
+        sid = f"ev-read-{attempt}"
+        srv.ok(sid, ["open", web.url("/slow-form")])
+        srv.ok(sid, ["fill", "#q", "x"])
+        srv.ok(sid, ["press", "Enter"])
+        got = srv.ok(sid, ["get", "url"])
+        assert got["url"] == web.url("/slow?q=x"), got
+        trail = [r for r in evidence_of(log, 3 * (attempt + 1)) if r["session_id"] == sid]
+        pressed = trail[-1]
+        assert pressed["evidence"]["subcommand"] == "press", trail
+        # The record carries a marker for what was typed, not the text.
+        assert pressed["evidence"]["after"]["url"].startswith(web.url("/slow?q=[typed:")), pressed
+        chain = records(log)
+        of_press = {r["phase"]: (i, r) for i, r in enumerate(chain) if r.get("call_id") == pressed["call_id"]}
+        took = seconds(of_press["outcome"][1]["time"]) - seconds(of_press["intent"][1]["time"])
+        if took > 0.5:
+            continue  # this press waited for the navigation itself
+        read = next(i for i, r in enumerate(chain)
+                    if r.get("session_id") == sid and r.get("phase") == "intent" and r.get("argv") == ["get", "url"])
+        assert read < of_press["evidence"][0], "the read waited for the press's look"
+        return
+    pytest.fail("every press waited for its navigation: no read met a navigation in flight")
+
+
+def seconds(stamp: str) -> float:
+    """A record's RFC 3339 time (nanoseconds, Z) as seconds of the day."""
+    clock = stamp.split("T")[1].rstrip("Z")
+    hours, minutes, secs = clock.split(":")
+    return int(hours) * 3600 + int(minutes) * 60 + float(secs)
