@@ -250,11 +250,13 @@ def test_a_read_right_after_a_navigating_key_names_the_new_page_without_waiting_
     """The default level (digests). Enter submits a form to a page that answers after 1 s, so the
     press's look waits that long for the commit. `get url` is let in at once (its intent is in the
     chain before the press's evidence record) and still names the new page: the gate held its read
-    until the navigation committed. agent-browser's `press` itself sometimes waits for the
-    navigation (then nothing is in flight to race): the flow is tried until a press returns first."""
+    until the navigation committed (agent-browser alone names the old page about half the time). Its
+    `press` itself sometimes waits for the navigation (then nothing is in flight to race): the flow
+    is tried until three presses returned first."""
     srv = start_server()
     log = srv.cfg.audit_log
-    for attempt in range(6):
+    raced = 0
+    for attempt in range(12):
         sid = f"ev-read-{attempt}"
         srv.ok(sid, ["open", web.url("/slow-form")])
         srv.ok(sid, ["fill", "#q", "x"])
@@ -274,8 +276,10 @@ def test_a_read_right_after_a_navigating_key_names_the_new_page_without_waiting_
         read = next(i for i, r in enumerate(chain)
                     if r.get("session_id") == sid and r.get("phase") == "intent" and r.get("argv") == ["get", "url"])
         assert read < of_press["evidence"][0], "the read waited for the press's look"
-        return
-    pytest.fail("every press waited for its navigation: no read met a navigation in flight")
+        raced += 1
+        if raced == 3:
+            return
+    pytest.fail(f"{12 - raced} of 12 presses waited for their navigation: {raced} reads met one in flight")
 
 
 def seconds(stamp: str) -> float:
