@@ -1151,7 +1151,12 @@ def evidence_breakdown(steps: dict, key: str, base: str) -> str:
         if a and b:
             low, high = difference_interval(a, b)
             parts.append(f"{cmd} {statistics.median(a) - statistics.median(b):+.1f} ({low:+.1f}…{high:+.1f})")
-    return f"smoke flow per command, `--evidence {key}` minus `--evidence {base}`, p50 ms (90 % interval): " + "; ".join(parts)
+    # A `get url` that names the old page returns at once and is asked again: its p50 alone hides
+    # how many were asked; `press → /submit` is the time the flow waited either way.
+    polls = {level: len(steps.get((level, "get url"), [])) / max(1, len(steps.get((level, "press → /submit"), [])))
+             for level in (key, base)}
+    return (f"smoke flow per command, `--evidence {key}` minus `--evidence {base}`, p50 ms (90 % interval): "
+            + "; ".join(parts) + f"; `get url` calls per flow {polls[key]:.2f} vs {polls[base]:.2f}")
 
 
 def quietly_close(step) -> None:
