@@ -62,6 +62,13 @@ impl Connection {
         }
     }
 
+    /// The target `request` is for (its CDP session's), if it names one
+    /// this connection attached to.
+    pub(super) fn target_of(&self, request: &Value) -> Option<Attached> {
+        let cdp_session = request.get("sessionId").and_then(Value::as_str)?;
+        lock(&self.attached).get(cdp_session).cloned()
+    }
+
     /// `request` goes to Chromium: a command on a tab is awaited.
     pub(super) fn sent(&self, request: &Value) {
         if let (Some(id), Some(cdp_session)) = (

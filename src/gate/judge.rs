@@ -93,16 +93,8 @@ pub(super) async fn judge(
 /// session's previous call started) has committed, for a few seconds at
 /// most: then it reads the page that call went to ([`super::reading`]).
 async fn settled_first(request: &Value, conn: &Connection, shared: &Arc<Shared>) {
-    let target = request
-        .get("sessionId")
-        .and_then(Value::as_str)
-        .and_then(|cdp_session| {
-            lock(&conn.attached)
-                .get(cdp_session)
-                .filter(|a| a.kind == "page")
-                .map(|a| a.target_id.clone())
-        });
-    if let Some(target) = target {
+    let target = conn.target_of(request).filter(|a| a.kind == "page");
+    if let Some(target) = target.map(|a| a.target_id) {
         // Past the bound, or with the warden unreachable, the read goes on
         // and reads what is there, as with evidence off.
         let _ = shared
@@ -182,14 +174,7 @@ async fn check_typing(
     let Some(names) = shared.typing.names(&conn.session) else {
         return Ok(());
     };
-    let target = request
-        .get("sessionId")
-        .and_then(Value::as_str)
-        .and_then(|cdp_session| {
-            lock(&conn.attached)
-                .get(cdp_session)
-                .map(|a| a.target_id.clone())
-        });
+    let target = conn.target_of(request).map(|a| a.target_id);
     check_typing_frame(&names, target.as_ref(), shared).await
 }
 
