@@ -8,8 +8,9 @@
 //! and bound to the call's session, arguments and timeout: an answer cannot
 //! be replayed for another call, for changed arguments, or on a restarted
 //! server (which drops pending approvals). A request is answered once; one
-//! not answered within the policy's `wait_sec` expires, and whoever holds
-//! it is told so (`on_expiry`), so the trail says how it ended.
+//! not answered within the policy's `wait_sec`, or still waiting when the
+//! server stops, expires, and whoever holds it is told so and why
+//! (`on_expiry`), so the trail says how every request ended.
 
 use std::{
     collections::HashMap,
@@ -75,10 +76,22 @@ struct Sealed {
     id: String,
 }
 
+/// Why a request ended with no retry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unanswered {
+    /// Its wait (`wait_sec`) is over.
+    WaitOver,
+    /// The server stops: no retry can resume it any more.
+    ServerStopped,
+}
+
+/// Told how a request ended when no retry took it.
+type OnExpiry = Box<dyn FnOnce(Unanswered) + Send>;
+
 /// The requests waiting for a retry, and the key that seals their states.
 pub(crate) struct Retries {
     codec: RequestStateCodec,
-    waiting: Arc<Mutex<HashMap<String, Waiting>>>,
+    waiting: Arc<Mutex<HashMap<String, (Waiting, OnExpiry)>>>,
 }
 
 impl std::fmt::Debug for Retries {
@@ -106,19 +119,21 @@ impl Retries {
 
     /// Hold request `id` for `within`, bound to `call` (the canonical bytes
     /// of the call it belongs to); the sealed state to hand the client.
-    /// Past `within`, if no retry took it, `on_expiry` runs.
+    /// Past `within`, or at [`Retries::stop`], if no retry took it,
+    /// `on_expiry` runs.
     pub(crate) fn hold(
         &self,
         id: &str,
         waiting: Waiting,
         (call, within): (&[u8], Duration),
-        on_expiry: impl FnOnce() + Send + 'static,
+        on_expiry: impl FnOnce(Unanswered) + Send + 'static,
     ) -> Result<String, RequestStateError> {
         let options = SealOptions::new().associated_data(call).ttl(within);
         let state = self
             .codec
             .seal_json_with(&Sealed { id: id.to_owned() }, &options)?;
-        self.lock().insert(id.to_owned(), waiting);
+        self.lock()
+            .insert(id.to_owned(), (waiting, Box::new(on_expiry)));
         let table = Arc::clone(&self.waiting);
         let id = id.to_owned();
         tokio::spawn(async move {
@@ -127,11 +142,19 @@ impl Retries {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .remove(&id);
-            if gone.is_some() {
-                on_expiry();
+            if let Some((_, on_expiry)) = gone {
+                on_expiry(Unanswered::WaitOver);
             }
         });
         Ok(state)
+    }
+
+    /// The server stops: every request still waiting ends, each told so.
+    pub(crate) fn stop(&self) {
+        let ended: Vec<_> = self.lock().drain().collect();
+        for (_, (_, on_expiry)) in ended {
+            on_expiry(Unanswered::ServerStopped);
+        }
     }
 
     /// The request `state` names, taken (a state resumes one call, once),
@@ -144,11 +167,11 @@ impl Retries {
                 RequestStateError::Expired => Stale::Expired,
                 _ => Stale::NotThisCall,
             })?;
-        let waiting = self.lock().remove(&sealed.id).ok_or(Stale::Used)?;
+        let (waiting, _) = self.lock().remove(&sealed.id).ok_or(Stale::Used)?;
         Ok((sealed.id, waiting))
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Waiting>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Waiting, OnExpiry)>> {
         self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

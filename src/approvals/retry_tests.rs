@@ -6,7 +6,7 @@ use std::{
     time::Duration,
 };
 
-use super::{Retries, Stale, Waiting};
+use super::{Retries, Stale, Unanswered, Waiting};
 use crate::approvals::Binding;
 
 fn waiting() -> Waiting {
@@ -29,7 +29,7 @@ const LONG: Duration = Duration::from_secs(60);
 async fn a_state_resumes_the_call_it_was_sealed_for_once() {
     let retries = Retries::new().expect("a key");
     let state = retries
-        .hold("a1", waiting(), (CALL, LONG), || {})
+        .hold("a1", waiting(), (CALL, LONG), |_| {})
         .expect("sealed");
     let (id, held) = retries.take(&state, CALL).expect("resumed");
     assert_eq!((id.as_str(), held.sha.as_str()), ("a1", "d1"));
@@ -40,7 +40,7 @@ async fn a_state_resumes_the_call_it_was_sealed_for_once() {
 async fn a_state_does_not_resume_changed_arguments_and_stays_waiting() {
     let retries = Retries::new().expect("a key");
     let state = retries
-        .hold("a1", waiting(), (CALL, LONG), || {})
+        .hold("a1", waiting(), (CALL, LONG), |_| {})
         .expect("sealed");
     let other = br#"{"argv":["click","@e6"],"session_id":"s1"}"#;
     assert_eq!(retries.take(&state, other).unwrap_err(), Stale::NotThisCall);
@@ -54,7 +54,7 @@ async fn a_state_does_not_resume_changed_arguments_and_stays_waiting() {
 async fn a_forged_or_another_servers_state_resumes_nothing() {
     let retries = Retries::new().expect("a key");
     let state = retries
-        .hold("a1", waiting(), (CALL, LONG), || {})
+        .hold("a1", waiting(), (CALL, LONG), |_| {})
         .expect("sealed");
     let restarted = Retries::new().expect("a key");
     assert_eq!(
@@ -80,7 +80,8 @@ fn held_briefly() -> (Retries, String, Arc<AtomicUsize>) {
             "a1",
             waiting(),
             (CALL, Duration::from_millis(50)),
-            move || {
+            move |why| {
+                assert_eq!(why, Unanswered::WaitOver);
                 counter.fetch_add(1, Ordering::SeqCst);
             },
         )
@@ -102,4 +103,29 @@ async fn an_answered_request_does_not_expire() {
     assert!(retries.take(&state, CALL).is_ok());
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(fired.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_request_still_waiting_when_the_server_stops_ends_once_as_stopped() {
+    let retries = Retries::new().expect("a key");
+    let ended = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = Arc::clone(&ended);
+    let state = retries
+        .hold(
+            "a1",
+            waiting(),
+            (CALL, Duration::from_millis(50)),
+            move |why| {
+                seen.lock().expect("not poisoned").push(why);
+            },
+        )
+        .expect("sealed");
+    retries.stop();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        *ended.lock().expect("not poisoned"),
+        [Unanswered::ServerStopped],
+        "its wait running out later says nothing more"
+    );
+    assert!(retries.take(&state, CALL).is_err());
 }

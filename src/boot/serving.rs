@@ -77,6 +77,9 @@ pub(super) async fn run(
     reaper.abort();
     pool.abort();
     leave_sessions(&server, grace).await;
+    // Questions no retry can answer any more end in the trail, before its
+    // `stopped` record.
+    server.retries.stop();
     // The life's last record follows its first, even for a client that left
     // before the binaries were hashed.
     server.chronicle.need_started().await;

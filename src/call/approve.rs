@@ -24,7 +24,7 @@ use crate::{
         Answer, Ask, Binding,
         desk::Desk,
         display::Display,
-        retry::{Echo, Question, Retries, Stale, Waiting},
+        retry::{Echo, Question, Retries, Stale, Unanswered, Waiting},
     },
     evidence::{Witness, Witnesses},
     obs::journal::Journal,
@@ -236,7 +236,14 @@ impl Asked<'_, '_> {
         expired.outcome = Some(audit::Outcome::Expired);
         expired.approval = Some(json!({"id": id, "waited_sec": wait.as_secs()}));
         let journal = with.journal.clone();
-        let on_expiry = move || {
+        let id_owned = id.to_owned();
+        let on_expiry = move |why| {
+            if why == Unanswered::ServerStopped {
+                expired.approval = Some(json!({
+                    "id": id_owned,
+                    "why": "the server stopped before the client's retry came",
+                }));
+            }
             if let Err(e) = journal.append_unattached(expired) {
                 tracing::error!(error = %e, "audit record of an approval's expiry not written");
             }

@@ -141,3 +141,27 @@ def test_an_answer_is_bound_to_its_call_used_once_and_expires(server_config, web
     assert [r["rule"] for r in denied] == ["approval.denied"] * 4 + ["approval.expired"], denied
     clicks = [r for r in records(cfg.audit_log) if r.get("phase") == "intent" and r["argv"][0] == "click"]
     assert len(clicks) == 1, clicks
+
+
+def test_a_question_still_waiting_when_the_server_stops_ends_in_the_trail(server_config, web, binaries) -> None:
+    """No retry can answer a question once its server is gone (the state's key dies with it): the
+    request ends in an `expired` record that says so, before the server's `stopped` record."""
+    from mcp import types
+
+    cfg = server_config(tag="apz")
+    cfg.policy_json = policy(60)
+    sid, since = "apz-1", len(web.seen_paths())
+
+    async def body(client: Any) -> None:
+        refs = await checkout(client, web, sid)
+        asked = await call(client, sid, ["click", "@" + refs["Pay 12 €"]])
+        assert isinstance(asked, types.InputRequiredResult), asked
+
+    run_with_client(cfg, Person("approve"), body)
+    assert paid(web, since) is False
+    outcomes = [(a["outcome"], a.get("approval", {}).get("why")) for a in approvals(cfg.audit_log)]
+    assert outcomes == [("requested", None), ("expired", "the server stopped before the client's retry came")], outcomes
+    ends = [r.get("outcome") for r in records(cfg.audit_log) if r.get("phase") in ("approval", "lifecycle")]
+    assert ends.index("expired") < ends.index("stopped"), ends
+    run = subprocess.run([str(binaries.server), "audit", "verify", str(cfg.audit_log)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stdout + run.stderr
