@@ -423,7 +423,7 @@ fn witness(services: Services<'_>, call: &Call<'_>, ran: Ran<'_>) {
             .event(audit::Phase::Evidence, Some(&ran.request.session)),
         rules: Arc::clone(&call.rules),
     };
-    witnesses.after(services.journal, (services.runner, services.reading), acted);
+    witnesses.after(services.journal, services.runner, acted);
 }
 
 /// The intent could not be made durable: nothing ran.

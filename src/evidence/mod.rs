@@ -40,10 +40,6 @@ use crate::{
 /// Most bytes of a page title kept in a record.
 const MAX_TITLE_BYTES: usize = 300;
 
-/// How long a screenshot waits for a read that went first; past it, a
-/// long read (a huge snapshot) shares Chromium with it.
-const READ_FIRST_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
-
 /// Sessions whose last look and refs are remembered at once; past this the
 /// least recently used idle one is forgotten (its next action's "before" is
 /// then unseen). Sessions that end by `close` are forgotten at once.
@@ -276,12 +272,7 @@ impl Witnesses {
     /// After `acted`'s reply: learn a snapshot's refs, or look at the page
     /// and record the evidence; the session's next call waits for the look
     /// ([`Witnesses::looked`]).
-    pub(crate) fn after(
-        &self,
-        journal: &Journal,
-        (runner, readers): (&Runner, &crate::gate::Readers),
-        acted: Acted,
-    ) {
+    pub(crate) fn after(&self, journal: &Journal, runner: &Runner, acted: Acted) {
         let Some(inner) = self.inner.clone() else {
             return;
         };
@@ -299,7 +290,7 @@ impl Witnesses {
         // Taken here, before the reply's call ends: the session's next call
         // cannot start before it (only one call of a session runs at once).
         let looking = inner.seen(&acted.daemon, |seen| Arc::clone(&seen.looking));
-        let (journal, runner, readers) = (journal.clone(), runner.clone(), readers.clone());
+        let (journal, runner) = (journal.clone(), runner.clone());
         let Ok(held) = looking.try_lock_owned() else {
             // Every call waits for the look before it is admitted, so this
             // is not expected; if it happens, the record says so.
@@ -313,7 +304,7 @@ impl Witnesses {
             let look = runner.look(&acted.daemon, None).await;
             if inner.level == Level::Images {
                 inner
-                    .shoot_after(&journal, (&runner, &readers), look, acted, held)
+                    .shoot_after(&journal, &runner, look, acted, held)
                     .await;
             } else {
                 // Nothing to shoot: the record is written before the
@@ -329,29 +320,17 @@ impl Inner {
     /// After the look (taken while `held`, the session's look lock, is
     /// held, so its next call waits for it): let the next call start, take
     /// the screenshot, and record, in the order of the session's calls.
-    ///
-    /// A read let in before the look (the gate held it for the commit)
-    /// goes first: the screenshot would slow it, sharing that commit. The
-    /// session's next action then waits for the screenshot, which it would
-    /// otherwise race.
     async fn shoot_after(
         &self,
         journal: &Journal,
-        (runner, readers): (&Runner, &crate::gate::Readers),
+        runner: &Runner,
         look: Result<(crate::chromium_ids::TargetId, PageLook), crate::daemons::LookError>,
         acted: Acted,
         held: OwnedMutexGuard<()>,
     ) {
         let (done, previous) = self.in_line(&acted.daemon);
         let begun = self.seen(&acted.daemon, |seen| seen.begun);
-        let daemon = acted.daemon.as_str();
-        let held = if look.is_ok() && readers.is_reading(daemon) {
-            readers.finished(daemon, READ_FIRST_WITHIN).await;
-            Some(held)
-        } else {
-            drop(held);
-            None
-        };
+        drop(held);
         let shot = match &look {
             Ok((target, _)) => {
                 let shot = runner.shoot(&acted.daemon, target).await;
@@ -362,7 +341,6 @@ impl Inner {
             }
             Err(_) => None,
         };
-        drop(held);
         if let Some(previous) = previous {
             // Sent, or dropped with a task that ended early: either way, done.
             let _ = previous.await;

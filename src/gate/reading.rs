@@ -12,10 +12,7 @@
 use std::{
     collections::HashSet,
     sync::{Arc, Mutex},
-    time::Duration,
 };
-
-use tokio::sync::Notify;
 
 use crate::sync::lock;
 
@@ -23,8 +20,6 @@ use crate::sync::lock;
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Readers {
     by_daemon: Arc<Mutex<HashSet<String>>>,
-    /// Woken when a read ends.
-    ended: Arc<Notify>,
 }
 
 /// A session's read, ended when dropped.
@@ -45,57 +40,20 @@ impl Readers {
     }
 
     /// Whether `daemon`'s call only reads.
-    pub(crate) fn is_reading(&self, daemon: &str) -> bool {
+    pub(super) fn is_reading(&self, daemon: &str) -> bool {
         lock(&self.by_daemon).contains(daemon)
-    }
-
-    /// Wait until `daemon`'s read has ended, for at most `within`.
-    pub(crate) async fn finished(&self, daemon: &str, within: Duration) {
-        let give_up = tokio::time::Instant::now() + within;
-        loop {
-            // Registered before the look, so an end between them wakes it.
-            let ended = self.ended.notified();
-            tokio::pin!(ended);
-            ended.as_mut().enable();
-            if !self.is_reading(daemon) || tokio::time::timeout_at(give_up, ended).await.is_err() {
-                return;
-            }
-        }
     }
 }
 
 impl Drop for Reading {
     fn drop(&mut self) {
         lock(&self.readers.by_daemon).remove(&self.daemon);
-        self.readers.ended.notify_waiters();
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[tokio::test(start_paused = true)]
-    async fn a_wait_for_a_read_ends_when_it_does_or_at_its_bound() {
-        let readers = Readers::default();
-        let reading = readers.begin("d1");
-        let waiting = {
-            let readers = readers.clone();
-            tokio::spawn(async move {
-                let started = tokio::time::Instant::now();
-                readers.finished("d1", Duration::from_secs(2)).await;
-                started.elapsed()
-            })
-        };
-        tokio::time::sleep(Duration::from_millis(9)).await;
-        drop(reading);
-        let elapsed = waiting.await.expect("the wait ends");
-        assert_eq!(elapsed, Duration::from_millis(9), "woken by the read's end");
-        let _endless = readers.begin("d2");
-        let started = tokio::time::Instant::now();
-        readers.finished("d2", Duration::from_secs(2)).await;
-        assert_eq!(started.elapsed(), Duration::from_secs(2), "bounded");
-    }
 
     #[test]
     fn a_session_reads_only_while_its_call_holds_the_reading() {
