@@ -1,8 +1,5 @@
 use std::{
-    sync::{
-        Arc,
-        atomic::{AtomicUsize, Ordering},
-    },
+    sync::{Arc, Mutex},
     time::Duration,
 };
 
@@ -70,45 +67,13 @@ async fn a_forged_or_another_servers_state_resumes_nothing() {
     );
 }
 
-/// A request held for 50 ms, and how often its expiry has fired.
-fn held_briefly() -> (Retries, String, Arc<AtomicUsize>) {
+/// How each held request ended, as its expiry was told.
+type Endings = Arc<Mutex<Vec<Unanswered>>>;
+
+/// A request held for 50 ms, and how it ended.
+fn held_briefly() -> (Retries, String, Endings) {
     let retries = Retries::new().expect("a key");
-    let fired = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&fired);
-    let state = retries
-        .hold(
-            "a1",
-            waiting(),
-            (CALL, Duration::from_millis(50)),
-            move |why| {
-                assert_eq!(why, Unanswered::WaitOver);
-                counter.fetch_add(1, Ordering::SeqCst);
-            },
-        )
-        .expect("sealed");
-    (retries, state, fired)
-}
-
-#[tokio::test]
-async fn an_unanswered_request_expires_and_says_so_once() {
-    let (retries, state, fired) = held_briefly();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(fired.load(Ordering::SeqCst), 1);
-    assert_eq!(retries.take(&state, CALL).unwrap_err(), Stale::Expired);
-}
-
-#[tokio::test]
-async fn an_answered_request_does_not_expire() {
-    let (retries, state, fired) = held_briefly();
-    assert!(retries.take(&state, CALL).is_ok());
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(fired.load(Ordering::SeqCst), 0);
-}
-
-#[tokio::test]
-async fn a_request_still_waiting_when_the_server_stops_ends_once_as_stopped() {
-    let retries = Retries::new().expect("a key");
-    let ended = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let ended = Endings::default();
     let seen = Arc::clone(&ended);
     let state = retries
         .hold(
@@ -120,10 +85,36 @@ async fn a_request_still_waiting_when_the_server_stops_ends_once_as_stopped() {
             },
         )
         .expect("sealed");
+    (retries, state, ended)
+}
+
+fn endings(ended: &Endings) -> Vec<Unanswered> {
+    ended.lock().expect("not poisoned").clone()
+}
+
+#[tokio::test]
+async fn an_unanswered_request_expires_and_says_so_once() {
+    let (retries, state, ended) = held_briefly();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(endings(&ended), [Unanswered::WaitOver]);
+    assert_eq!(retries.take(&state, CALL).unwrap_err(), Stale::Expired);
+}
+
+#[tokio::test]
+async fn an_answered_request_does_not_expire() {
+    let (retries, state, ended) = held_briefly();
+    assert!(retries.take(&state, CALL).is_ok());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(endings(&ended), []);
+}
+
+#[tokio::test]
+async fn a_request_still_waiting_when_the_server_stops_ends_once_as_stopped() {
+    let (retries, state, ended) = held_briefly();
     retries.stop();
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(
-        *ended.lock().expect("not poisoned"),
+        endings(&ended),
         [Unanswered::ServerStopped],
         "its wait running out later says nothing more"
     );
