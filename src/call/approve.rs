@@ -101,10 +101,17 @@ pub(crate) async fn approve(
 
 /// How a request reaches a person.
 enum Via<'a> {
+    /// Asked while the call waits for the answer.
+    Live(Live<'a>),
+    /// The person at a 2026-07-28 client, asked by the call's result (the
+    /// call ends; its retry brings the answer).
+    Retry,
+}
+
+/// A channel the call waits on for its answer.
+enum Live<'a> {
     /// The person at the MCP client, asked mid-call (elicitation).
     Client(&'a dyn Ask),
-    /// The person at a 2026-07-28 client, asked by the call's result.
-    Retry,
     /// A dialog on the browser's display.
     Display(&'a Display),
     /// The operator's desk.
@@ -114,10 +121,10 @@ enum Via<'a> {
 impl Via<'_> {
     fn name(&self) -> &'static str {
         match self {
-            Self::Client(_) => "elicitation",
+            Self::Live(Live::Client(_)) => "elicitation",
             Self::Retry => "input_required",
-            Self::Display(_) => "display",
-            Self::Desk(_) => "operator",
+            Self::Live(Live::Display(_)) => "display",
+            Self::Live(Live::Desk(_)) => "operator",
         }
     }
 }
@@ -127,10 +134,10 @@ impl Via<'_> {
 fn via<'a>(with: Approving<'a>, call: &'a Call<'_>) -> Option<Via<'a>> {
     let channels = &call.rules.url.approvals.channels;
     channels.iter().find_map(|channel| match channel {
-        Channel::Elicitation => (call.asker.as_deref().map(Via::Client))
+        Channel::Elicitation => (call.asker.as_deref().map(|a| Via::Live(Live::Client(a))))
             .or_else(|| call.retry.as_ref().map(|_| Via::Retry)),
-        Channel::Display => with.display.map(Via::Display),
-        Channel::Operator => with.desk.map(Via::Desk),
+        Channel::Display => with.display.map(|d| Via::Live(Live::Display(d))),
+        Channel::Operator => with.desk.map(|d| Via::Live(Live::Desk(d))),
     })
 }
 
@@ -200,7 +207,8 @@ impl Asked<'_, '_> {
             let (id, sha) = requested(with, call, request, (&rule, via.as_ref()), &shown)?;
             let answer = match via {
                 Some(Via::Retry) => return self.pose((&id, &sha), &rule, shown, asks + 1),
-                via => self.hear(via, (&id, &sha), &rule, &shown).await?,
+                Some(Via::Live(live)) => self.hear(live, (&id, &sha), &rule, &shown).await,
+                None => return Err(self.nobody_to_ask(&id, &rule)),
             };
             match self
                 .settle(answer, (&id, &sha), &rule, &shown.binding)
@@ -293,38 +301,40 @@ impl Asked<'_, '_> {
         }
     }
 
-    /// The answer from `via` to request `id` (`sha`: what was shown); no
-    /// channel at all is the call's refusal.
+    /// The answer from `live` to request `id` (`sha`: what was shown).
     async fn hear(
         &self,
-        via: Option<Via<'_>>,
+        live: Live<'_>,
         (id, sha): (&str, &str),
         rule: &str,
         shown: &Shown,
-    ) -> Result<Answer, Refusal> {
+    ) -> Answer {
         let call = self.call;
         let wait = call.rules.url.approvals.wait;
-        Ok(match via {
-            Some(Via::Desk(desk)) => desk.answer(id, sha, wait, &call.cancel).await,
-            Some(Via::Display(display)) => {
+        match live {
+            Live::Desk(desk) => desk.answer(id, sha, wait, &call.cancel).await,
+            Live::Display(display) => {
                 (display.answer(message(id, sha, rule, shown), wait, &call.cancel)).await
             }
-            Some(Via::Client(asker)) => tokio::select! {
+            Live::Client(asker) => tokio::select! {
                 answer = asker.ask(message(id, sha, rule, shown), wait) => answer,
                 () = call.cancel.cancelled() => Answer::Cancelled,
             },
-            Some(Via::Retry) | None => {
-                let why = "no channel can ask a person: the client cannot elicit, no \
-                           --approvals-display was given, and the operator's desk is unavailable (the \
-                           audit log in the confined agent-browser's reach), or the policy's \
-                           approvals.channels leaves out those that could";
-                self.record(id, audit::Outcome::Declined, json!({"why": why}));
-                return Err(Refusal::new(
-                    Rule::ApprovalDenied,
-                    format!("approval {id} (rule {rule:?}) was not given: {why}"),
-                ));
-            }
-        })
+        }
+    }
+
+    /// No channel can reach a person: request `id` is declined, and the
+    /// call refused.
+    fn nobody_to_ask(&self, id: &str, rule: &str) -> Refusal {
+        let why = "no channel can ask a person: the client cannot elicit, no \
+                   --approvals-display was given, and the operator's desk is unavailable (the \
+                   audit log in the confined agent-browser's reach), or the policy's \
+                   approvals.channels leaves out those that could";
+        self.record(id, audit::Outcome::Declined, json!({"why": why}));
+        Refusal::new(
+            Rule::ApprovalDenied,
+            format!("approval {id} (rule {rule:?}) was not given: {why}"),
+        )
     }
 
     /// Record how request `id` was answered; a yes holds only if the page
@@ -508,7 +518,7 @@ fn requested(
             format!("audit unavailable ({e}): no approval was asked for; nothing ran"),
         )
     })?;
-    if let Some(Via::Desk(desk)) = via {
+    if let Some(Via::Live(Live::Desk(desk))) = via {
         let mut posted = approval;
         posted["server_pid"] = json!(std::process::id());
         if let Err(e) = desk.post(&id, &posted) {

@@ -273,6 +273,22 @@ def test_a_policy_can_keep_approvals_off_the_client(start_server, web, binaries)
     assert approvals(log)[0]["approval"]["channel"] == "operator"
 
 
+def test_with_no_channel_that_can_reach_a_person_the_call_is_refused_and_says_why(start_server, web) -> None:
+    """The policy names only the display, and no `--approvals-display` was given: nobody can be asked,
+    so the request is recorded declined, the call refused, and nothing is paid."""
+    display_only = policy(30)
+    display_only["approvals"]["channels"] = ["display"]
+    srv = start_server(policy_json=display_only)
+    log, sid, since = srv.cfg.audit_log, "ap-none", len(web.seen_paths())
+    refs = checkout(srv, web, sid)
+    is_error, reply = srv.call(sid, ["click", "@" + refs["Pay 12 €"]])
+    assert is_error and reply["exit_code"] == 126, reply
+    assert "approval.denied" in reply["stderr"] and "no channel can ask a person" in reply["stderr"], reply
+    assert not paid(web, since)
+    trail = approvals(log)
+    assert [(a["outcome"], a["approval"].get("channel")) for a in trail] == [("requested", "none"), ("denied", None)], trail
+
+
 def test_the_person_is_shown_an_image_of_the_page_that_verify_holds_to_its_digest(
     start_server, web, binaries, chromium: harness.Chromium
 ) -> None:
