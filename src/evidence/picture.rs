@@ -70,16 +70,11 @@ pub(super) fn keep(shot: &Shot, secrets: &Secrets) -> Result<Kept, Withheld> {
         png::Compression::Fastest,
     )
     .map_err(|e| Withheld::Unshrinkable(format!("{e:?}")))?;
-    let factor = SHRINK_FACTOR;
     let masks = pixels
         .iter()
-        .map(|[x, y, w, h]| {
-            [
-                x / factor,
-                y / factor,
-                w.div_ceil(factor),
-                h.div_ceil(factor),
-            ]
+        .map(|&[x, y, w, h]| {
+            let ((x, w), (y, h)) = (in_kept(x, w), in_kept(y, h));
+            [x, y, w, h]
         })
         .collect();
     Ok(Kept {
@@ -135,6 +130,15 @@ fn in_pixels([x, y, w, h]: [f64; 4], scale: f64) -> PixelRect {
         clamp(right).saturating_add(1).saturating_sub(left),
         clamp(bottom).saturating_add(1).saturating_sub(top),
     ]
+}
+
+/// A span of the screenshot's pixels (start, length) as the kept image's:
+/// every kept pixel it touched, rounded outwards (a kept pixel averages
+/// `SHRINK_FACTOR` of them, so one partly masked is named too).
+fn in_kept(start: u32, len: u32) -> (u32, u32) {
+    let from = start / SHRINK_FACTOR;
+    let to = start.saturating_add(len).div_ceil(SHRINK_FACTOR);
+    (from, to - from)
 }
 
 #[cfg(test)]

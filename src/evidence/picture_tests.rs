@@ -139,3 +139,11 @@ fn the_second_read_counts_as_much_as_the_first() {
     let kept = keep(&two, &demo()).unwrap();
     assert_eq!(pixels(&kept)[2][12], [0, 0, 0]);
 }
+
+#[test]
+fn a_masks_rectangle_names_every_kept_pixel_it_touched() {
+    // Screenshot pixels 1..3 fall in kept pixels 0 and 1 (each averages two).
+    assert_eq!(in_kept(1, 2), (0, 2));
+    assert_eq!(in_kept(0, 11), (0, 6));
+    assert_eq!(in_kept(4, 2), (2, 1));
+}

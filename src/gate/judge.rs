@@ -4,7 +4,7 @@
 //! text reaches only frames on a secret's hosts, and a tab is put under the
 //! URL policy before its first message is forwarded.
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use serde_json::{Value, json};
 use url::Url;
@@ -83,24 +83,22 @@ pub(super) async fn judge(
     {
         return refused;
     }
-    if shared.reading.is_reading(&conn.session) {
-        settled_first(&request, conn, shared).await;
+    if let Some(left) = shared.reading.may_wait(&conn.session) {
+        settled_first(&request, conn, shared, left).await;
     }
     policed_first(request, &shown_method, conn, shared).await
 }
 
 /// A read's command on a tab waits until the tab's navigation (one the
-/// session's previous call started) has committed, for a few seconds at
-/// most: then it reads the page that call went to ([`super::reading`]).
-async fn settled_first(request: &Value, conn: &Connection, shared: &Arc<Shared>) {
+/// session's previous call started) has committed, for what is `left` of
+/// the read's few seconds: then it reads the page that call went to
+/// ([`super::reading`]).
+async fn settled_first(request: &Value, conn: &Connection, shared: &Arc<Shared>, left: Duration) {
     let target = conn.target_of(request).filter(|a| a.kind == "page");
     if let Some(target) = target.map(|a| a.target_id) {
         // Past the bound, or with the warden unreachable, the read goes on
         // and reads what is there, as with evidence off.
-        let _ = shared
-            .warden
-            .quiet(shared, &target, super::look::SETTLE_WITHIN)
-            .await;
+        let _ = shared.warden.quiet(shared, &target, left).await;
     }
 }
 

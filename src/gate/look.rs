@@ -23,9 +23,8 @@ use crate::{
     session_id::DaemonName,
 };
 
-/// How long a look, or a read's command, waits for a navigation or load
-/// the action started.
-pub(super) const SETTLE_WITHIN: Duration = Duration::from_secs(3);
+/// How long a look waits for a navigation or load the action started.
+const SETTLE_WITHIN: Duration = Duration::from_secs(3);
 
 /// How often, and how far apart, a look asks again for a tab between two
 /// documents (a commit swaps them in a few milliseconds).

@@ -10,16 +10,21 @@
 //! navigation (docs/design.md, "Reads after an action").
 
 use std::{
-    collections::HashSet,
+    collections::HashMap,
     sync::{Arc, Mutex},
+    time::{Duration, Instant},
 };
 
 use crate::sync::lock;
 
-/// Sessions reading right now, by daemon name.
+/// How long a read's commands, all told, may wait for a navigation.
+const SETTLE_WITHIN: Duration = Duration::from_secs(3);
+
+/// Sessions reading right now, by daemon name, with when their read stops
+/// waiting for navigations.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Readers {
-    by_daemon: Arc<Mutex<HashSet<String>>>,
+    by_daemon: Arc<Mutex<HashMap<String, Instant>>>,
 }
 
 /// A session's read, ended when dropped.
@@ -32,16 +37,20 @@ pub(crate) struct Reading {
 impl Readers {
     /// `daemon`'s call, which only reads, is about to run.
     pub(crate) fn begin(&self, daemon: &str) -> Reading {
-        lock(&self.by_daemon).insert(daemon.to_owned());
+        let until = Instant::now() + SETTLE_WITHIN;
+        lock(&self.by_daemon).insert(daemon.to_owned(), until);
         Reading {
             readers: self.clone(),
             daemon: daemon.to_owned(),
         }
     }
 
-    /// Whether `daemon`'s call only reads.
-    pub(super) fn is_reading(&self, daemon: &str) -> bool {
-        lock(&self.by_daemon).contains(daemon)
+    /// How much longer `daemon`'s read may wait for a navigation: `None`
+    /// when its call does not only read. One bound for the whole read, not
+    /// one per command (a snapshot sends several).
+    pub(super) fn may_wait(&self, daemon: &str) -> Option<Duration> {
+        let until = *lock(&self.by_daemon).get(daemon)?;
+        Some(until.saturating_duration_since(Instant::now()))
     }
 }
 
@@ -59,9 +68,10 @@ mod tests {
     fn a_session_reads_only_while_its_call_holds_the_reading() {
         let readers = Readers::default();
         let reading = readers.begin("d1");
-        assert!(readers.is_reading("d1"));
-        assert!(!readers.is_reading("d2"));
+        let left = readers.may_wait("d1").expect("d1 reads");
+        assert!(left > Duration::ZERO && left <= SETTLE_WITHIN, "{left:?}");
+        assert_eq!(readers.may_wait("d2"), None);
         drop(reading);
-        assert!(!readers.is_reading("d1"));
+        assert_eq!(readers.may_wait("d1"), None);
     }
 }
