@@ -23,13 +23,17 @@ pub(crate) async fn execute(
     request: &Validated,
     planned: &Planned,
     intent: Intent,
-    guard: Guard,
+    (guard, just_bound): (Guard, bool),
 ) -> Executed {
     // Chromium renders only the visible tab of a window, so actions in a
-    // background tab wait out a 5 s timeout; a subcommand that reads or
-    // navigates runs where it is, and activating anyway would switch tabs
-    // whenever two sessions take turns on one Chromium.
-    let front = !planned.subcommand.facts().background_ok;
+    // background tab wait out a 5 s timeout; a subcommand that reads runs
+    // where it is, and activating anyway would switch tabs whenever two
+    // sessions take turns on one Chromium. A person watching should see the
+    // page an `open` (or a new session's first call) went to: its tab comes
+    // forward beside this batch, not after the reply, where it would hold up
+    // the session's next command (docs/design.md, "The daemon pool").
+    let facts = planned.subcommand.facts();
+    let front = !facts.ends_session && (!facts.background_ok || facts.comes_forward || just_bound);
     let batch = batch(services.journal, call, request, planned, guard);
     // The client's cancellation, or the server's shutdown, stops the call.
     let cancel = services.admission.shutdown_token();

@@ -245,7 +245,15 @@ async fn run_admitted(
         request.session.daemon_name(),
         planned.subcommand.facts().witness,
     );
-    let executed = execute::execute(services, call, &request, &planned, intent, guard).await;
+    let executed = execute::execute(
+        services,
+        call,
+        &request,
+        &planned,
+        intent,
+        (guard, turn.just_bound),
+    )
+    .await;
     laps.lap("agent_browser");
     if let Termination::Withheld(Withhold::Audit(why)) = &executed.raw.termination {
         return audit_unavailable(&request, subcommand, why);
@@ -373,7 +381,7 @@ async fn enforced(
 }
 
 /// What follows the reply: the session's next child is readied, and its
-/// tab comes forward when a person watching should see it.
+/// tab comes forward if the call should have brought it but could not.
 fn after_reply(
     runner: &Runner,
     request: &request::Validated,

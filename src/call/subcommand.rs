@@ -61,10 +61,9 @@ pub(crate) struct Facts {
     pub(crate) background_ok: bool,
     pub(crate) page_text: PageText,
     pub(crate) ends_session: bool,
-    /// Its tab comes forward once it is answered: each session's tab has a
-    /// window of its own (its browser context's), and a person watching
-    /// should see the page the agent went to (docs/design.md, "Browser
-    /// contexts").
+    /// Its tab comes forward as it runs: each session's tab has a window of
+    /// its own (its browser context's), and a person watching should see
+    /// the page the agent went to (docs/design.md, "Browser contexts").
     pub(crate) comes_forward: bool,
     /// Whether it can change the page, and so leaves evidence.
     pub(crate) witness: Witness,

@@ -46,6 +46,13 @@ impl Runner {
     /// not returned.
     pub(super) async fn foreground(&self, session: &SessionId) {
         let Some(target) = self.own_tab(session.daemon_name()).await else {
+            // A daemon started by this very call has no tab yet: whatever
+            // was in front, this session's page is not.
+            if let Ok(mut front) = self.in_front.lock()
+                && front.as_deref() == Some(session.daemon_name())
+            {
+                *front = None;
+            }
             return;
         };
         match self.devtools(&format!("activate/{target}")).await {
@@ -119,13 +126,19 @@ impl Runner {
         }
     }
 
-    /// Bring the session's tab forward once the call's reply is out: a tab a
-    /// new session was just bound to waits in the background, and the person
-    /// watching the browser should see that session's page. Done after the
-    /// reply because Chromium renders a tab for the first time before it
-    /// answers, which would delay the call (docs/benchmarks.md, "The daemon
+    /// Bring the session's tab forward once the call's reply is out, unless
+    /// the call already did: a daemon that call started had no tab when its
+    /// batch went out. After the reply, because Chromium renders a tab for
+    /// the first time before it answers (docs/benchmarks.md, "The daemon
     /// pool").
     pub(crate) fn foreground_after_reply(&self, session: &SessionId) {
+        let in_front = self
+            .in_front
+            .lock()
+            .is_ok_and(|front| front.as_deref() == Some(session.daemon_name()));
+        if in_front {
+            return;
+        }
         let (runner, session) = (self.clone(), session.clone());
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(1)).await;
