@@ -245,15 +245,8 @@ async fn run_admitted(
         request.session.daemon_name(),
         planned.subcommand.facts().witness,
     );
-    let executed = execute::execute(
-        services,
-        call,
-        &request,
-        &planned,
-        intent,
-        (guard, turn.just_bound),
-    )
-    .await;
+    let how = (guard, turn.just_bound);
+    let executed = execute::execute(services, call, &request, &planned, intent, how).await;
     laps.lap("agent_browser");
     if let Termination::Withheld(Withhold::Audit(why)) = &executed.raw.termination {
         return audit_unavailable(&request, subcommand, why);
