@@ -29,6 +29,9 @@ pub(super) enum Awaited {
     NewTab,
     /// `Target.getTargets`: targets of other contexts are left out.
     TargetList,
+    /// `Browser.getVersion`: kept, to answer the next ones
+    /// ([`Connection::version_answer`]).
+    Version,
 }
 
 /// What the relay knows of one daemon's connection.
@@ -47,6 +50,8 @@ pub(super) struct Connection {
     pub(super) opened: std::sync::atomic::AtomicUsize,
     /// Commands on tabs not answered yet, and the CDP sessions that ended.
     pub(super) in_flight: Mutex<InFlight>,
+    /// Chromium's answer to `Browser.getVersion`, once it gave one.
+    pub(super) version: Mutex<Option<Value>>,
 }
 
 impl Connection {
@@ -59,7 +64,27 @@ impl Connection {
             shown: Mutex::default(),
             opened: std::sync::atomic::AtomicUsize::new(0),
             in_flight: Mutex::default(),
+            version: Mutex::default(),
         }
+    }
+
+    /// The gate's own answer to a `Browser.getVersion` of the browser's
+    /// (no CDP session), once Chromium has answered one on this
+    /// connection. agent-browser sends it before every command as a
+    /// liveness probe; the answer never changes while the connection
+    /// lives, and this connection ends with Chromium's, so the gate's
+    /// answer says the same. Asked of Chromium, it waits behind whatever
+    /// the browser's UI thread is doing, often input the last command sent
+    /// (docs/design.md, "The browser gate").
+    pub(super) fn version_answer(&self, request: &Value) -> Option<String> {
+        if request.get("method").and_then(Value::as_str) != Some("Browser.getVersion")
+            || request.get("sessionId").is_some()
+        {
+            return None;
+        }
+        let result = lock(&self.version).clone()?;
+        let id = request.get("id").cloned().unwrap_or(Value::Null);
+        Some(serde_json::json!({ "id": id, "result": result }).to_string())
     }
 
     /// The target `request` is for (its CDP session's), if it names one

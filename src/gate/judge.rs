@@ -35,6 +35,8 @@ pub(super) enum Judgement {
     SessionGone {
         cdp_session: String,
     },
+    /// Answered by the gate, as Chromium answered it before.
+    Answer(String),
 }
 
 /// The gate's decision on one message from agent-browser.
@@ -55,6 +57,9 @@ pub(super) async fn judge(
             why: format!("{shown_method} is not on the gate's allowlist"),
         };
     };
+    if let Some(answer) = conn.version_answer(&request) {
+        return Judgement::Answer(answer);
+    }
     if let Some(refused) = refused_url(how, &request, &shown_method, shared) {
         return refused;
     }
@@ -346,6 +351,10 @@ async fn screen_request(
         }
         "Target.getTargets" => {
             lock(&conn.awaited).insert(id?, Awaited::TargetList);
+            None
+        }
+        "Browser.getVersion" if request.get("sessionId").is_none() => {
+            lock(&conn.awaited).insert(id?, Awaited::Version);
             None
         }
         _ => None,

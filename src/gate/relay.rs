@@ -80,6 +80,7 @@ pub(super) async fn relay(
             Judgement::SessionGone { cdp_session } => {
                 session_gone_answer(request.get("id").cloned(), &cdp_session)
             }
+            Judgement::Answer(answer) => answer,
         };
         // A daemon that sends refused messages and never reads the answers
         // has its connection closed, not a queue that grows.

@@ -1,7 +1,8 @@
 //! Chromium → daemon: what the relay reads from each of Chromium's messages
-//! (which CDP session is which target, which new tab is the session's) and
-//! what it leaves out (targets of other sessions' browser contexts, in lists
-//! and in events). Pure over the connection's state: no socket, no browser.
+//! (which CDP session is which target, which new tab is the session's, the
+//! browser's version to answer from then on) and what it leaves out
+//! (targets of other sessions' browser contexts, in lists and in events).
+//! Pure over the connection's state: no socket, no browser.
 
 use serde_json::Value;
 
@@ -119,6 +120,12 @@ fn screen_answer(
                 infos.retain(|info| visible(info, conn, &own_context));
             }
             Screened::Rewritten(message)
+        }
+        Some(Awaited::Version) => {
+            if let Some(result) = message.get("result") {
+                *lock(&conn.version) = Some(result.clone());
+            }
+            Screened::Unchanged
         }
         None => Screened::Unchanged,
     }

@@ -187,3 +187,36 @@ fn the_answer_to_a_new_tab_shows_the_tab_it_opened() {
     assert_eq!(kept(&screened(&conn, &stray)), "unchanged");
     assert!(!lock(&conn.shown).contains("T-STRAY"));
 }
+
+#[test]
+fn the_browser_version_is_answered_by_the_gate_once_chromium_has_answered_it() {
+    let conn = Connection::new(daemon());
+    let probe = |id: u64| json!({"id": id, "method": "Browser.getVersion"});
+    assert_eq!(
+        conn.version_answer(&probe(1)),
+        None,
+        "nothing to answer with yet"
+    );
+    lock(&conn.awaited).insert(1, Awaited::Version);
+    let version = json!({"product": "Chrome/1", "revision": "@r"});
+    let answer = json!({"id": 1, "result": version});
+    assert_eq!(kept(&screened(&conn, &answer)), "unchanged");
+    let own: Value = conn
+        .version_answer(&probe(42))
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default();
+    assert_eq!(own, json!({"id": 42, "result": version}));
+    // On a tab's CDP session it is not the browser's probe: it goes on.
+    let on_tab = json!({"id": 43, "method": "Browser.getVersion", "sessionId": "CDP-1"});
+    assert_eq!(conn.version_answer(&on_tab), None);
+}
+
+#[test]
+fn an_error_to_the_version_probe_is_not_kept_as_the_answer() {
+    let conn = Connection::new(daemon());
+    lock(&conn.awaited).insert(1, Awaited::Version);
+    let error = json!({"id": 1, "error": {"code": -32000, "message": "busy"}});
+    assert_eq!(kept(&screened(&conn, &error)), "unchanged");
+    let probe = json!({"id": 2, "method": "Browser.getVersion"});
+    assert_eq!(conn.version_answer(&probe), None);
+}
