@@ -10,7 +10,7 @@ use std::{
 
 use serde_json::Value;
 
-use super::in_flight::InFlight;
+use super::{in_flight::InFlight, page_url::PageUrls};
 use crate::chromium_ids::{CdpSessionId, TargetId};
 use crate::session_id::DaemonName;
 use crate::sync::lock;
@@ -52,6 +52,8 @@ pub(super) struct Connection {
     pub(super) in_flight: Mutex<InFlight>,
     /// Chromium's answer to `Browser.getVersion`, once it gave one.
     pub(super) version: Mutex<Option<Value>>,
+    /// Each tab's committed URL, where the events said it exactly.
+    pub(super) pages: Mutex<PageUrls>,
 }
 
 impl Connection {
@@ -65,7 +67,17 @@ impl Connection {
             opened: std::sync::atomic::AtomicUsize::new(0),
             in_flight: Mutex::default(),
             version: Mutex::default(),
+            pages: Mutex::default(),
         }
+    }
+
+    /// The CDP sessions this connection holds on `target`.
+    pub(super) fn sessions_on(&self, target: &str) -> Vec<CdpSessionId> {
+        lock(&self.attached)
+            .iter()
+            .filter(|(_, attached)| *attached.target_id == *target)
+            .map(|(cdp_session, _)| cdp_session.clone())
+            .collect()
     }
 
     /// The gate's own answer to a `Browser.getVersion` of the browser's

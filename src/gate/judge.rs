@@ -88,10 +88,24 @@ pub(super) async fn judge(
     {
         return refused;
     }
-    if let Some(left) = shared.reading.may_wait(&conn.session) {
+    let reading = shared.reading.may_wait(&conn.session);
+    if let Some(left) = reading {
         settled_first(&request, conn, shared, left).await;
     }
-    policed_first(request, &shown_method, conn, shared).await
+    match policed_first(request, &shown_method, conn, shared).await {
+        Judgement::Forward(request) => {
+            let mut pages = lock(&conn.pages);
+            pages.sent(&request);
+            // A read's call asks Chromium: it waited for the warden's word
+            // that a navigation committed, which this connection's events
+            // may not have brought yet.
+            match pages.answer(&request).filter(|_| reading.is_none()) {
+                Some(answer) => Judgement::Answer(answer),
+                None => Judgement::Forward(request),
+            }
+        }
+        other => other,
+    }
 }
 
 /// A read's command on a tab waits until the tab's navigation (one the

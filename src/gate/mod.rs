@@ -10,7 +10,8 @@
 //!   that navigate, denies downloads, and answers anything else with a CDP
 //!   error that is audited ([`judge`]); on the way back, leaves out what
 //!   belongs to other sessions ([`screen`]), all from what it knows of the
-//!   connection ([`connection`]);
+//!   connection ([`connection`]); answers itself what it knows exactly (the
+//!   browser's version, a settled tab's URL: [`page_url`]);
 //! - before agent-browser's first message reaches a tab, has its warden put
 //!   the tab under the URL policy, so every request of every frame is
 //!   decided before it leaves the browser ([`warden`]);
@@ -40,6 +41,7 @@ mod label;
 mod loading;
 mod look;
 mod methods;
+mod page_url;
 mod reading;
 mod relay;
 mod screen;

@@ -1,6 +1,6 @@
 //! Chromium → daemon: what the relay reads from each of Chromium's messages
 //! (which CDP session is which target, which new tab is the session's, the
-//! browser's version to answer from then on) and what it leaves out
+//! browser's version and each tab's URL to answer from) and what it leaves out
 //! (targets of other sessions' browser contexts, in lists and in events).
 //! Pure over the connection's state: no socket, no browser.
 
@@ -33,9 +33,15 @@ pub(super) fn screen(
     conn: &Connection,
     own_context: impl Fn() -> Option<ContextId>,
 ) -> Screened {
-    // Cheap test first: most messages are none of these.
+    // Cheap tests first: most messages are none of these. An answer no one
+    // awaits is not read at all (the large ones, an accessibility tree or a
+    // screenshot, are answers); an event only if it may be one read here.
     let awaiting = !lock(&conn.awaited).is_empty();
-    if !awaiting && !text.contains("\"Target.") {
+    if !awaiting && text.starts_with("{\"id\":") {
+        return Screened::Unchanged;
+    }
+    let read_here = ["\"Target.", "\"Page.", "\"Inspector."];
+    if !awaiting && !read_here.iter().any(|domain| text.contains(domain)) {
         return Screened::Unchanged;
     }
     let Ok(message) = serde_json::from_str::<Value>(text) else {
@@ -44,6 +50,7 @@ pub(super) fn screen(
     if let Some(id) = message.get("id").and_then(Value::as_u64) {
         return screen_answer(id, message, conn, &own_context);
     }
+    lock(&conn.pages).event(&message, |target| conn.sessions_on(target));
     let params = message.get("params").cloned().unwrap_or(Value::Null);
     match message.get("method").and_then(Value::as_str) {
         Some("Target.targetCreated" | "Target.targetInfoChanged") => {

@@ -161,7 +161,10 @@ def wait_for_a_tab_at(chromium: harness.Chromium, prefix: str, within: float = 1
 
 
 @pytest.mark.parametrize(
-    "argv", [["snapshot", "-i"], ["get", "title"]], ids=["snapshot-reports-its-origin", "get-title-trailing-read"]
+    "argv",
+    [["snapshot", "-i"], ["get", "title"], ["press", "Shift"]],
+    # An action's trailing read is answered by the gate from the tab's events (gate/page_url.rs).
+    ids=["snapshot-reports-its-origin", "get-title-trailing-read", "action-trailing-read"],
 )
 def test_a_page_that_replaced_itself_yields_none_of_its_content(
     server, chromium: harness.Chromium, web: harness.WebServer, argv: list[str]
@@ -275,6 +278,20 @@ def test_a_link_to_an_allowed_page_passes_the_guard(server, web: harness.WebServ
     server.ok("pol-6", ["open", web.url("/links?to=" + urllib.parse.quote(web.url("/next"), safe=""))])
     assert server.ok("pol-6", ["click", "#away"]) == {"clicked": "#away"}
     assert server.ok("pol-6", ["get", "title"]) == {"title": "Next page"}
+
+
+def test_an_actions_guard_reads_the_page_its_navigation_lands_on_not_the_one_it_left(
+    server, web: harness.WebServer
+) -> None:
+    """A click on a link to a slow page: the guard's read waits for that navigation (the gate answers
+    the read itself only when no navigation of the tab is under way), so the click's outcome names
+    the page the click sent the tab to, and the guard checked that page, not the one it left."""
+    sid = "pol-slow-link"
+    server.ok(sid, ["open", web.url("/links?to=/slow")])
+    server.ok(sid, ["click", "#away"])
+    records = [json.loads(line) for line in server.cfg.audit_log.read_text().splitlines()]
+    clicked = [r for r in records if r.get("session_id") == sid and r.get("phase") == "outcome"][-1]
+    assert clicked["page_url"] == web.url("/slow"), clicked
 
 
 def test_other_schemes_are_refused_and_audited_with_their_rule(server) -> None:

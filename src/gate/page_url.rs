@@ -1,0 +1,195 @@
+//! Each tab's committed URL as Chromium's own events on a daemon's
+//! connection tell it, so the gate can answer agent-browser's read of
+//! `location.href` (the navigation guard's trailing `get url`, `open`'s
+//! result) without a round trip to the page's renderer.
+//!
+//! `location.href` is the committed document's URL: it changes only when a
+//! navigation commits (`Page.frameNavigated`, whose `url` and `urlFragment`
+//! are that same URL split) or within the document (`pushState`, a fragment:
+//! `Page.navigatedWithinDocument`). The gate answers only what it knows
+//! exactly: a tab whose top frame's commit it saw, with Page events on, and
+//! nothing since that could change the URL unseen (`document.open()`, a
+//! detach, a crash, the browser naming another URL for the tab). While a
+//! navigation of the tab is under way it asks Chromium, whose read waits
+//! for that navigation (a link to a slow page: the read names the new
+//! page), so the guard still sees where the command sent the tab. Anything
+//! else is asked of Chromium too (docs/design.md, "The navigation guard's
+//! reads").
+
+use std::collections::HashMap;
+
+use serde_json::{Value, json};
+
+use crate::chromium_ids::CdpSessionId;
+
+/// The committed top-frame URL of each tab this connection has a CDP
+/// session on, where the gate knows it exactly.
+#[derive(Debug, Default)]
+pub(super) struct PageUrls {
+    by_session: HashMap<CdpSessionId, Known>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Known {
+    frame: String,
+    url: String,
+    /// A navigation of the top frame was asked for, scheduled or started,
+    /// and has not committed since. One that never commits (a download, a
+    /// 204) keeps the gate asking until the next commit: no event says for
+    /// certain that nothing more will come of it.
+    navigating: bool,
+}
+
+/// The one read the gate answers: agent-browser's `get url`.
+fn is_href_read(request: &Value) -> bool {
+    request.get("method").and_then(Value::as_str) == Some("Runtime.evaluate")
+        && request.get("params")
+            == Some(
+                &json!({"awaitPromise": true, "expression": "location.href", "returnByValue": true}),
+            )
+}
+
+impl PageUrls {
+    /// Chromium's answer to `request`, if it is a read of `location.href`
+    /// on a tab whose URL the gate knows.
+    pub(super) fn answer(&self, request: &Value) -> Option<String> {
+        if !is_href_read(request) {
+            return None;
+        }
+        let cdp_session = request.get("sessionId").and_then(Value::as_str)?;
+        let known = self
+            .by_session
+            .get(cdp_session)
+            .filter(|known| !known.navigating)?;
+        let id = request.get("id").cloned().unwrap_or(Value::Null);
+        Some(
+            json!({
+                "id": id,
+                "result": {"result": {"type": "string", "value": known.url}},
+                "sessionId": cdp_session,
+            })
+            .to_string(),
+        )
+    }
+
+    /// agent-browser sent `request`: after `Page.disable` no event says
+    /// where the tab goes.
+    pub(super) fn sent(&mut self, request: &Value) {
+        if request.get("method").and_then(Value::as_str) == Some("Page.disable")
+            && let Some(cdp_session) = request.get("sessionId").and_then(Value::as_str)
+        {
+            self.by_session.remove(cdp_session);
+        }
+    }
+
+    /// One event from Chromium on this connection. `sessions_of` names the
+    /// CDP sessions on a target (for the browser-level target events).
+    pub(super) fn event(
+        &mut self,
+        message: &Value,
+        sessions_of: impl Fn(&str) -> Vec<CdpSessionId>,
+    ) {
+        let params = message.get("params").unwrap_or(&Value::Null);
+        let on = message.get("sessionId").and_then(Value::as_str);
+        match (message.get("method").and_then(Value::as_str), on) {
+            (Some("Page.frameNavigated"), Some(on)) => self.committed(on, params),
+            (Some("Page.navigatedWithinDocument"), Some(on)) => {
+                let url = text(params.get("url"));
+                self.top_frame(on, params, |known| known.url = url.unwrap_or_default());
+                // A change with no URL said is not one the gate can answer for.
+                if self.by_session.get(on).is_some_and(|k| k.url.is_empty()) {
+                    self.by_session.remove(on);
+                }
+            }
+            (
+                Some(
+                    "Page.frameRequestedNavigation"
+                    | "Page.frameScheduledNavigation"
+                    | "Page.frameStartedNavigating"
+                    | "Page.frameStartedLoading",
+                ),
+                Some(on),
+            ) => self.top_frame(on, params, |known| known.navigating = true),
+            (Some("Page.documentOpened"), Some(on)) => {
+                let frame = params.get("frame").unwrap_or(&Value::Null);
+                if frame.get("parentId").is_none() {
+                    self.by_session.remove(on);
+                }
+            }
+            (Some("Page.frameDetached"), Some(on)) => {
+                let mut detached = false;
+                self.top_frame(on, params, |_| detached = true);
+                if detached {
+                    self.by_session.remove(on);
+                }
+            }
+            (Some("Inspector.targetCrashed" | "Inspector.detached"), Some(on)) => {
+                self.by_session.remove(on);
+            }
+            (Some("Target.detachedFromTarget"), _) => {
+                if let Some(gone) = params.get("sessionId").and_then(Value::as_str) {
+                    self.by_session.remove(gone);
+                }
+            }
+            (Some("Target.targetInfoChanged"), _) => self.browser_named(params, sessions_of),
+            _ => {}
+        }
+    }
+}
+
+impl PageUrls {
+    /// A commit: the top frame's is the tab's URL from now on.
+    fn committed(&mut self, on: &str, params: &Value) {
+        let frame = params.get("frame").unwrap_or(&Value::Null);
+        if frame.get("parentId").is_some() {
+            return;
+        }
+        let (Some(id), Some(url)) = (text(frame.get("id")), text(frame.get("url"))) else {
+            self.by_session.remove(on);
+            return;
+        };
+        let url = url + &text(frame.get("urlFragment")).unwrap_or_default();
+        let known = Known {
+            frame: id,
+            url,
+            navigating: false,
+        };
+        self.by_session
+            .insert(CdpSessionId::from_chromium(on), known);
+    }
+
+    /// The browser's own word for a tab's URL: when it is not the one the
+    /// gate holds (a navigation the browser started, an error page,
+    /// anything the events did not say), Chromium is asked.
+    fn browser_named(&mut self, params: &Value, sessions_of: impl Fn(&str) -> Vec<CdpSessionId>) {
+        let info = params.get("targetInfo").unwrap_or(&Value::Null);
+        let (Some(target), url) = (text(info.get("targetId")), text(info.get("url"))) else {
+            return;
+        };
+        for on in sessions_of(&target) {
+            let other = |known: &Known| url.as_deref() != Some(known.url.as_str());
+            if self.by_session.get(&on).is_some_and(other) {
+                self.by_session.remove(&on);
+            }
+        }
+    }
+
+    /// Apply `change` to what is known of the tab on `on`, if the event's
+    /// `frameId` is its top frame.
+    fn top_frame(&mut self, on: &str, params: &Value, change: impl FnOnce(&mut Known)) {
+        let frame = params.get("frameId").and_then(Value::as_str);
+        if let Some(known) = self.by_session.get_mut(on)
+            && frame == Some(known.frame.as_str())
+        {
+            change(known);
+        }
+    }
+}
+
+fn text(value: Option<&Value>) -> Option<String> {
+    value.and_then(Value::as_str).map(str::to_owned)
+}
+
+#[cfg(test)]
+#[path = "page_url_tests.rs"]
+mod tests;
