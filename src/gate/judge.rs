@@ -99,7 +99,8 @@ pub(super) async fn judge(
             // A read's call asks Chromium: it waited for the warden's word
             // that a navigation committed, which this connection's events
             // may not have brought yet.
-            match pages.answer(&request).filter(|_| reading.is_none()) {
+            let answer = reading.is_none().then(|| pages.answer(&request));
+            match answer.flatten() {
                 Some(answer) => Judgement::Answer(answer),
                 None => Judgement::Forward(request),
             }

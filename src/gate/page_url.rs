@@ -9,12 +9,12 @@
 //! `Page.navigatedWithinDocument`). The gate answers only what it knows
 //! exactly: a tab whose top frame's commit it saw, with Page events on, and
 //! nothing since that could change the URL unseen (`document.open()`, a
-//! detach, a crash, the browser naming another URL for the tab). While a
-//! navigation of the tab is under way it asks Chromium, whose read waits
-//! for that navigation (a link to a slow page: the read names the new
-//! page), so the guard still sees where the command sent the tab. Anything
-//! else is asked of Chromium too (docs/design.md, "The navigation guard's
-//! reads").
+//! detach, a crash, the browser naming another URL for the tab), nor a
+//! screenshot taken since ([`Known::pictured`]). While a navigation of the
+//! tab is under way it asks Chromium, whose read waits for that navigation
+//! (a link to a slow page: the read names the new page), so the guard
+//! still sees where the command sent the tab. Anything else is asked of
+//! Chromium too (docs/design.md, "The navigation guard's reads").
 
 use std::collections::HashMap;
 
@@ -38,6 +38,11 @@ struct Known {
     /// 204) keeps the gate asking until the next commit: no event says for
     /// certain that nothing more will come of it.
     navigating: bool,
+    /// A screenshot was taken since the last read. Its pixels may come
+    /// from the renderer ahead of the commit event that says which page
+    /// they are; Chromium's own read, from that renderer, cannot come
+    /// ahead of it, so the read after a screenshot is Chromium's.
+    pictured: bool,
 }
 
 /// The one read the gate answers: agent-browser's `get url`.
@@ -52,15 +57,15 @@ fn is_href_read(request: &Value) -> bool {
 impl PageUrls {
     /// Chromium's answer to `request`, if it is a read of `location.href`
     /// on a tab whose URL the gate knows.
-    pub(super) fn answer(&self, request: &Value) -> Option<String> {
+    pub(super) fn answer(&mut self, request: &Value) -> Option<String> {
         if !is_href_read(request) {
             return None;
         }
         let cdp_session = request.get("sessionId").and_then(Value::as_str)?;
-        let known = self
-            .by_session
-            .get(cdp_session)
-            .filter(|known| !known.navigating)?;
+        let known = self.by_session.get_mut(cdp_session)?;
+        if std::mem::take(&mut known.pictured) || known.navigating {
+            return None;
+        }
         let id = request.get("id").cloned().unwrap_or(Value::Null);
         Some(
             json!({
@@ -73,12 +78,21 @@ impl PageUrls {
     }
 
     /// agent-browser sent `request`: after `Page.disable` no event says
-    /// where the tab goes.
+    /// where the tab goes; after a screenshot, Chromium reads the URL.
     pub(super) fn sent(&mut self, request: &Value) {
-        if request.get("method").and_then(Value::as_str) == Some("Page.disable")
-            && let Some(cdp_session) = request.get("sessionId").and_then(Value::as_str)
-        {
-            self.by_session.remove(cdp_session);
+        let Some(cdp_session) = request.get("sessionId").and_then(Value::as_str) else {
+            return;
+        };
+        match request.get("method").and_then(Value::as_str) {
+            Some("Page.disable") => {
+                self.by_session.remove(cdp_session);
+            }
+            Some("Page.captureScreenshot") => {
+                if let Some(known) = self.by_session.get_mut(cdp_session) {
+                    known.pictured = true;
+                }
+            }
+            _ => {}
         }
     }
 
@@ -153,6 +167,7 @@ impl PageUrls {
             frame: id,
             url,
             navigating: false,
+            pictured: false,
         };
         self.by_session
             .insert(CdpSessionId::from_chromium(on), known);

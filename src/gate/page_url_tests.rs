@@ -9,7 +9,7 @@ fn read(id: u64, on: &str) -> Value {
 }
 
 /// The URL the gate answers `read` with, if it answers.
-fn answered(pages: &PageUrls, read: &Value) -> Option<String> {
+fn answered(pages: &mut PageUrls, read: &Value) -> Option<String> {
     let answer: Value = serde_json::from_str(&pages.answer(read)?).ok()?;
     assert_eq!(answer["id"], read["id"], "{answer}");
     assert_eq!(answer["sessionId"], read["sessionId"], "{answer}");
@@ -42,18 +42,22 @@ fn at(url: &str) -> PageUrls {
 #[test]
 fn the_top_frames_committed_url_with_its_fragment_answers_the_href_read() {
     let mut pages = PageUrls::default();
-    assert_eq!(answered(&pages, &read(1, "S1")), None, "nothing seen yet");
+    assert_eq!(
+        answered(&mut pages, &read(1, "S1")),
+        None,
+        "nothing seen yet"
+    );
     navigated(
         &mut pages,
         "S1",
         json!({"id": "F1", "url": "http://127.0.0.1:8000/a", "urlFragment": "#x"}),
     );
     assert_eq!(
-        answered(&pages, &read(2, "S1")).as_deref(),
+        answered(&mut pages, &read(2, "S1")).as_deref(),
         Some("http://127.0.0.1:8000/a#x")
     );
     assert_eq!(
-        answered(&pages, &read(3, "S2")),
+        answered(&mut pages, &read(3, "S2")),
         None,
         "another tab's session"
     );
@@ -61,7 +65,7 @@ fn the_top_frames_committed_url_with_its_fragment_answers_the_href_read() {
 
 #[test]
 fn only_the_exact_href_read_is_answered() {
-    let pages = at("http://127.0.0.1:8000/a");
+    let mut pages = at("http://127.0.0.1:8000/a");
     let mut other = read(1, "S1");
     other["params"]["expression"] = json!("document.title");
     assert_eq!(pages.answer(&other), None);
@@ -82,7 +86,7 @@ fn a_subframe_commit_leaves_the_tabs_url_as_it_was() {
         json!({"id": "F2", "parentId": "F1", "url": "blob:x"}),
     );
     assert_eq!(
-        answered(&pages, &read(1, "S1")).as_deref(),
+        answered(&mut pages, &read(1, "S1")).as_deref(),
         Some("http://127.0.0.1:8000/a")
     );
 }
@@ -98,7 +102,7 @@ fn a_same_document_navigation_of_the_top_frame_is_followed_and_a_frames_is_not()
         within("F2", "http://127.0.0.1:8000/frame"),
     );
     assert_eq!(
-        answered(&pages, &read(1, "S1")).as_deref(),
+        answered(&mut pages, &read(1, "S1")).as_deref(),
         Some("http://127.0.0.1:8000/a")
     );
     event(
@@ -108,7 +112,7 @@ fn a_same_document_navigation_of_the_top_frame_is_followed_and_a_frames_is_not()
         within("F1", "http://127.0.0.1:8000/b#y"),
     );
     assert_eq!(
-        answered(&pages, &read(2, "S1")).as_deref(),
+        answered(&mut pages, &read(2, "S1")).as_deref(),
         Some("http://127.0.0.1:8000/b#y")
     );
 }
@@ -128,18 +132,18 @@ fn whatever_could_change_the_url_unseen_makes_the_gate_ask_chromium() {
     for (method, params) in forgets {
         let mut pages = at("http://127.0.0.1:8000/a");
         event(&mut pages, "S1", method, params);
-        assert_eq!(answered(&pages, &read(1, "S1")), None, "{method}");
+        assert_eq!(answered(&mut pages, &read(1, "S1")), None, "{method}");
     }
     let mut pages = at("http://127.0.0.1:8000/a");
     pages.event(
         &json!({"method": "Target.detachedFromTarget", "params": {"sessionId": "S1"}}),
         |_| Vec::new(),
     );
-    assert_eq!(answered(&pages, &read(1, "S1")), None, "detached");
+    assert_eq!(answered(&mut pages, &read(1, "S1")), None, "detached");
     let mut pages = at("http://127.0.0.1:8000/a");
     pages.sent(&json!({"id": 5, "method": "Page.disable", "sessionId": "S1"}));
     assert_eq!(
-        answered(&pages, &read(1, "S1")),
+        answered(&mut pages, &read(1, "S1")),
         None,
         "no more Page events"
     );
@@ -161,11 +165,11 @@ fn the_browser_naming_another_url_for_the_tab_makes_the_gate_ask_and_the_same_on
     let mut pages = at("http://127.0.0.1:8000/a");
     pages.event(&info("http://127.0.0.1:8000/a"), on_t1);
     assert_eq!(
-        answered(&pages, &read(1, "S1")).as_deref(),
+        answered(&mut pages, &read(1, "S1")).as_deref(),
         Some("http://127.0.0.1:8000/a")
     );
     pages.event(&info("http://127.0.0.1:8000/pending"), on_t1);
-    assert_eq!(answered(&pages, &read(2, "S1")), None);
+    assert_eq!(answered(&mut pages, &read(2, "S1")), None);
     // The commit it announced brings it back.
     navigated(
         &mut pages,
@@ -173,7 +177,7 @@ fn the_browser_naming_another_url_for_the_tab_makes_the_gate_ask_and_the_same_on
         json!({"id": "F1", "url": "http://127.0.0.1:8000/pending"}),
     );
     assert_eq!(
-        answered(&pages, &read(3, "S1")).as_deref(),
+        answered(&mut pages, &read(3, "S1")).as_deref(),
         Some("http://127.0.0.1:8000/pending")
     );
 }
@@ -189,7 +193,7 @@ fn while_the_tab_navigates_chromium_is_asked_until_the_commit() {
         let mut pages = at("http://127.0.0.1:8000/a");
         event(&mut pages, "S1", started, json!({"frameId": "F2"}));
         assert!(
-            answered(&pages, &read(1, "S1")).is_some(),
+            answered(&mut pages, &read(1, "S1")).is_some(),
             "{started}: a frame's navigation"
         );
         event(
@@ -198,14 +202,14 @@ fn while_the_tab_navigates_chromium_is_asked_until_the_commit() {
             started,
             json!({"frameId": "F1", "url": "http://127.0.0.1:8000/slow"}),
         );
-        assert_eq!(answered(&pages, &read(2, "S1")), None, "{started}");
+        assert_eq!(answered(&mut pages, &read(2, "S1")), None, "{started}");
         navigated(
             &mut pages,
             "S1",
             json!({"id": "F1", "url": "http://127.0.0.1:8000/slow"}),
         );
         assert_eq!(
-            answered(&pages, &read(3, "S1")).as_deref(),
+            answered(&mut pages, &read(3, "S1")).as_deref(),
             Some("http://127.0.0.1:8000/slow"),
             "{started}"
         );
@@ -224,5 +228,16 @@ fn while_the_tab_navigates_chromium_is_asked_until_the_commit() {
         "Page.frameStoppedLoading",
         json!({"frameId": "F1"}),
     );
-    assert_eq!(answered(&pages, &read(1, "S1")), None, "a download");
+    assert_eq!(answered(&mut pages, &read(1, "S1")), None, "a download");
+}
+
+#[test]
+fn the_read_after_a_screenshot_is_chromiums_and_the_one_after_that_the_gates() {
+    let mut pages = at("http://127.0.0.1:8000/a");
+    pages.sent(&json!({"id": 4, "method": "Page.captureScreenshot", "sessionId": "S1"}));
+    assert_eq!(answered(&mut pages, &read(5, "S1")), None);
+    assert_eq!(
+        answered(&mut pages, &read(6, "S1")).as_deref(),
+        Some("http://127.0.0.1:8000/a")
+    );
 }
