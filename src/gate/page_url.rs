@@ -29,7 +29,7 @@ pub(super) struct PageUrls {
     by_session: HashMap<CdpSessionId, Known>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 struct Known {
     frame: String,
     url: String,
@@ -107,14 +107,11 @@ impl PageUrls {
         let on = message.get("sessionId").and_then(Value::as_str);
         match (message.get("method").and_then(Value::as_str), on) {
             (Some("Page.frameNavigated"), Some(on)) => self.committed(on, params),
-            (Some("Page.navigatedWithinDocument"), Some(on)) => {
-                let url = text(params.get("url"));
-                self.top_frame(on, params, |known| known.url = url.unwrap_or_default());
+            (Some("Page.navigatedWithinDocument"), Some(on)) => match text(params.get("url")) {
+                Some(url) => self.top_frame(on, params, |known| known.url = url),
                 // A change with no URL said is not one the gate can answer for.
-                if self.by_session.get(on).is_some_and(|k| k.url.is_empty()) {
-                    self.by_session.remove(on);
-                }
-            }
+                None => self.forget_if_top(on, params),
+            },
             (
                 Some(
                     "Page.frameRequestedNavigation"
@@ -130,13 +127,7 @@ impl PageUrls {
                     self.by_session.remove(on);
                 }
             }
-            (Some("Page.frameDetached"), Some(on)) => {
-                let mut detached = false;
-                self.top_frame(on, params, |_| detached = true);
-                if detached {
-                    self.by_session.remove(on);
-                }
-            }
+            (Some("Page.frameDetached"), Some(on)) => self.forget_if_top(on, params),
             (Some("Inspector.targetCrashed" | "Inspector.detached"), Some(on)) => {
                 self.by_session.remove(on);
             }
@@ -189,15 +180,29 @@ impl PageUrls {
         }
     }
 
+    /// Forget the tab on `on` if the event's `frameId` is its top frame.
+    fn forget_if_top(&mut self, on: &str, params: &Value) {
+        if self.is_top(on, params) {
+            self.by_session.remove(on);
+        }
+    }
+
     /// Apply `change` to what is known of the tab on `on`, if the event's
     /// `frameId` is its top frame.
     fn top_frame(&mut self, on: &str, params: &Value, change: impl FnOnce(&mut Known)) {
-        let frame = params.get("frameId").and_then(Value::as_str);
-        if let Some(known) = self.by_session.get_mut(on)
-            && frame == Some(known.frame.as_str())
+        if self.is_top(on, params)
+            && let Some(known) = self.by_session.get_mut(on)
         {
             change(known);
         }
+    }
+
+    /// Is the event's `frameId` the top frame of the tab the gate knows on `on`?
+    fn is_top(&self, on: &str, params: &Value) -> bool {
+        let frame = params.get("frameId").and_then(Value::as_str);
+        self.by_session
+            .get(on)
+            .is_some_and(|known| frame == Some(known.frame.as_str()))
     }
 }
 

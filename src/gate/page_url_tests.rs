@@ -241,3 +241,25 @@ fn the_read_after_a_screenshot_is_chromiums_and_the_one_after_that_the_gates() {
         Some("http://127.0.0.1:8000/a")
     );
 }
+
+#[test]
+fn a_same_document_change_without_a_url_forgets_the_tab_and_a_frames_does_not() {
+    let mut pages = at("http://127.0.0.1:8000/a");
+    event(
+        &mut pages,
+        "S1",
+        "Page.navigatedWithinDocument",
+        json!({"frameId": "F2"}),
+    );
+    assert!(
+        answered(&mut pages, &read(1, "S1")).is_some(),
+        "another frame's"
+    );
+    event(
+        &mut pages,
+        "S1",
+        "Page.navigatedWithinDocument",
+        json!({"frameId": "F1"}),
+    );
+    assert_eq!(answered(&mut pages, &read(2, "S1")), None);
+}
