@@ -402,9 +402,9 @@ class Rfb:
                 raise AssertionError(f"unexpected RFB server message {msg}")
 
     def click(self, x: int, y: int) -> None:
-        """Move the pointer to (x, y), press and release the left button (PointerEvent). The server
-        handles a client's messages in order: the update it sends after them means it has taken them
-        (a connection closed sooner may lose them)."""
+        """Move the pointer to (x, y), press and release the left button (PointerEvent), then ask
+        for an update. The update shows x11vnc read the events, not that they reached the display:
+        a client that disconnects at once can still lose them, so wait for the click's effect."""
         for mask in (0, 1, 0):
             self.s.sendall(struct.pack(">BBHH", 5, mask, x, y))
         self.grab(x, y, 1, 1)

@@ -184,14 +184,17 @@ def test_a_page_that_changes_under_a_pending_approval_is_asked_about_again(
 ) -> None:
     """`moves`: the page's URL changes; `shifts`: a banner pushes the same button down."""
     srv = start_server(policy_json=policy(60))
-    log, sid = srv.cfg.audit_log, f"ap-4-{change}"
-    opened = time.monotonic()
+    log, sid, since = srv.cfg.audit_log, f"ap-4-{change}", len(web.seen_paths())
     refs = checkout(srv, web, sid, f"?{change}=2500")
     call = Pending(srv, sid, ["click", "@" + refs["Pay 12 €"]])
     first = waiting(binaries.server, log)
     before = json.loads(cli(binaries.server, log, "show", first).stdout)["shown"]
-    # The page changes 2.5 s after it loaded; the yes comes after that.
-    time.sleep(max(0.0, opened + 3.5 - time.monotonic()))
+    # The page changes 2.5 s after it loaded and then asks for /changed; the yes comes after that
+    # (a fixed sleep lost that race on a loaded machine, where the open itself took seconds).
+    deadline = time.monotonic() + 20
+    while "/changed" not in web.seen_paths()[since:]:
+        assert time.monotonic() < deadline, "the page did not change within 20 s"
+        time.sleep(0.05)
     assert cli(binaries.server, log, "approve", first).returncode == 0
     second = waiting(binaries.server, log, skip={first})
     after = json.loads(cli(binaries.server, log, "show", second).stdout)["shown"]

@@ -222,8 +222,8 @@ def test_python_client_uses_only_post_on_the_stateless_hub(stack):
 
 def test_vnc_through_the_gateway_shows_the_page_the_agent_opened(stack, web: harness.WebServer):
     """The human's view: noVNC's path (a ticket, the WebSocket at /websockify, x11vnc) shows the
-    page browser-shell opened, and goes on showing it once the pool has warmed daemons to replace the
-    one the session took (each opens a window of its own, which would cover the page). Positive
+    page browser-shell opened, and goes on showing it once the pool has warmed a daemon after the
+    session's call (each opens a window of its own, which would cover the page). Positive
     control: the colour is absent before `open`."""
     status, ws = st.WebSocket.connect(stack.public, f"/websockify?ticket={ticket(stack)}")
     assert status == 101 and ws is not None, status
@@ -241,7 +241,7 @@ def test_vnc_through_the_gateway_shows_the_page_the_agent_opened(stack, web: har
         share = st.wait_for(lambda: st.share_of(rfb.grab(*box), COLOR) > 0.95, timeout=15)
         assert share, f"the colour did not appear on the VNC framebuffer (last share {st.share_of(rfb.grab(*box), COLOR):.0%})"
         refilled = st.wait_for(lambda: pool_refilled_after(stack, "stack-vnc"), timeout=30)
-        assert refilled, "the pool did not warm a daemon after the session took one"
+        assert refilled, "the pool warmed no daemon after the session's first call"
         time.sleep(0.5)  # the refill's window has been mapped and the session's tab raised again
         after = st.share_of(rfb.grab(*box), COLOR)
         assert after > 0.95, f"a pooled daemon's window covers the agent's page ({after:.0%} of the box has its colour)"
@@ -312,10 +312,17 @@ def test_on_the_stack_a_pay_click_waits_for_a_click_on_the_display_over_vnc(
         person = rfb_through_gateway(stack, st.vnc_password(stack, control=True))
         try:
             person.click(*at)
+            # Stay connected until the dialog is gone, as a person would: x11vnc may not have
+            # passed the click on to the display yet, and a client that leaves at once can lose it.
+            gone = st.wait_for(lambda: button_on_screen(person, rgb) is None, timeout=20)
+            assert gone, f"the dialog is still on the display after the click on {answer}"
         finally:
             person.close()
         waiting.join(30)
-        assert done, "the call did not come back after the click"
+        if not done:
+            trail = [json.loads(line) for line in log.read_text().splitlines()]
+            mine = [r for r in trail if r.get("session_id") == sid][-8:]
+            raise AssertionError(f"the call did not come back after the click ({answer}); its last records: {mine}")
         (reply,) = done
         trail = [json.loads(line) for line in log.read_text().splitlines()]
         asked = [r for r in trail if r.get("phase") == "approval" and r.get("session_id") == sid]
@@ -342,10 +349,14 @@ def test_on_the_stack_a_pay_click_waits_for_a_click_on_the_display_over_vnc(
 
 
 def pool_refilled_after(stack, session: str) -> bool:
-    """Has a daemon been pooled since `session` was bound to one?"""
+    """Has a daemon whose warm-up began after `session`'s first call been pooled? Each warm-up opens
+    a window. The session may have taken a ready daemon or, when its call came while a warm-up was
+    still under way, started its own; either way the pool warms one afterwards."""
     records = [json.loads(line) for line in (stack.run_dir / "audit.jsonl").read_text().splitlines()]
-    bound = [i for i, r in enumerate(records) if r.get("outcome") == "bound" and r.get("session_id") == session]
-    return bool(bound) and any(r.get("outcome") == "pooled" for r in records[bound[-1]:])
+    mine = [i for i, r in enumerate(records) if r.get("session_id") == session]
+    later = records[mine[0]:] if mine else []
+    warmed = {r["detail"]["daemon"] for r in later if r.get("outcome") == "warming"}
+    return any(r.get("outcome") == "pooled" and r["detail"]["daemon"] in warmed for r in later)
 
 
 def test_vnc_websocket_needs_a_fresh_ticket(stack):
