@@ -99,6 +99,8 @@ impl Handle {
     }
 
     /// Is `target` in `daemon`'s own browser context, as Chromium says?
+    /// Its announcement of the page, when the gate counted it, says so
+    /// without asking again: every look at a session's tab starts here.
     async fn owns_tab(&self, daemon: &DaemonName, target: &TargetId) -> bool {
         let Some(shared) = self.serving.get() else {
             return false;
@@ -106,6 +108,9 @@ impl Handle {
         let Some(context) = shared.contexts.known(daemon) else {
             return false;
         };
+        if let Some(announced) = shared.tab_cap.context_of(target) {
+            return announced == context;
+        }
         contexts::context_of(shared, target)
             .await
             .is_ok_and(|of| of == context)

@@ -73,6 +73,12 @@ impl TabCap {
         lock(&self.pages).clear();
     }
 
+    /// The browser context Chromium announced `target` in, while it is a
+    /// counted page (a target never changes context).
+    pub(super) fn context_of(&self, target: &TargetId) -> Option<ContextId> {
+        lock(&self.pages).get(target).cloned()
+    }
+
     /// A target is gone: its place is free.
     pub(super) fn closed(&self, target: &str) {
         lock(&self.pages).remove(target);
@@ -151,6 +157,21 @@ mod tests {
         assert_eq!(cap.opened(&t("T4"), &c("C2")), Place::Stays);
         cap.closed("T1");
         assert_eq!(cap.opened(&t("T3"), &c("C1")), Place::Stays);
+    }
+
+    #[test]
+    fn a_counted_page_names_its_context_and_a_closed_or_refused_one_none() {
+        let cap = TabCap::new(1);
+        assert_eq!(cap.opened(&t("T1"), &c("C1")), Place::Stays);
+        assert_eq!(cap.opened(&t("T2"), &c("C1")), Place::OverCap { open: 1 });
+        assert_eq!(cap.context_of(&t("T1")), Some(c("C1")));
+        assert_eq!(
+            cap.context_of(&t("T2")),
+            None,
+            "a page being closed is no one's"
+        );
+        cap.closed("T1");
+        assert_eq!(cap.context_of(&t("T1")), None);
     }
 
     #[test]
