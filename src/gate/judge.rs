@@ -98,9 +98,10 @@ pub(super) async fn judge(
             pages.sent(&request);
             // A read's call asks Chromium: it waited for the warden's word
             // that a navigation committed, which this connection's events
-            // may not have brought yet.
-            let answer = reading.is_none().then(|| pages.answer(&request));
-            match answer.flatten() {
+            // may not have brought yet. Asked all the same, so that read
+            // counts as Chromium's read after a screenshot.
+            let answer = pages.answer(&request).filter(|_| reading.is_none());
+            match answer {
                 Some(answer) => Judgement::Answer(answer),
                 None => Judgement::Forward(request),
             }
