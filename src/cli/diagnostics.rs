@@ -7,23 +7,35 @@
 /// records' scrubber ([`Scrubbed`]). (The audit trail is not diagnostics: it
 /// has its own durable writer.)
 pub(super) fn init(dir: Option<&std::path::Path>) {
-    use tracing_subscriber::{
-        EnvFilter, Layer, filter::filter_fn, layer::SubscriberExt, util::SubscriberInitExt,
-    };
+    use tracing_subscriber::{EnvFilter, util::SubscriberInitExt};
     let env = || {
         EnvFilter::try_from_default_env()
             .unwrap_or_else(|_| EnvFilter::new("info,opentelemetry=warn"))
     };
+    subscriber(env, dir).init();
+}
+
+/// The layers [`init`] installs, each filtered by a fresh `env()`.
+fn subscriber(
+    env: impl Fn() -> tracing_subscriber::EnvFilter,
+    dir: Option<&std::path::Path>,
+) -> impl tracing::Subscriber + Send + Sync {
+    use tracing_subscriber::{Layer, filter::filter_fn, layer::SubscriberExt};
     let no_request_bodies = || {
         filter_fn(|meta| {
             !(meta.target().starts_with("rmcp") && *meta.level() > tracing::Level::INFO)
         })
     };
+    // `RUST_LOG`'s filter goes outermost: a layer's level hint is its outer
+    // filter's, and that hint becomes the `log` crate's maximum. Under a
+    // hint-less filter, every `log::trace!` of the WebSocket library (a few
+    // per CDP message the gate relays) was formatted and offered to the
+    // filters, only to be dropped.
     let stderr = tracing_subscriber::fmt::layer()
         .with_writer(Scrubbed(std::io::stderr))
         .with_ansi(false)
-        .with_filter(env())
-        .with_filter(no_request_bodies());
+        .with_filter(no_request_bodies())
+        .with_filter(env());
     // A plain (blocking) appender: tracing-appender's non_blocking writer can
     // drop lines, and print to stdout when its worker misses the shutdown.
     let file = dir.map(|dir| {
@@ -32,13 +44,10 @@ pub(super) fn init(dir: Option<&std::path::Path>) {
                 tracing_appender::rolling::daily(dir, "browser-shell.log"),
             )))
             .with_ansi(false)
-            .with_filter(env())
             .with_filter(no_request_bodies())
+            .with_filter(env())
     });
-    tracing_subscriber::registry()
-        .with(stderr)
-        .with(file)
-        .init();
+    tracing_subscriber::registry().with(stderr).with(file)
 }
 
 /// A writer whose every line passes the records' scrubber
@@ -97,6 +106,33 @@ mod tests {
 
     fn no_hunter(text: &str) -> std::borrow::Cow<'_, str> {
         std::borrow::Cow::Owned(text.replace("hunter22", "{{secret:pw}}"))
+    }
+
+    #[test]
+    fn the_most_verbose_level_let_through_is_the_one_rust_log_names() {
+        use tracing_subscriber::EnvFilter;
+        let dir = tempfile::tempdir().expect("a temp dir");
+        for (spec, most) in [
+            (
+                "info,opentelemetry=warn",
+                tracing::level_filters::LevelFilter::INFO,
+            ),
+            ("warn", tracing::level_filters::LevelFilter::WARN),
+            (
+                "info,browser_shell::gate=trace",
+                tracing::level_filters::LevelFilter::TRACE,
+            ),
+        ] {
+            for dir in [None, Some(dir.path())] {
+                let subscriber = subscriber(|| EnvFilter::new(spec), dir);
+                assert_eq!(
+                    tracing::Subscriber::max_level_hint(&subscriber),
+                    Some(most),
+                    "{spec}, file: {}",
+                    dir.is_some()
+                );
+            }
+        }
     }
 
     #[test]
