@@ -486,6 +486,7 @@ fn too_many() -> ErrorResponse {
 
 fn daemon_config() -> WebSocketConfig {
     WebSocketConfig::default()
+        .read_buffer_size(shared::READ_CHUNK)
         .max_message_size(Some(MAX_DAEMON_MESSAGE))
         .max_frame_size(Some(MAX_DAEMON_MESSAGE))
 }

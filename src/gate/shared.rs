@@ -117,5 +117,11 @@ impl Shared {
 /// Chromium's messages carry screenshots; tungstenite's default bound
 /// (64 MiB) is kept for them.
 fn upstream_config() -> WebSocketConfig {
-    WebSocketConfig::default()
+    WebSocketConfig::default().read_buffer_size(READ_CHUNK)
 }
+
+/// Bytes read from a gate socket at a time. tungstenite zeroes the whole
+/// chunk before each read, even one that finds nothing: at its default
+/// (128 KiB) that was most of the gate's own work per CDP message, which
+/// is mostly a few hundred bytes; a screenshot takes more reads instead.
+pub(super) const READ_CHUNK: usize = 16 << 10;
