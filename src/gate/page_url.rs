@@ -45,13 +45,17 @@ struct Known {
     pictured: bool,
 }
 
-/// The one read the gate answers: agent-browser's `get url`.
+/// The one read the gate answers: agent-browser's `get url`, exactly these
+/// three parameters (another, say `contextId`, reads elsewhere).
 fn is_href_read(request: &Value) -> bool {
+    let Some(params) = request.get("params").and_then(Value::as_object) else {
+        return false;
+    };
     request.get("method").and_then(Value::as_str) == Some("Runtime.evaluate")
-        && request.get("params")
-            == Some(
-                &json!({"awaitPromise": true, "expression": "location.href", "returnByValue": true}),
-            )
+        && params.len() == 3
+        && params.get("awaitPromise") == Some(&Value::Bool(true))
+        && params.get("expression").and_then(Value::as_str) == Some("location.href")
+        && params.get("returnByValue") == Some(&Value::Bool(true))
 }
 
 impl PageUrls {

@@ -72,6 +72,18 @@ fn only_the_exact_href_read_is_answered() {
     let mut in_a_context = read(2, "S1");
     in_a_context["params"]["contextId"] = json!(7);
     assert_eq!(pages.answer(&in_a_context), None, "another world or frame");
+    let mut not_awaited = read(4, "S1");
+    not_awaited["params"]["awaitPromise"] = json!(false);
+    assert_eq!(pages.answer(&not_awaited), None);
+    let mut fewer = read(5, "S1");
+    fewer["params"]
+        .as_object_mut()
+        .map(|m| m.remove("returnByValue"));
+    assert_eq!(
+        pages.answer(&fewer),
+        None,
+        "a remote object is not a string"
+    );
     let mut no_session = read(3, "S1");
     no_session.as_object_mut().map(|m| m.remove("sessionId"));
     assert_eq!(pages.answer(&no_session), None);
