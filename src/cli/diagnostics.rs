@@ -29,7 +29,7 @@ fn subscriber(
     // `RUST_LOG`'s filter goes outermost: a layer's level hint is its outer
     // filter's, and that hint becomes the `log` crate's maximum. Under a
     // hint-less filter, every `log::trace!` of the WebSocket library (a few
-    // per CDP message the gate relays) was formatted and offered to the
+    // per CDP message the gate relays) was built and offered to the
     // filters, only to be dropped.
     let stderr = tracing_subscriber::fmt::layer()
         .with_writer(Scrubbed(std::io::stderr))

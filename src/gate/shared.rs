@@ -122,6 +122,6 @@ fn upstream_config() -> WebSocketConfig {
 
 /// Bytes read from a gate socket at a time. tungstenite zeroes the whole
 /// chunk before each read, even one that finds nothing: at its default
-/// (128 KiB) that was most of the gate's own work per CDP message, which
-/// is mostly a few hundred bytes; a screenshot takes more reads instead.
+/// (128 KiB) that was the largest part of the gate's own work per CDP
+/// message, mostly a few hundred bytes; a screenshot takes more reads instead.
 pub(super) const READ_CHUNK: usize = 16 << 10;
