@@ -9,8 +9,8 @@
 //! `Page.navigatedWithinDocument`). The gate answers only what it knows
 //! exactly: a tab whose top frame's commit it saw, with Page events on, and
 //! nothing since that could change the URL unseen (`document.open()`, a
-//! detach, a crash, the browser naming another URL for the tab), nor a
-//! screenshot taken since ([`Known::pictured`]). While a navigation of the
+//! detach, a crash, the browser naming another URL for the tab), nor an
+//! input or a screenshot sent since ([`Known::renderer_ahead`]). While a navigation of the
 //! tab is under way it asks Chromium, whose read waits for that navigation
 //! (a link to a slow page: the read names the new page), so the guard
 //! still sees where the command sent the tab. Anything else is asked of
@@ -38,11 +38,14 @@ struct Known {
     /// 204) keeps the gate asking until the next commit: no event says for
     /// certain that nothing more will come of it.
     navigating: bool,
-    /// A screenshot was taken since the last read. Its pixels may come
-    /// from the renderer ahead of the commit event that says which page
-    /// they are; Chromium's own read, from that renderer, cannot come
-    /// ahead of it, so the read after a screenshot is Chromium's.
-    pictured: bool,
+    /// An input or a screenshot was sent since the last read, so the
+    /// renderer may know more than its events have told the gate: a click
+    /// on a link asks for its navigation in the renderer, whose event can
+    /// arrive after the browser's answer to the input; a screenshot's
+    /// pixels can arrive ahead of the commit event that names their page.
+    /// Chromium's own read is answered by that renderer after those
+    /// events, so the next read is Chromium's.
+    renderer_ahead: bool,
 }
 
 /// The one read the gate answers: agent-browser's `get url`, exactly these
@@ -67,7 +70,7 @@ impl PageUrls {
         }
         let cdp_session = request.get("sessionId").and_then(Value::as_str)?;
         let known = self.by_session.get_mut(cdp_session)?;
-        if std::mem::take(&mut known.pictured) || known.navigating {
+        if std::mem::take(&mut known.renderer_ahead) || known.navigating {
             return None;
         }
         let id = request.get("id").cloned().unwrap_or(Value::Null);
@@ -82,7 +85,8 @@ impl PageUrls {
     }
 
     /// agent-browser sent `request`: after `Page.disable` no event says
-    /// where the tab goes; after a screenshot, Chromium reads the URL.
+    /// where the tab goes; after an input or a screenshot, Chromium reads
+    /// the URL.
     pub(super) fn sent(&mut self, request: &Value) {
         let Some(cdp_session) = request.get("sessionId").and_then(Value::as_str) else {
             return;
@@ -91,9 +95,9 @@ impl PageUrls {
             Some("Page.disable") => {
                 self.by_session.remove(cdp_session);
             }
-            Some("Page.captureScreenshot") => {
+            Some(method) if method == "Page.captureScreenshot" || method.starts_with("Input.") => {
                 if let Some(known) = self.by_session.get_mut(cdp_session) {
-                    known.pictured = true;
+                    known.renderer_ahead = true;
                 }
             }
             _ => {}
@@ -158,11 +162,14 @@ impl PageUrls {
             return;
         };
         let url = url + &text(frame.get("urlFragment")).unwrap_or_default();
+        // An input's other effects (a second navigation its handler asked
+        // for) may still be on their way: the commit does not settle them.
+        let renderer_ahead = self.by_session.get(on).is_some_and(|k| k.renderer_ahead);
         let known = Known {
             frame: id,
             url,
             navigating: false,
-            pictured: false,
+            renderer_ahead,
         };
         self.by_session
             .insert(CdpSessionId::from_chromium(on), known);

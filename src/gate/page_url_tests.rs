@@ -255,6 +255,40 @@ fn the_read_after_a_screenshot_is_chromiums_and_the_one_after_that_the_gates() {
 }
 
 #[test]
+fn the_read_after_an_input_is_chromiums_even_if_a_commit_came_between() {
+    for input in [
+        "Input.dispatchMouseEvent",
+        "Input.dispatchKeyEvent",
+        "Input.insertText",
+    ] {
+        let mut pages = at("http://127.0.0.1:8000/a");
+        pages.sent(&json!({"id": 4, "method": input, "sessionId": "S1"}));
+        assert_eq!(answered(&mut pages, &read(5, "S1")), None, "{input}");
+        assert!(answered(&mut pages, &read(6, "S1")).is_some(), "{input}");
+
+        pages.sent(&json!({"id": 7, "method": input, "sessionId": "S1"}));
+        navigated(
+            &mut pages,
+            "S1",
+            json!({"id": "F1", "url": "http://127.0.0.1:8000/b"}),
+        );
+        assert_eq!(answered(&mut pages, &read(8, "S1")), None, "{input}");
+        assert_eq!(
+            answered(&mut pages, &read(9, "S1")).as_deref(),
+            Some("http://127.0.0.1:8000/b"),
+            "{input}"
+        );
+    }
+}
+
+#[test]
+fn an_input_on_another_tab_leaves_this_ones_read_to_the_gate() {
+    let mut pages = at("http://127.0.0.1:8000/a");
+    pages.sent(&json!({"id": 4, "method": "Input.dispatchMouseEvent", "sessionId": "S2"}));
+    assert!(answered(&mut pages, &read(5, "S1")).is_some());
+}
+
+#[test]
 fn a_same_document_change_without_a_url_forgets_the_tab_and_a_frames_does_not() {
     let mut pages = at("http://127.0.0.1:8000/a");
     event(

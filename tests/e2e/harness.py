@@ -331,7 +331,8 @@ def run_web_server(host: str = "127.0.0.1") -> Iterator[WebServer]:
             elif parsed.path == "/next":
                 self._send(200, _page("Next page", "<p>next</p>"))
             elif parsed.path == "/slow":
-                time.sleep(1.0)
+                # ?ms= how long the answer takes (a second unless said).
+                time.sleep(int(urllib.parse.parse_qs(parsed.query).get("ms", ["1000"])[0]) / 1000)
                 self._send(200, _page("Slow page", "<p>slow</p>"))
             elif parsed.path == "/slow-form":
                 # A form whose submission (Enter in its field) lands on /slow: a navigation that
