@@ -1,20 +1,22 @@
 //! Each tab's committed URL as Chromium's own events on a daemon's
 //! connection tell it, so the gate can answer agent-browser's read of
-//! `location.href` (the navigation guard's trailing `get url`, `open`'s
-//! result) without a round trip to the page's renderer.
+//! `location.href` (`open`'s result, the navigation guard's trailing
+//! `get url` after a command that sent no input) without a round trip to
+//! the page's renderer.
 //!
 //! `location.href` is the committed document's URL: it changes only when a
 //! navigation commits (`Page.frameNavigated`, whose `url` and `urlFragment`
-//! are that same URL split) or within the document (`pushState`, a fragment:
-//! `Page.navigatedWithinDocument`). The gate answers only what it knows
-//! exactly: a tab whose top frame's commit it saw, with Page events on, and
-//! nothing since that could change the URL unseen (`document.open()`, a
-//! detach, a crash, the browser naming another URL for the tab), nor an
-//! input or a screenshot sent since ([`Known::renderer_ahead`]). While a navigation of the
-//! tab is under way it asks Chromium, whose read waits for that navigation
-//! (a link to a slow page: the read names the new page), so the guard
-//! still sees where the command sent the tab. Anything else is asked of
-//! Chromium too (docs/design.md, "The navigation guard's reads").
+//! are that same URL split) or within the document (`pushState`, a
+//! fragment: `Page.navigatedWithinDocument`). The gate answers only what it
+//! knows exactly: a tab whose top frame's commit it saw, with Page events
+//! on, and nothing since that could change the URL unseen
+//! (`document.open()`, a detach, a crash, the browser naming another URL
+//! for the tab), nor an input or a screenshot sent since
+//! ([`Known::renderer_ahead`]). While a navigation of the tab is under way
+//! it asks Chromium, whose read waits for that navigation (a link to a slow
+//! page: the read names the new page), so the guard still sees where the
+//! command sent the tab. Anything else is asked of Chromium too
+//! (docs/design.md, "The navigation guard's reads").
 
 use std::collections::HashMap;
 
