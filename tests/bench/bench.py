@@ -883,8 +883,8 @@ def query_ref(snapshot: dict) -> str:
 
 def until_submitted(get_url, expected: str, deadline_s: float = 10.0) -> str:
     """The flow's `get url` step: repeated (every flavour alike) until the page shows /submit,
-    1 ms apart: a coarser pause (10 ms until 2026-11-22 20:35 UTC) rounds each flavour's wait for
-    the navigation up to its own multiple of poll + pause, a step of 5-7 % of the whole flow."""
+    1 ms apart: a coarser pause (it was 10 ms) rounds each flavour's wait for the navigation up to
+    its own multiple of poll + pause, a step of 5-7 % of the whole flow."""
     end = time.monotonic() + deadline_s
     while True:
         url = get_url()

@@ -60,6 +60,23 @@ def tail(path: Path | str, max_bytes: int = 6000) -> str:
     return text
 
 
+def poll(probe, within: float, interval: float = 0.1):
+    """probe() until it returns something truthy or `within` seconds pass; its last value, for a test
+    that says itself what failed. A bound on waiting, never a timing check."""
+    deadline = time.monotonic() + within
+    while not (found := probe()) and time.monotonic() < deadline:
+        time.sleep(interval)
+    return found
+
+
+def wait_for(what: str, probe, within: float, interval: float = 0.1):
+    """probe()'s first truthy value within `within` seconds; otherwise the test fails, saying what it
+    waited for (`what`: "a pooled daemon", "the daemon to exit")."""
+    found = poll(probe, within, interval)
+    assert found, f"waited {within} s for {what}"
+    return found
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))

@@ -18,7 +18,6 @@ import socket
 import struct
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -424,16 +423,6 @@ def share_of(pixels: list[tuple[int, int, int]], rgb: tuple[int, int, int], tole
         return 0.0
     hits = sum(all(abs(a - b) <= tolerance for a, b in zip(p, rgb, strict=True)) for p in pixels)
     return hits / len(pixels)
-
-
-def wait_for(predicate, timeout: float, interval: float = 0.3):
-    """predicate() until it returns a truthy value or `timeout` passes; returns the last value."""
-    end = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() > end:
-            return value
-        time.sleep(interval)
 
 
 # --------------------------------------------------------------------------- SKILL.md examples

@@ -50,16 +50,6 @@ def readme_chromium_command(section: str) -> list[str]:
     return shlex.split(lines[0], comments=True)
 
 
-def wait_until(predicate, limit: float) -> bool:
-    """predicate() until it holds, for at most `limit` seconds (a bound on waiting, not a timing check)."""
-    end = time.monotonic() + limit
-    while not predicate():
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.1)
-    return True
-
-
 @pytest.fixture
 def readme_chromium(scratch) -> Iterator[int]:
     """The README's Chromium command, on a free port (9222 may be someone's stack): its DevTools port."""
@@ -75,7 +65,7 @@ def readme_chromium(scratch) -> Iterator[int]:
     profile = None
     try:
         said = lambda: f"DevTools on 127.0.0.1:{port}" in logfile.read_text(errors="replace")  # noqa: E731
-        wait_until(lambda: said() or proc.poll() is not None, 60)
+        harness.poll(lambda: said() or proc.poll() is not None, within=60)
         assert said() and proc.poll() is None, f"deploy/local/chromium did not come up:\n{harness.tail(logfile)}"
         profile = Path(re.search(r"profile (\S+);", logfile.read_text(errors="replace"))[1])
         # A fresh profile, outside /tmp (which the confined agent-browser may write).

@@ -74,14 +74,6 @@ def test_an_idle_session_is_reaped_with_its_daemon_tab_and_files(
         time.sleep(0.1)
 
 
-def wait_for(what: str, probe, within: float = 10.0):
-    end = time.monotonic() + within
-    while not (found := probe()):
-        assert time.monotonic() < end, f"never saw {what}"
-        time.sleep(0.05)
-    return found
-
-
 def test_a_standby_touches_nothing_until_a_call_gives_it_a_command(start_server, web: harness.WebServer) -> None:
     """After a call, browser-shell spawns the session's next agent-browser ahead of time
     (src/runner/standby.rs), before that call's intent exists. It must do nothing until a call feeds it:
@@ -90,11 +82,11 @@ def test_a_standby_touches_nothing_until_a_call_gives_it_a_command(start_server,
     srv = start_server()
     form = web.url("/form")
     srv.ok("standby", ["open", form])
-    standby = wait_for("the session's standby", lambda: harness.session_cli_processes("standby"))
+    standby = harness.wait_for("a standby for the session", lambda: harness.session_cli_processes("standby"), within=10)
     assert len(standby) == 1, standby
     daemon = int((srv.cfg.state_dir / "sock" / "standby.pid").read_text())
     os.kill(daemon, signal.SIGKILL)
-    wait_for("the daemon gone", lambda: not alive(daemon))
+    harness.wait_for("the daemon to be gone", lambda: not alive(daemon), within=10)
     time.sleep(1.0)  # time enough to start a daemon, had the standby wanted to
     assert all(alive(pid) for pid in standby), "the standby did not wait for its command"
     others = [pid for pid in harness.daemons_under([srv.cfg.base]) if pid not in standby]
@@ -234,7 +226,7 @@ def test_on_exit_end_closes_every_session_as_the_server_stops(server_config, chr
         first.stop()  # stdin EOF
     closed = [r for r in lifecycle(cfg) if r["session_id"] == "ends"]
     assert [r["outcome"] for r in closed] == ["closed"] and "--on-exit end" in closed[0]["reason"], closed
-    wait_for("the daemon's exit", lambda: not alive(pid))
+    harness.wait_for("the daemon to exit", lambda: not alive(pid), within=10)
     assert target not in tab_ids(chromium.port), "the ended session's tab is still open"
     assert not shot.exists() and not list(sock.glob("ends.*")), list(sock.iterdir())
     second = BlockingServer(cfg).start()

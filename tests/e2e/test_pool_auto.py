@@ -45,14 +45,6 @@ def window_titles(chromium: harness.Chromium, cfg, daemon: str) -> set[str]:
     return {page["title"] for page in pages_in_context(chromium, cfg, daemon)}
 
 
-def wait_for(what: str, check, within: float = 60.0):
-    deadline = time.monotonic() + within
-    while not (found := check()):
-        assert time.monotonic() < deadline, what
-        time.sleep(0.1)
-    return found
-
-
 def test_the_default_pool_starts_nothing_before_the_first_call_then_keeps_one_ready(
     start_server, chromium: harness.Chromium
 ) -> None:
@@ -67,12 +59,12 @@ def test_the_default_pool_starts_nothing_before_the_first_call_then_keeps_one_re
 
     assert srv.ok("first", ["get", "url"])["url"] == "about:blank"
     assert not [r for r in pool_records(srv.cfg, "bound") if r.get("session_id") == "first"], "nothing was pooled yet"
-    (warming,) = wait_for("no warm-up after the first call", lambda: pool_records(srv.cfg, "warming"))
+    (warming,) = harness.wait_for("a warm-up after the first call", lambda: pool_records(srv.cfg, "warming"), within=60)
     assert warming["detail"]["pool"]["target"] == 1, warming
-    (ready,) = wait_for("the warm-up never became ready", lambda: pool_records(srv.cfg, "pooled"))
+    (ready,) = harness.wait_for("the warm-up to become ready", lambda: pool_records(srv.cfg, "pooled"), within=60)
     # Its window already says it waits (so binding only renames it, starting no renderer on a call's path).
-    waiting = wait_for("the pooled window was not labelled as waiting",
-                       lambda: window_titles(chromium, srv.cfg, ready["detail"]["daemon"]) & {"(ready for a new session) · browser-shell session"})
+    waiting = harness.wait_for("the pooled window's label for a new session",
+                       lambda: window_titles(chromium, srv.cfg, ready["detail"]["daemon"]) & {"(ready for a new session) · browser-shell session"}, within=60)
     assert waiting
 
     # More than 2 s after the first: sessions that far apart keep the floor of one.
@@ -80,9 +72,9 @@ def test_the_default_pool_starts_nothing_before_the_first_call_then_keeps_one_re
     assert srv.ok("second", ["get", "url"])["url"] == "about:blank"
     bound = [r for r in pool_records(srv.cfg, "bound") if r.get("session_id") == "second"]
     assert len(bound) == 1, "the next new session takes the ready daemon"
-    assert wait_for("the bound window was not renamed for its session",
-                    lambda: "second · browser-shell session" in window_titles(chromium, srv.cfg, ready["detail"]["daemon"]))
-    ready, _ = wait_for("the pool did not refill to one", lambda: ready_over_time(srv.cfg)[0] and ready_over_time(srv.cfg))
+    assert harness.wait_for("the bound window's name for its session",
+                    lambda: "second · browser-shell session" in window_titles(chromium, srv.cfg, ready["detail"]["daemon"]), within=60)
+    ready, _ = harness.wait_for("the pool to refill to one", lambda: ready_over_time(srv.cfg)[0] and ready_over_time(srv.cfg), within=60)
     assert len(ready) == 1, ready
 
 
@@ -95,17 +87,17 @@ def test_the_default_pool_grows_with_new_sessions_up_to_max_sessions_then_falls_
         assert srv.ok(f"n{i}", ["get", "url"])["url"] == "about:blank"
         srv.ok(f"n{i}", ["close"])
         if i == 0:
-            wait_for("no warm-up after the first call", lambda: pool_records(srv.cfg, "pooled"))
+            harness.wait_for("a pooled daemon", lambda: pool_records(srv.cfg, "pooled"), within=60)
     warmings = [r["detail"]["pool"] for r in pool_records(srv.cfg, "warming")]
     assert max(w["target"] for w in warmings) == 2, f"the pool grew to the cap of 2: {warmings}"
     assert max(w["peak_arrivals"] for w in warmings) > 2, f"more arrived than the cap allows: {warmings}"
     assert all(w["target"] <= 2 for w in warmings), warmings
     assert [r for r in pool_records(srv.cfg, "bound") if r["session_id"].startswith("n")], "no session was served"
-    wait_for("the pool never reached its cap", lambda: len(ready_over_time(srv.cfg)[0]) == 2)
+    harness.wait_for("the pool to reach its cap", lambda: len(ready_over_time(srv.cfg)[0]) == 2, within=60)
     assert ready_over_time(srv.cfg)[1] <= 2, "more daemons were ready at once than --max-sessions"
 
     # No new session for --pool-idle-sec: back to one, on the record.
-    reaped = wait_for("the pool never shrank", lambda: pool_records(srv.cfg, "reaped"), within=30)
+    reaped = harness.wait_for("the pool to shrink", lambda: pool_records(srv.cfg, "reaped"), within=30)
     assert "floor of 1" in reaped[0]["reason"], reaped[0]
     ready, _ = ready_over_time(srv.cfg)
     assert len(ready) == 1, ready
@@ -120,7 +112,7 @@ def test_a_session_id_used_again_after_close_is_served_by_the_pool(start_server,
     srv = start_server(pool=None)
     srv.ok("again", ["open", web.url("/form")])
     srv.ok("again", ["close"])
-    wait_for("the pool never warmed a daemon", lambda: pool_records(srv.cfg, "pooled"))
+    harness.wait_for("a pooled daemon", lambda: pool_records(srv.cfg, "pooled"), within=60)
     assert srv.ok("again", ["get", "url"])["url"] == "about:blank"
     bound = [r for r in pool_records(srv.cfg, "bound") if r.get("session_id") == "again"]
     assert len(bound) == 1, "the closed session's id came back and waited for a daemon of its own"
@@ -133,16 +125,17 @@ def test_a_stopped_server_leaves_no_browser_context_of_its_unbound_pooled_daemon
     included: no tab is left behind whose proxy died with the server."""
     srv = start_server(pool=None)
     assert srv.ok("first", ["get", "url"])["url"] == "about:blank"
-    (ready,) = wait_for("the pool never warmed a daemon", lambda: pool_records(srv.cfg, "pooled"))
+    (ready,) = harness.wait_for("a pooled daemon", lambda: pool_records(srv.cfg, "pooled"), within=60)
     daemon = ready["detail"]["daemon"]
     context = json.loads((srv.cfg.state_dir / "contexts.json").read_text())[daemon]["context"]
-    wait_for("the pooled window was not labelled", lambda: window_titles(chromium, srv.cfg, daemon))
+    harness.wait_for("the pooled window's label", lambda: window_titles(chromium, srv.cfg, daemon), within=60)
     srv.stop()
 
-    deadline = time.monotonic() + 10
-    while context in browser_contexts(chromium):
-        assert time.monotonic() < deadline, "the unbound pooled daemon's browser context outlived its server"
-        time.sleep(0.1)
+    harness.wait_for(
+        "the unbound pooled daemon's browser context to go with its server",
+        lambda: context not in browser_contexts(chromium),
+        within=10,
+    )
 
 
 def test_a_server_stopped_during_a_warm_up_leaves_no_daemon_or_context_of_it(
@@ -152,15 +145,13 @@ def test_a_server_stopped_during_a_warm_up_leaves_no_daemon_or_context_of_it(
     closed at exit like the ready ones, on the record, not left with a proxy that died with the server."""
     before = browser_contexts(chromium)
     srv = start_server(pool="4")  # pinned: warms at start, two at a time
-    warming = wait_for("no warm-up started", lambda: pool_records(srv.cfg, "warming"), within=30)
+    warming = harness.wait_for("a warm-up", lambda: pool_records(srv.cfg, "warming"), within=30)
     srv.stop()
     names = {r["detail"]["daemon"] for r in pool_records(srv.cfg, "warming")}
     ready = {r["detail"]["daemon"] for r in pool_records(srv.cfg, "pooled")}
     assert names - ready, f"every warm-up had finished before the stop; nothing was cut short: {warming}"
     closed = {r["detail"]["daemon"] for r in pool_records(srv.cfg, "closed")}
     assert names <= closed, f"a warm-up cut short by the stop was not closed on the record: {sorted(names - closed)}"
-    deadline = time.monotonic() + 10
-    while left := browser_contexts(chromium) - before:
-        assert time.monotonic() < deadline, f"browser contexts outlived the server: {left}"
-        time.sleep(0.1)
+    gone = harness.poll(lambda: not browser_contexts(chromium) - before, within=10)
+    assert gone, f"browser contexts outlived the server: {browser_contexts(chromium) - before}"
     assert not list((srv.cfg.state_dir / "sock").glob("pool-*.pid")), "a pooled daemon outlived the server"

@@ -5,7 +5,6 @@ Chromium after the session that opened them is gone. Real Chromium and agent-bro
 from __future__ import annotations
 
 import json
-import time
 import urllib.parse
 import urllib.request
 import uuid
@@ -23,22 +22,13 @@ def pages_with(chromium: harness.Chromium, marker: str) -> list[str]:
     return [t["id"] for t in listed if t.get("type") == "page" and t.get("url", "").endswith(f"/next?{marker}")]
 
 
-def wait_for(what: str, predicate, within: float = 15.0):
-    deadline = time.monotonic() + within
-    while True:
-        found = predicate()
-        if found or time.monotonic() > deadline:
-            return found
-        time.sleep(0.1)
-
-
 def open_popups(srv, sid: str, web: harness.WebServer, chromium: harness.Chromium) -> str:
     """The session opens a page whose link opens a popup; returns the popup's marker."""
     marker = f"popup-{uuid.uuid4().hex[:8]}"
     target = urllib.parse.quote(f"/next?{marker}", safe="")
     srv.ok(sid, ["open", web.url(f"/popper?to={target}")])
     srv.ok(sid, ["click", "#pop"])
-    assert wait_for("the popup", lambda: pages_with(chromium, marker)), "the popup never opened"
+    assert harness.poll(lambda: pages_with(chromium, marker), within=15), "the popup never opened"
     return marker
 
 
@@ -46,11 +36,11 @@ def test_a_sessions_popups_close_with_it_and_when_it_is_evicted(start_server, we
     srv = start_server(extra_args=["--max-sessions", "1", "--session-overflow", "evict-lru"])
     closed = open_popups(srv, "pop-closed", web, chromium)
     srv.ok("pop-closed", ["close"])
-    assert wait_for("the popup closed", lambda: not pages_with(chromium, closed)), pages_with(chromium, closed)
+    assert harness.poll(lambda: not pages_with(chromium, closed), within=15), pages_with(chromium, closed)
 
     evicted = open_popups(srv, "pop-evicted", web, chromium)
     srv.ok("pop-newcomer", ["get", "url"])  # one session at most: the idle one is evicted
-    assert wait_for("the popup closed", lambda: not pages_with(chromium, evicted)), pages_with(chromium, evicted)
+    assert harness.poll(lambda: not pages_with(chromium, evicted), within=15), pages_with(chromium, evicted)
     records = [json.loads(line) for line in srv.cfg.audit_log.read_text().splitlines()]
     assert any(r.get("outcome") == "evicted" and r.get("session_id") == "pop-evicted" for r in records)
     assert not [r for r in records if r.get("outcome") == "retire_incomplete"], records
@@ -83,7 +73,7 @@ def test_a_session_keeps_at_most_max_tabs_pages_and_each_one_more_is_closed_and_
         records = [json.loads(line) for line in srv.cfg.audit_log.read_text().splitlines()]
         return [r for r in records if r.get("rule") == rule and r.get("session_id") == "pop-capped"]
 
-    assert wait_for("the refusals", lambda: len(refused()) >= closed), refused()
+    assert harness.poll(lambda: len(refused()) >= closed, within=15), refused()
     assert len(refused()) == closed, refused()
     assert all("closed as it opened" in r["reason"] for r in refused()), refused()
     # agent-browser's commands on a popup that closed under it are answered as Chromium would

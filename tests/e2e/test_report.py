@@ -21,7 +21,6 @@ import signal
 import struct
 import subprocess
 import threading
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -61,16 +60,6 @@ def records(log_path: Path) -> list[dict]:
     return [json.loads(line) for line in log_path.read_text().splitlines()]
 
 
-def wait_for(what: str, predicate, within: float = 15.0) -> Any:
-    deadline = time.monotonic() + within
-    while True:
-        found = predicate()
-        if found:
-            return found
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 def tabs(chromium: harness.Chromium) -> list[dict]:
     with urllib.request.urlopen(f"http://127.0.0.1:{chromium.port}/json/list", timeout=5) as r:
         return json.load(r)
@@ -87,13 +76,14 @@ def a_run(srv: BlockingServer, web: harness.WebServer, three: harness.WebServer,
     # A link to a refused address: the gate blocks the request (request.blocked).
     srv.ok("rev-b", ["open", web.url("/links?to=" + urllib.parse.quote(three.url("/next"), safe=""))])
     srv.call("rev-b", ["click", "#away"])
-    wait_for(
+    harness.wait_for(
         "a request.blocked record",
         lambda: [r for r in records(srv.cfg.audit_log) if r.get("rule") == "request.blocked"],
+        within=15,
     )
     # A page that replaces itself with one the policy refuses: the guard blocks the next command.
     srv.ok("rev-c", ["open", web.url("/later-blob?ms=1500&marker=rev-c")])
-    wait_for("a blob: tab", lambda: any(t.get("url", "").startswith("blob:") for t in tabs(chromium)))
+    harness.wait_for("a blob: tab", lambda: any(t.get("url", "").startswith("blob:") for t in tabs(chromium)), within=15)
     is_error, reply = srv.call("rev-c", ["get", "title"])
     assert is_error and "navigation.blocked" in reply["stderr"], describe(reply)
     assert three.seen_paths() == [], "the browser reached the refused address"
@@ -562,10 +552,10 @@ def otlp_sink() -> Iterator[int]:
 
 def reload_then_stop(srv: BlockingServer) -> None:
     """A policy reload (SIGHUP) once the server's start is on record, then its stop: both in the log."""
-    wait_for("the started record", lambda: [r for r in records(srv.cfg.audit_log) if r.get("outcome") == "started"])
+    harness.wait_for("the started record", lambda: [r for r in records(srv.cfg.audit_log) if r.get("outcome") == "started"], within=15)
     assert srv.pid is not None
     os.kill(srv.pid, signal.SIGHUP)
-    wait_for("the reloaded record", lambda: [r for r in records(srv.cfg.audit_log) if r.get("outcome") == "reloaded"])
+    harness.wait_for("the reloaded record", lambda: [r for r in records(srv.cfg.audit_log) if r.get("outcome") == "reloaded"], within=15)
     srv.stop()
 
 

@@ -238,9 +238,9 @@ def test_vnc_through_the_gateway_shows_the_page_the_agent_opened(stack, web: har
             await ok(session, "stack-vnc", ["open", web.url("/solid?rgb=ff00aa")])
 
         with_session(stack, go)
-        share = st.wait_for(lambda: st.share_of(rfb.grab(*box), COLOR) > 0.95, timeout=15)
+        share = harness.poll(lambda: st.share_of(rfb.grab(*box), COLOR) > 0.95, within=15, interval=0.3)
         assert share, f"the colour did not appear on the VNC framebuffer (last share {st.share_of(rfb.grab(*box), COLOR):.0%})"
-        refilled = st.wait_for(lambda: pool_refilled_after(stack, "stack-vnc"), timeout=30)
+        refilled = harness.poll(lambda: pool_refilled_after(stack, "stack-vnc"), within=30, interval=0.3)
         assert refilled, "the pool warmed no daemon after the session's first call"
         time.sleep(0.5)  # the refill's window has been mapped and the session's tab raised again
         after = st.share_of(rfb.grab(*box), COLOR)
@@ -300,7 +300,7 @@ def test_on_the_stack_a_pay_click_waits_for_a_click_on_the_display_over_vnc(
         waiting.start()
         watcher = rfb_through_gateway(stack, st.vnc_password(stack, control=False))
         try:
-            at = st.wait_for(lambda: button_on_screen(watcher, rgb), timeout=20)
+            at = harness.poll(lambda: button_on_screen(watcher, rgb), within=20, interval=0.3)
             assert at, "no approval dialog appeared on the display"
             watcher.click(*at)  # a view-only client: x11vnc drops its input
             time.sleep(1.5)
@@ -314,7 +314,7 @@ def test_on_the_stack_a_pay_click_waits_for_a_click_on_the_display_over_vnc(
             person.click(*at)
             # Stay connected until the dialog is gone, as a person would: x11vnc may not have
             # passed the click on to the display yet, and a client that leaves at once can lose it.
-            gone = st.wait_for(lambda: button_on_screen(person, rgb) is None, timeout=20)
+            gone = harness.poll(lambda: button_on_screen(person, rgb) is None, within=20, interval=0.3)
             assert gone, f"the dialog is still on the display after the click on {answer}"
         finally:
             person.close()
