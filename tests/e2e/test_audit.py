@@ -14,7 +14,6 @@ import threading
 import time
 from pathlib import Path
 
-import anyio
 import pytest
 
 import harness

@@ -338,8 +338,8 @@ def test_a_secret_cut_by_a_fields_maxlength_reads_back_as_its_placeholder(start_
     with login_site() as site:
         srv = start_server(extra_args=["--secrets", str(one_secret(scratch, site, "long", value))])
         srv.ok("cut", ["open", site.url("/short")])
-        for field in ("#pw", "#t"):
-            srv.ok("cut", ["fill", field, "{{secret:long}}"])
+        for selector in ("#pw", "#t"):
+            srv.ok("cut", ["fill", selector, "{{secret:long}}"])
         replies = [srv.call("cut", argv)[1] for argv in (
             ["get", "value", "#pw"], ["get", "value", "#t"], ["get", "attr", "#t", "value"], ["snapshot"],
         )]
