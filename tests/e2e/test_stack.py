@@ -329,6 +329,8 @@ def test_on_the_stack_a_pay_click_waits_for_a_click_on_the_display_over_vnc(
             # window mapped over the dialog (the pool's next warm-up) takes a click until the dialog
             # raises itself again.
             assert harness.poll(click_while_shown, within=30, interval=0.5), f"no answer ({answer}) on record"
+            gone = harness.poll(lambda: button_on_screen(person, rgb) is None, within=20, interval=0.3)
+            assert gone, f"the approval dialog stayed on the display after the answer ({answer})"
         finally:
             person.close()
         waiting.join(30)
