@@ -36,9 +36,14 @@ const BACKGROUND_RGB: u32 = 0xf6_f8_fa;
 const TEXT_RGB: u32 = 0x24_29_2f;
 const BORDER: u16 = 4;
 const COLUMNS: usize = 96;
-/// How often the dialog looks for a click, and puts itself back on top.
+/// How often the dialog looks for a click and for a window over it.
 const TICK: Duration = Duration::from_millis(25);
+/// How often the dialog looks for a window over it unprompted: a dialog
+/// already partly under another dialog gets no new visibility event when
+/// a browser window covers it further.
 const RAISE_EVERY: u32 = 20;
+/// Every dialog's window name, this server's or another's on the display.
+const DIALOG_NAME: &[u8] = b"browser-shell approval";
 
 type Failure = Box<dyn std::error::Error + Send + Sync>;
 
@@ -229,6 +234,12 @@ fn dialog(
         while let Some(event) = conn.poll_for_event()? {
             match event {
                 Event::Expose(e) if e.count == 0 => drawing.draw(&layout)?,
+                // A window mapped or raised over the dialog (a session's
+                // new window, a tab brought forward) would take the click
+                // meant for it: rise over it at once.
+                Event::VisibilityNotify(e) if e.state != Visibility::UNOBSCURED => {
+                    rise_over_others(&conn, screen.root, window)?;
+                }
                 Event::ButtonPress(e) if e.detail == 1 => {
                     if layout.approve.holds(e.event_x, e.event_y) {
                         return Ok(Some(true));
@@ -245,12 +256,45 @@ fn dialog(
         }
         ticks = ticks.wrapping_add(1);
         if ticks.is_multiple_of(RAISE_EVERY) {
-            let above = ConfigureWindowAux::new().stack_mode(StackMode::ABOVE);
-            conn.configure_window(window, &above)?;
-            conn.flush()?;
+            rise_over_others(&conn, screen.root, window)?;
         }
         thread::sleep(TICK);
     }
+}
+
+/// Put `window` on top if a window shown above it is not a dialog: dialogs
+/// rise over other windows, never over each other, so two of them (even
+/// two servers' on one display) do not keep trading places.
+fn rise_over_others(conn: &RustConnection, root: Window, window: Window) -> Result<(), Failure> {
+    // Children come bottom to top.
+    let stack = conn.query_tree(root)?.reply()?.children;
+    let above: Vec<Window> = stack
+        .into_iter()
+        .skip_while(|w| *w != window)
+        .skip(1)
+        .collect();
+    let asked = (above.iter())
+        .map(|w| {
+            let shown = conn.get_window_attributes(*w)?;
+            let name = conn.get_property(false, *w, AtomEnum::WM_NAME, AtomEnum::STRING, 0, 64)?;
+            Ok((shown, name))
+        })
+        .collect::<Result<Vec<_>, x11rb::errors::ConnectionError>>()?;
+    let mut covered = false;
+    for (shown, name) in asked {
+        // A window gone meanwhile answers with an error: it covers nothing.
+        let viewable = shown
+            .reply()
+            .is_ok_and(|a| a.map_state == MapState::VIEWABLE);
+        let dialog = name.reply().is_ok_and(|p| p.value == DIALOG_NAME);
+        covered |= viewable && !dialog;
+    }
+    if covered {
+        let on_top = ConfigureWindowAux::new().stack_mode(StackMode::ABOVE);
+        conn.configure_window(window, &on_top)?;
+        conn.flush()?;
+    }
+    Ok(())
 }
 
 /// The dialog's window, centred across the top of the screen (each one up
@@ -280,14 +324,16 @@ fn open_window(
             .background_pixel(colours.background)
             .border_pixel(colours.text)
             .override_redirect(1)
-            .event_mask(EventMask::EXPOSURE | EventMask::BUTTON_PRESS),
+            .event_mask(
+                EventMask::EXPOSURE | EventMask::BUTTON_PRESS | EventMask::VISIBILITY_CHANGE,
+            ),
     )?;
     conn.change_property8(
         PropMode::REPLACE,
         window,
         AtomEnum::WM_NAME,
         AtomEnum::STRING,
-        b"browser-shell approval",
+        DIALOG_NAME,
     )?;
     Ok(window)
 }
