@@ -16,6 +16,8 @@ import json
 import time
 import os
 import re
+import socket
+import struct
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -361,6 +363,49 @@ def test_on_the_stack_a_pay_click_waits_for_a_click_on_the_display_over_vnc(
                           capture_output=True, text=True).stdout
     view = html.split('<h2 id="approvals">', 1)[1].split("</table>", 1)[0]
     assert f"whoever clicked on display {stack.env_file['DISPLAY']}" in view, view[:3000]
+
+
+def x11_setup(display: str, cookie: bytes | None) -> tuple[int, bytes]:
+    """Open `display` as any X client does, through its unix socket, with `cookie` (MIT-MAGIC-COOKIE-1)
+    or none: the server's answer, 1 for a connection or 0, and its reason."""
+    name = b"MIT-MAGIC-COOKIE-1" if cookie else b""
+    data = cookie or b""
+    pad = lambda b: b + b"\0" * (-len(b) % 4)  # noqa: E731
+    request = struct.pack("<BxHHHHxx", ord("l"), 11, 0, len(name), len(data)) + pad(name) + pad(data)
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(10)
+        s.connect(f"/tmp/.X11-unix/X{display}")
+        s.sendall(request)
+        head = s.recv(8, socket.MSG_WAITALL)
+        reason = s.recv(head[1], socket.MSG_WAITALL) if head[0] == 0 else b""
+    return head[0], reason
+
+
+def stack_cookie(path: Path) -> bytes:
+    """The cookie in the stack's Xauthority file (its one entry: family, address, display, name, data)."""
+    raw, fields = path.read_bytes(), []
+    at = 2
+    for _ in range(4):
+        (length,) = struct.unpack(">H", raw[at:at + 2])
+        fields.append(raw[at + 2:at + 2 + length])
+        at += 2 + length
+    assert fields[2] == b"MIT-MAGIC-COOKIE-1", fields
+    return fields[3]
+
+
+def test_on_the_stack_the_display_takes_no_client_without_the_stacks_cookie(stack):
+    """Any local process may open a unix socket, a confined agent-browser child included: the stack's X
+    display asks for the cookie `up` made, which only Chromium, x11vnc and browser-shell get, so nothing
+    else can draw on the display or click the approval dialog's buttons."""
+    display = stack.env_file["DISPLAY"].lstrip(":")
+    status, reason = x11_setup(display, None)
+    assert status == 0 and b"uthoriz" in reason, (status, reason)
+    status, reason = x11_setup(display, b"\0" * 16)
+    assert status == 0, "a wrong cookie was let in"
+    cookie = stack.run_dir / "xauthority"
+    assert cookie.stat().st_mode & 0o777 == 0o600, oct(cookie.stat().st_mode)
+    status, reason = x11_setup(display, stack_cookie(cookie))
+    assert status == 1, (status, reason)
 
 
 def pool_refilled_after(stack, session: str) -> bool:
