@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use x11rb::{
     connection::Connection,
     protocol::{Event, xproto::*},
-    rust_connection::RustConnection,
+    rust_connection::{ConnectError, DefaultStream, RustConnection},
     wrapper::ConnectionExt as _,
 };
 
@@ -72,12 +72,23 @@ pub(crate) struct Display {
 
 impl Display {
     /// The display `name` (e.g. `:99`), reached once now, so that a wrong
-    /// name stops the start instead of the first approval.
+    /// name, or a display anyone may click on, stops the start instead of
+    /// the first approval.
     pub(crate) fn open(name: &str) -> Result<Self, DisplayError> {
-        x11rb::connect(Some(name)).map_err(|e| DisplayError {
+        let failed = |why: Failure| DisplayError {
             display: name.to_owned(),
-            why: e.into(),
-        })?;
+            why,
+        };
+        x11rb::connect(Some(name))
+            .map_err(|e| failed(format!("{e}; start its X server first").into()))?;
+        if takes_anyone(name).map_err(failed)? {
+            return Err(failed(
+                "it lets in clients that show no cookie, so any local process, a confined \
+                 agent-browser included, could click Approve: start its X server with a cookie \
+                 (`Xvfb -auth FILE`) and give browser-shell the same file in XAUTHORITY"
+                    .into(),
+            ));
+        }
         Ok(Self {
             name: name.to_owned(),
             showing: Arc::default(),
@@ -131,6 +142,30 @@ impl Display {
             },
         }
     }
+}
+
+/// Does the display let in a client that shows no cookie? A confined
+/// agent-browser may open unix sockets, and Landlock does not govern
+/// connecting to one by its path, so such a display is its to click on.
+fn takes_anyone(name: &str) -> Result<bool, Failure> {
+    let parsed = x11rb::reexports::x11rb_protocol::parse_display::parse_display(Some(name))?;
+    let mut unreachable = None;
+    for address in parsed.connect_instruction() {
+        match DefaultStream::connect(&address) {
+            Ok((stream, _)) => {
+                let screen = usize::from(parsed.screen);
+                return match RustConnection::connect_to_stream(stream, screen) {
+                    Ok(_) => Ok(true),
+                    Err(ConnectError::SetupAuthenticate(_) | ConnectError::SetupFailed(_)) => {
+                        Ok(false)
+                    }
+                    Err(e) => Err(e.into()),
+                };
+            }
+            Err(e) => unreachable = Some(e),
+        }
+    }
+    Err(unreachable.map_or_else(|| "it names no way to reach it".into(), Into::into))
 }
 
 /// Where a button is, in the window.

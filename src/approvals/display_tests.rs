@@ -9,7 +9,7 @@ use std::{
 
 use x11rb::{connection::Connection, protocol::xproto::*, rust_connection::RustConnection};
 
-use super::{Button, DIALOG_NAME, dialog, wrap};
+use super::{Button, DIALOG_NAME, Display, dialog, takes_anyone, wrap};
 
 #[test]
 fn wrapping_breaks_at_spaces_and_cuts_only_words_longer_than_a_line() {
@@ -42,6 +42,11 @@ impl Xvfb {
     /// `None` (the test says why and passes) where Xvfb is not installed,
     /// unless `BROWSER_SHELL_REQUIRE_XVFB` is set: the full test run sets it.
     fn start() -> Option<Self> {
+        Self::start_with(&[])
+    }
+
+    /// As `start`, with more arguments for Xvfb.
+    fn start_with(more: &[&str]) -> Option<Self> {
         use std::io::{BufRead, BufReader};
         use std::process::{Command, Stdio};
         let spawned = Command::new("Xvfb")
@@ -54,6 +59,7 @@ impl Xvfb {
                 "-nolisten",
                 "tcp",
             ])
+            .args(more)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn();
@@ -193,4 +199,36 @@ fn a_window_shown_over_the_dialogs_goes_under_them_and_they_keep_their_order() {
     for dialog in shown {
         dialog.join().unwrap();
     }
+}
+
+#[test]
+fn a_display_that_lets_in_clients_without_a_cookie_is_refused_at_start() {
+    let Some(open) = Xvfb::start() else { return };
+    assert!(takes_anyone(&open.name).unwrap());
+    let refused = Display::open(&open.name).unwrap_err().to_string();
+    assert!(
+        refused.contains("show no cookie") && refused.contains("XAUTHORITY"),
+        "{refused}"
+    );
+
+    let dir = std::env::temp_dir().join(format!("display-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cookie = dir.join("xauthority");
+    // One FamilyWild entry, any display, MIT-MAGIC-COOKIE-1 and 16 bytes.
+    let field = |b: &[u8]| [&u16::try_from(b.len()).unwrap().to_be_bytes()[..], b].concat();
+    let entry = [
+        &0xffff_u16.to_be_bytes()[..],
+        &field(b""),
+        &field(b""),
+        &field(b"MIT-MAGIC-COOKIE-1"),
+        &field(&[7; 16]),
+    ]
+    .concat();
+    std::fs::write(&cookie, entry).unwrap();
+    let guarded = Xvfb::start_with(&["-auth", cookie.to_str().unwrap()]).unwrap();
+    assert!(
+        !takes_anyone(&guarded.name).unwrap(),
+        "a display with a cookie let in a client without one"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -268,7 +268,7 @@ impl Plan {
             .filter(|name| !name.is_empty())
             .map(crate::approvals::display::Display::open)
             .transpose()
-            .context("cannot draw approval dialogs there (--approvals-display): start its X server first, or leave the flag out")?;
+            .context("cannot draw approval dialogs there (--approvals-display; leave the flag out to ask no one on a display)")?;
         Ok((retries, display))
     }
 

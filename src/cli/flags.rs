@@ -316,7 +316,9 @@ pub(crate) struct ServeArgs {
 
     /// The X display (e.g. `:99`) on which a dialog asks for approvals, for
     /// whoever watches it and may click (the stack's VNC): the policy's
-    /// `display` channel. Reached once at start; a wrong one stops it.
+    /// `display` channel. Reached once at start; a wrong one stops it, and
+    /// so does one that lets in clients without a cookie (XAUTHORITY names
+    /// browser-shell's): a confined agent-browser could click Approve there.
     #[arg(long, env = "BROWSER_SHELL_APPROVALS_DISPLAY", value_name = "DISPLAY")]
     pub(crate) approvals_display: Option<String>,
 }
