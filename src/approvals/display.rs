@@ -42,8 +42,12 @@ const TICK: Duration = Duration::from_millis(25);
 /// already partly under another dialog gets no new visibility event when
 /// a browser window covers it further.
 const RAISE_EVERY: u32 = 20;
-/// Every dialog's window name, this server's or another's on the display.
+/// The dialog window's name, for people and tools that list windows.
 const DIALOG_NAME: &[u8] = b"browser-shell approval";
+/// The property that marks a window as a dialog, this server's or
+/// another's on the display: a page names its window (its title) as it
+/// likes, but cannot set a window property.
+const DIALOG_MARK: &[u8] = b"_BROWSER_SHELL_APPROVAL_DIALOG";
 
 type Failure = Box<dyn std::error::Error + Send + Sync>;
 
@@ -79,7 +83,9 @@ impl Display {
             display: name.to_owned(),
             why,
         };
-        x11rb::connect(Some(name))
+        // Held through the check: an X server with no client left resets
+        // itself, and a connection made meanwhile is dropped.
+        let _held = x11rb::connect(Some(name))
             .map_err(|e| failed(format!("{e}; start its X server first").into()))?;
         if takes_anyone(name).map_err(failed)? {
             return Err(failed(
@@ -252,7 +258,8 @@ fn dialog(
     let font = font(&conn)?;
     let layout = Layout::of(&font, message);
     let colours = Colours::of(&conn, &screen)?;
-    let window = open_window(&conn, &screen, (&layout, &colours), slot)?;
+    let mark = conn.intern_atom(false, DIALOG_MARK)?.reply()?.atom;
+    let window = open_window(&conn, &screen, (&layout, &colours, mark), slot)?;
     let gc = conn.generate_id()?;
     conn.create_gc(gc, window, &CreateGCAux::new().font(font.id))?;
     conn.map_window(window)?;
@@ -273,7 +280,7 @@ fn dialog(
                 // new window, a tab brought forward) would take the click
                 // meant for it: rise over it at once.
                 Event::VisibilityNotify(e) if e.state != Visibility::UNOBSCURED => {
-                    rise_over_others(&conn, screen.root, window)?;
+                    rise_over_others(&conn, screen.root, (window, mark))?;
                 }
                 Event::ButtonPress(e) if e.detail == 1 => {
                     if layout.approve.holds(e.event_x, e.event_y) {
@@ -291,16 +298,20 @@ fn dialog(
         }
         ticks = ticks.wrapping_add(1);
         if ticks.is_multiple_of(RAISE_EVERY) {
-            rise_over_others(&conn, screen.root, window)?;
+            rise_over_others(&conn, screen.root, (window, mark))?;
         }
         thread::sleep(TICK);
     }
 }
 
-/// Put `window` on top if a window shown above it is not a dialog: dialogs
-/// rise over other windows, never over each other, so two of them (even
-/// two servers' on one display) do not keep trading places.
-fn rise_over_others(conn: &RustConnection, root: Window, window: Window) -> Result<(), Failure> {
+/// Put `window` on top if a window shown above it is not a dialog (has no
+/// `mark`): dialogs rise over other windows, never over each other, so two
+/// of them (even two servers' on one display) do not keep trading places.
+fn rise_over_others(
+    conn: &RustConnection,
+    root: Window,
+    (window, mark): (Window, Atom),
+) -> Result<(), Failure> {
     // Children come bottom to top.
     let stack = conn.query_tree(root)?.reply()?.children;
     let above: Vec<Window> = stack
@@ -311,17 +322,18 @@ fn rise_over_others(conn: &RustConnection, root: Window, window: Window) -> Resu
     let asked = (above.iter())
         .map(|w| {
             let shown = conn.get_window_attributes(*w)?;
-            let name = conn.get_property(false, *w, AtomEnum::WM_NAME, AtomEnum::STRING, 0, 64)?;
-            Ok((shown, name))
+            let marked = conn.get_property(false, *w, mark, AtomEnum::ANY, 0, 1)?;
+            Ok((shown, marked))
         })
         .collect::<Result<Vec<_>, x11rb::errors::ConnectionError>>()?;
     let mut covered = false;
-    for (shown, name) in asked {
+    for (shown, marked) in asked {
         // A window gone meanwhile answers with an error: it covers nothing.
         let viewable = shown
             .reply()
             .is_ok_and(|a| a.map_state == MapState::VIEWABLE);
-        let dialog = name.reply().is_ok_and(|p| p.value == DIALOG_NAME);
+        let none = Atom::from(AtomEnum::NONE);
+        let dialog = marked.reply().is_ok_and(|p| p.type_ != none);
         covered |= viewable && !dialog;
     }
     if covered {
@@ -338,7 +350,7 @@ fn rise_over_others(conn: &RustConnection, root: Window, window: Window) -> Resu
 fn open_window(
     conn: &RustConnection,
     screen: &Screen,
-    (layout, colours): (&Layout, &Colours),
+    (layout, colours, mark): (&Layout, &Colours, Atom),
     slot: usize,
 ) -> Result<Window, Failure> {
     let x = (i32::from(screen.width_in_pixels) - i32::from(layout.width)) / 2;
@@ -370,6 +382,7 @@ fn open_window(
         AtomEnum::STRING,
         DIALOG_NAME,
     )?;
+    conn.change_property32(PropMode::REPLACE, window, mark, AtomEnum::CARDINAL, &[1])?;
     Ok(window)
 }
 
