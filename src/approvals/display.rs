@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use x11rb::{
     connection::Connection,
     protocol::{Event, xproto::*},
-    rust_connection::{ConnectError, DefaultStream, RustConnection},
+    rust_connection::{ConnectError, ConnectionError, DefaultStream, RustConnection},
     wrapper::ConnectionExt as _,
 };
 
@@ -325,7 +325,7 @@ fn rise_over_others(
             let marked = conn.get_property(false, *w, mark, AtomEnum::ANY, 0, 1)?;
             Ok((shown, marked))
         })
-        .collect::<Result<Vec<_>, x11rb::errors::ConnectionError>>()?;
+        .collect::<Result<Vec<_>, ConnectionError>>()?;
     let mut covered = false;
     for (shown, marked) in asked {
         // A window gone meanwhile answers with an error: it covers nothing.
@@ -375,15 +375,16 @@ fn open_window(
                 EventMask::EXPOSURE | EventMask::BUTTON_PRESS | EventMask::VISIBILITY_CHANGE,
             ),
     )?;
-    conn.change_property8(
-        PropMode::REPLACE,
-        window,
-        AtomEnum::WM_NAME,
-        AtomEnum::STRING,
-        DIALOG_NAME,
-    )?;
+    name_as_dialog(conn, window)?;
     conn.change_property32(PropMode::REPLACE, window, mark, AtomEnum::CARDINAL, &[1])?;
     Ok(window)
+}
+
+/// Give `window` the dialog's name, the one window lists show.
+fn name_as_dialog(conn: &RustConnection, window: Window) -> Result<(), ConnectionError> {
+    let (name, string) = (AtomEnum::WM_NAME, AtomEnum::STRING);
+    conn.change_property8(PropMode::REPLACE, window, name, string, DIALOG_NAME)?;
+    Ok(())
 }
 
 /// A Unicode fixed font where the server has one, else the core `fixed`.

@@ -7,12 +7,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use x11rb::{
-    connection::Connection, protocol::xproto::*, rust_connection::RustConnection,
-    wrapper::ConnectionExt as _,
-};
+use x11rb::{connection::Connection, protocol::xproto::*, rust_connection::RustConnection};
 
-use super::{Button, DIALOG_MARK, DIALOG_NAME, Display, dialog, takes_anyone, wrap};
+use super::{Button, DIALOG_MARK, Display, dialog, name_as_dialog, takes_anyone, wrap};
 
 #[test]
 fn wrapping_breaks_at_spaces_and_cuts_only_words_longer_than_a_line() {
@@ -153,14 +150,7 @@ fn cover(conn: &RustConnection) -> Window {
         &CreateWindowAux::new().override_redirect(1),
     )
     .unwrap();
-    conn.change_property8(
-        PropMode::REPLACE,
-        window,
-        AtomEnum::WM_NAME,
-        AtomEnum::STRING,
-        DIALOG_NAME,
-    )
-    .unwrap();
+    name_as_dialog(conn, window).unwrap();
     conn.map_window(window).unwrap();
     conn.flush().unwrap();
     window
