@@ -31,7 +31,7 @@ fn a_click_counts_only_inside_the_button() {
     assert!(!button.holds(40, 20) && !button.holds(10, 25) && !button.holds(9, 22));
 }
 
-/// A throwaway X server for the stacking tests: Xvfb picks a free display
+/// A throwaway X server for the display tests: Xvfb picks a free display
 /// number itself (`-displayfd`) and goes with the test.
 struct Xvfb {
     child: std::process::Child,
@@ -66,7 +66,7 @@ impl Xvfb {
         let mut child = match spawned {
             Ok(child) => child,
             Err(e) => {
-                let why = format!("Xvfb could not start ({e}): the stacking tests need it");
+                let why = format!("Xvfb could not start ({e}): the display tests need it");
                 assert!(
                     std::env::var_os("BROWSER_SHELL_REQUIRE_XVFB").is_none(),
                     "{why}, and BROWSER_SHELL_REQUIRE_XVFB is set"

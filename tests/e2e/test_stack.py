@@ -395,8 +395,8 @@ def stack_cookie(path: Path) -> bytes:
 
 def test_on_the_stack_the_display_takes_no_client_without_the_stacks_cookie(stack):
     """Any local process may open a unix socket, a confined agent-browser child included: the stack's X
-    display asks for the cookie `up` made, which only Chromium, x11vnc and browser-shell get, so nothing
-    else can draw on the display or click the approval dialog's buttons."""
+    display asks for the cookie `up` made, which only Chromium, x11vnc and browser-shell get, so a process
+    without it can neither draw on the display nor click the approval dialog's buttons."""
     display = stack.env_file["DISPLAY"].lstrip(":")
     status, reason = x11_setup(display, None)
     assert status == 0 and b"uthoriz" in reason, (status, reason)
